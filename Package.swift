@@ -1,0 +1,114 @@
+// swift-tools-version:6.2
+
+import PackageDescription
+
+let swiftSettings: [SwiftSetting] = [
+    .enableUpcomingFeature("ExistentialAny"),
+    .enableUpcomingFeature("MemberImportVisibility"),
+]
+
+let package = Package(
+    name: "receipts",
+    platforms: [.macOS(.v15)],
+    products: [
+        .executable(name: "receiptsd", targets: ["receiptsd"]),
+        .library(name: "Postgres", targets: ["Postgres"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-collections.git", from: "1.6.0"),
+        .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
+    ],
+    targets: [
+        .systemLibrary(
+            name: "CLibPQ",
+            pkgConfig: "libpq",
+            providers: [.apt(["libpq-dev"])]
+        ),
+        .target(
+            name: "Postgres",
+            dependencies: [
+                "CLibPQ",
+                .product(name: "DequeModule", package: "swift-collections"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .target(
+            name: "ReceiptsCore",
+            swiftSettings: swiftSettings
+        ),
+        .target(
+            name: "ReceiptsStore",
+            dependencies: [
+                "Postgres",
+                "ReceiptsCore",
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .target(
+            name: "ReceiptsServer",
+            dependencies: [
+                "Postgres",
+                "ReceiptsCore",
+                "ReceiptsStore",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .executableTarget(
+            name: "receiptsd",
+            dependencies: [
+                "Postgres",
+                "ReceiptsServer",
+                "ReceiptsStore",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .target(
+            name: "TestSupport",
+            dependencies: [
+                "Postgres",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+            ],
+            path: "Tests/TestSupport",
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "PostgresTests",
+            dependencies: [
+                "Postgres",
+                "TestSupport",
+                .product(name: "NIOCore", package: "swift-nio"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "ReceiptsStoreTests",
+            dependencies: ["Postgres", "ReceiptsStore", "TestSupport"],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "ReceiptsServerTests",
+            dependencies: [
+                "ReceiptsServer",
+                "TestSupport",
+                .product(name: "HummingbirdTesting", package: "hummingbird"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+    ]
+)

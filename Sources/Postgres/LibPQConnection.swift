@@ -1,0 +1,289 @@
+internal import CLibPQ
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// The blocking face of one libpq `PGconn`.
+///
+/// Every method here may block on the network, so only `PostgresConnection` and
+/// `PostgresListener` call them, and only from their thread pools, never from an event loop.
+/// `@unchecked Sendable` so that it can be handed to a thread-pool job; it is not
+/// thread-safe, and its owners (`PostgresConnection`, `PostgresListener`) run one job on it
+/// at a time.
+final class LibPQConnection: @unchecked Sendable {
+    private let handle: OpaquePointer
+    /// `host:port` of the server, for error messages.
+    let server: String
+    /// Named prepared statements this session already has, by SQL text and parameter types.
+    private var preparedStatements: [PreparedStatementKey: String] = [:]
+
+    private struct PreparedStatementKey: Hashable {
+        var sql: String
+        var types: [UInt32]
+    }
+
+    private init(handle: OpaquePointer, server: String) {
+        self.handle = handle
+        self.server = server
+    }
+
+    /// Opens a connection (blocking).
+    static func connect(_ configuration: PostgresConfiguration) throws(PostgresError) -> LibPQConnection {
+        let parameters = configuration.connectionParameters
+        let keywords = parameters.map { strdup($0.0) }
+        let values = parameters.map { strdup($0.1) }
+        defer {
+            keywords.forEach { free($0) }
+            values.forEach { free($0) }
+        }
+        let keywordPointers = keywords.map { UnsafePointer($0) } + [nil]
+        let valuePointers = values.map { UnsafePointer($0) } + [nil]
+        guard let handle = PQconnectdbParams(keywordPointers, valuePointers, 1) else {
+            throw PostgresError(code: .connectionFailed, message: "libpq could not allocate a connection")
+        }
+        let server = Self.serverName(of: handle)
+        guard PQstatus(handle) == CONNECTION_OK else {
+            let reason = Self.errorText(of: handle)
+            PQfinish(handle)
+            throw PostgresError(
+                code: .connectionFailed,
+                message: "could not connect to PostgreSQL at \(server): \(reason)",
+                host: server
+            )
+        }
+        // Notices (e.g. "relation already exists, skipping") would go to stderr otherwise.
+        PQsetNoticeProcessor(handle, { _, _ in }, nil)
+        return LibPQConnection(handle: handle, server: server)
+    }
+
+    private static func serverName(of handle: OpaquePointer) -> String {
+        let host = PQhost(handle).map { String(cString: $0) }.flatMap { $0.isEmpty ? nil : $0 } ?? "localhost"
+        let port = PQport(handle).map { String(cString: $0) }.flatMap { $0.isEmpty ? nil : $0 } ?? "5432"
+        return "\(host):\(port)"
+    }
+
+    private static func errorText(of handle: OpaquePointer) -> String {
+        guard let text = PQerrorMessage(handle) else { return "unknown error" }
+        return String(cString: text).trimmingWhitespace()
+    }
+
+    /// Closes the connection. Afterwards the object must not be used.
+    func close() {
+        PQfinish(self.handle)
+    }
+
+    /// The server process id of this session (for `pg_terminate_backend`, `pg_stat_activity`).
+    var backendPID: Int32 { PQbackendPID(self.handle) }
+
+    /// Whether libpq still considers the connection open.
+    var isOpen: Bool { PQstatus(self.handle) == CONNECTION_OK }
+
+    /// Whether the session is outside any transaction block.
+    var isIdle: Bool { PQtransactionStatus(self.handle) == PQTRANS_IDLE }
+
+    /// A non-blocking check that an idle connection is still alive: a server that
+    /// terminated the session has sent an error and closed the socket, which shows up as
+    /// readable input.
+    func checkAlive() -> Bool {
+        // Input may come in pieces (the FATAL message, then end-of-file): read until there
+        // is nothing more, or the connection turns out to be closed.
+        for _ in 0..<8 {
+            guard self.isOpen else { return false }
+            var descriptor = pollfd(fd: PQsocket(self.handle), events: Int16(POLLIN), revents: 0)
+            let ready = poll(&descriptor, 1, 0)
+            if ready < 0 { return false }
+            if ready == 0 { return true }
+            guard PQconsumeInput(self.handle) == 1 else { return false }
+            _ = PQisBusy(self.handle)  // parses what was read
+            _ = self.takeNotifications()
+        }
+        return self.isOpen
+    }
+
+    // MARK: - Statements
+
+    /// Runs one statement with parameters and returns its rows in binary format.
+    ///
+    /// With `prepared`, the statement is parsed once per connection and reused.
+    func execute(_ sql: String, bindings: PostgresBindings, prepared: Bool) throws(PostgresError) -> PostgresRows {
+        let count = Int32(bindings.values.count)
+        let statementName: String? = prepared ? try self.preparedStatementName(for: sql, types: bindings.types) : nil
+        let values = bindings.values.map { $0.map { strdup($0) } ?? nil }
+        defer { values.forEach { free($0) } }
+        let valuePointers = values.map { UnsafePointer($0) }
+        let result: OpaquePointer? =
+            if let statementName {
+                PQexecPrepared(self.handle, statementName, count, valuePointers, nil, nil, 1)
+            } else {
+                bindings.types.withUnsafeBufferPointer { types in
+                    PQexecParams(self.handle, sql, count, types.baseAddress, valuePointers, nil, nil, 1)
+                }
+            }
+        return try self.consume(result)
+    }
+
+    /// Runs one or more statements without parameters through the simple query protocol
+    /// (migrations, `BEGIN`, `LISTEN`). Returns the command tag of the last statement.
+    @discardableResult
+    func executeScript(_ sql: String) throws(PostgresError) -> String {
+        let result = PQexec(self.handle, sql)
+        defer { PQclear(result) }
+        try self.check(result)
+        return PQcmdStatus(result).map { String(cString: $0) } ?? ""
+    }
+
+    private func preparedStatementName(for sql: String, types: [UInt32]) throws(PostgresError) -> String {
+        let key = PreparedStatementKey(sql: sql, types: types)
+        if let name = self.preparedStatements[key] { return name }
+        let name = "receipts_\(self.preparedStatements.count + 1)"
+        let result = types.withUnsafeBufferPointer { types in
+            PQprepare(self.handle, name, sql, Int32(types.count), types.baseAddress)
+        }
+        defer { PQclear(result) }
+        try self.check(result)
+        self.preparedStatements[key] = name
+        return name
+    }
+
+    private func consume(_ result: OpaquePointer?) throws(PostgresError) -> PostgresRows {
+        defer { PQclear(result) }
+        try self.check(result)
+        guard let result else { throw self.connectionError() }
+        let rowCount = Int(PQntuples(result))
+        let columnCount = Int(PQnfields(result))
+        var columns: [PostgresColumn] = []
+        columns.reserveCapacity(columnCount)
+        for column in 0..<columnCount {
+            let name = PQfname(result, Int32(column)).map { String(cString: $0) } ?? ""
+            columns.append(PostgresColumn(name: name, type: PostgresDataType(oid: PQftype(result, Int32(column)))))
+        }
+        var storage: [UInt8] = []
+        var cells: [(offset: Int, length: Int)] = []
+        cells.reserveCapacity(rowCount * columnCount)
+        for row in 0..<Int32(rowCount) {
+            for column in 0..<Int32(columnCount) {
+                if PQgetisnull(result, row, column) == 1 {
+                    cells.append((storage.count, -1))
+                    continue
+                }
+                let length = Int(PQgetlength(result, row, column))
+                cells.append((storage.count, length))
+                if length > 0, let value = PQgetvalue(result, row, column) {
+                    value.withMemoryRebound(to: UInt8.self, capacity: length) { bytes in
+                        storage.append(contentsOf: UnsafeBufferPointer(start: bytes, count: length))
+                    }
+                }
+            }
+        }
+        let affected = PQcmdTuples(result).flatMap { Int(String(cString: $0)) } ?? 0
+        return PostgresRows(columns: columns, affectedRows: affected, storage: storage, cells: cells)
+    }
+
+    /// Throws the error a result carries, if any.
+    private func check(_ result: OpaquePointer?) throws(PostgresError) {
+        guard let result else { throw self.connectionError() }
+        switch PQresultStatus(result) {
+        case PGRES_COMMAND_OK, PGRES_TUPLES_OK, PGRES_EMPTY_QUERY:
+            return
+        default:
+            throw self.serverError(from: result)
+        }
+    }
+
+    private func serverError(from result: OpaquePointer) -> PostgresError {
+        func field(_ code: UInt8) -> String? {
+            PQresultErrorField(result, Int32(code)).map { String(cString: $0) }
+        }
+        let message = field(UInt8(ascii: "M")) ?? PQresultErrorMessage(result).map { String(cString: $0) } ?? ""
+        return PostgresError(
+            code: self.isOpen ? .server : .connectionClosed,
+            message: message.trimmingWhitespace().isEmpty ? Self.errorText(of: self.handle) : message,
+            sqlState: field(UInt8(ascii: "C")),
+            detail: field(UInt8(ascii: "D")),
+            constraint: field(UInt8(ascii: "n")),
+            host: self.server
+        )
+    }
+
+    private func connectionError() -> PostgresError {
+        PostgresError(
+            code: self.isOpen ? .server : .connectionClosed,
+            message: "connection to \(self.server): \(Self.errorText(of: self.handle))",
+            host: self.server
+        )
+    }
+
+    // MARK: - Notifications
+
+    /// The socket to wait on for notifications.
+    var socket: Int32 { PQsocket(self.handle) }
+
+    /// Reads whatever input is waiting on the socket; false when the connection is lost.
+    func consumeInput() -> Bool {
+        PQconsumeInput(self.handle) == 1 && self.isOpen
+    }
+
+    /// The notifications libpq has received so far, oldest first.
+    func takeNotifications() -> [PostgresNotification] {
+        var notifications: [PostgresNotification] = []
+        while let notify = PQnotifies(self.handle) {
+            defer { PQfreemem(notify) }
+            notifications.append(
+                PostgresNotification(
+                    channel: String(cString: notify.pointee.relname),
+                    payload: String(cString: notify.pointee.extra),
+                    backendPID: notify.pointee.be_pid
+                )
+            )
+        }
+        return notifications
+    }
+
+    /// Quotes an identifier (a channel name for `LISTEN`) the way the server parses it.
+    func quotedIdentifier(_ name: String) throws(PostgresError) -> String {
+        guard let quoted = PQescapeIdentifier(self.handle, name, name.utf8.count) else {
+            throw PostgresError(code: .invalidValue, message: Self.errorText(of: self.handle))
+        }
+        defer { PQfreemem(quoted) }
+        return String(cString: quoted)
+    }
+}
+
+extension String {
+    func trimmingWhitespace() -> String {
+        var scalars = Substring(self)
+        while let last = scalars.last, last.isWhitespace { scalars.removeLast() }
+        while let first = scalars.first, first.isWhitespace { scalars.removeFirst() }
+        return String(scalars)
+    }
+}
+
+extension LibPQConnection {
+    /// What a wait for notifications ended with.
+    enum WaitOutcome {
+        case notifications([PostgresNotification])
+        case connectionLost
+        case woken
+    }
+
+    /// Blocks until the server sends something or `wakeDescriptor` becomes readable.
+    ///
+    /// Waits on socket readiness with `poll`, so an idle listener uses no CPU; there is no
+    /// timeout and no sleep loop.
+    func waitForNotifications(wakeDescriptor: Int32) -> WaitOutcome {
+        let pending = self.takeNotifications()
+        if !pending.isEmpty { return .notifications(pending) }
+        var descriptors = [
+            pollfd(fd: self.socket, events: Int16(POLLIN), revents: 0),
+            pollfd(fd: wakeDescriptor, events: Int16(POLLIN), revents: 0),
+        ]
+        let ready = poll(&descriptors, 2, -1)
+        if ready < 0 { return errno == EINTR ? .notifications([]) : .connectionLost }
+        if descriptors[1].revents != 0 { return .woken }
+        guard self.consumeInput() else { return .connectionLost }
+        return .notifications(self.takeNotifications())
+    }
+}

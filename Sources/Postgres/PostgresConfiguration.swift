@@ -1,0 +1,34 @@
+/// How to reach a PostgreSQL server.
+public struct PostgresConfiguration: Sendable {
+    /// A libpq connection string: `postgresql://user:password@host:port/db?param=value` or
+    /// `host=… port=… dbname=…`. Passed to libpq as is; its settings win over the defaults below.
+    public var connectionString: String
+    /// `application_name`, shown in `pg_stat_activity`.
+    public var applicationName: String
+    /// Seconds libpq waits for a connection before giving up (`connect_timeout`).
+    public var connectTimeoutSeconds: Int
+
+    public init(
+        connectionString: String,
+        applicationName: String = "receipts",
+        connectTimeoutSeconds: Int = 10
+    ) {
+        self.connectionString = connectionString
+        self.applicationName = applicationName
+        self.connectTimeoutSeconds = connectTimeoutSeconds
+    }
+
+    /// Keyword/value pairs for `PQconnectdbParams`. Our defaults come first so that the
+    /// connection string (expanded from `dbname`) overrides them.
+    var connectionParameters: [(String, String)] {
+        [
+            ("connect_timeout", String(self.connectTimeoutSeconds)),
+            ("application_name", self.applicationName),
+            ("keepalives", "1"),
+            ("keepalives_idle", "30"),
+            ("keepalives_interval", "10"),
+            ("keepalives_count", "3"),
+            ("dbname", self.connectionString),
+        ]
+    }
+}

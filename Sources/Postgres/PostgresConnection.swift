@@ -1,0 +1,110 @@
+import Logging
+import NIOPosix
+
+/// One session with PostgreSQL, with an async API.
+///
+/// Every libpq call runs as a job on a `NIOThreadPool`, so the caller's task suspends
+/// while the network round trip blocks a pool thread, never a SwiftNIO event loop.
+///
+/// `@unchecked Sendable`: the libpq handle is not thread-safe, and it is used by one task
+/// at a time — the pool lends a connection to a single lease, and each method awaits its
+/// thread-pool job before returning, so two jobs of one connection never overlap as long
+/// as one lease does not use the connection from two tasks at once (which callers must not).
+public final class PostgresConnection: @unchecked Sendable {
+    let connection: LibPQConnection
+    private let threadPool: NIOThreadPool
+    let logger: Logger
+
+    private init(connection: LibPQConnection, threadPool: NIOThreadPool, logger: Logger) {
+        self.connection = connection
+        self.threadPool = threadPool
+        self.logger = logger
+    }
+
+    /// Opens a connection.
+    ///
+    /// - Parameter threadPool: where the blocking libpq calls run; a pool gives each of its
+    ///   connections a thread of its own.
+    /// - Throws: `PostgresError` with code `connectionFailed` naming the server when it cannot
+    ///   be reached or refuses the login.
+    public static func connect(
+        to configuration: PostgresConfiguration,
+        threadPool: NIOThreadPool = .singleton,
+        logger: Logger
+    ) async throws -> PostgresConnection {
+        let connection = try await Self.run(on: threadPool) { () throws(PostgresError) in
+            try LibPQConnection.connect(configuration)
+        }
+        logger.debug("postgres connection opened", metadata: ["postgres.backend_pid": "\(connection.backendPID)"])
+        return PostgresConnection(connection: connection, threadPool: threadPool, logger: logger)
+    }
+
+    /// Runs a statement (prepared once per connection, then reused) and returns its rows.
+    ///
+    /// Values are bound to `$1`, `$2`, … in order; never put values into `sql` itself.
+    @discardableResult
+    public func query(_ sql: String, _ parameters: [any PostgresEncodable] = []) async throws -> PostgresRows {
+        let bindings = try PostgresBindings(parameters)
+        return try await self.onThread { connection throws(PostgresError) in
+            try connection.execute(sql, bindings: bindings, prepared: true)
+        }
+    }
+
+    /// Runs a statement and returns how many rows it inserted, updated or deleted.
+    @discardableResult
+    public func execute(_ sql: String, _ parameters: [any PostgresEncodable] = []) async throws -> Int {
+        try await self.query(sql, parameters).affectedRows
+    }
+
+    /// Runs a statement with parameters without preparing it: for statements that run once
+    /// per connection, where a cached prepared statement would only use memory.
+    @discardableResult
+    public func queryUnprepared(_ sql: String, _ parameters: [any PostgresEncodable] = []) async throws -> PostgresRows {
+        let bindings = try PostgresBindings(parameters)
+        return try await self.onThread { connection throws(PostgresError) in
+            try connection.execute(sql, bindings: bindings, prepared: false)
+        }
+    }
+
+    /// Runs a script of one or more statements that take no parameters (a migration file,
+    /// `BEGIN`, `COMMIT`). Returns the command tag of the last statement, e.g. `COMMIT`.
+    @discardableResult
+    public func executeScript(_ sql: String) async throws -> String {
+        try await self.onThread { connection throws(PostgresError) in
+            try connection.executeScript(sql)
+        }
+    }
+
+    /// The server process id of this session.
+    public var backendPID: Int32 { self.connection.backendPID }
+
+    /// Whether the connection is open as far as libpq knows (without a round trip).
+    public var isOpen: Bool { self.connection.isOpen }
+
+    /// Closes the connection; it must not be used afterwards.
+    public func close() async {
+        let connection = self.connection
+        _ = try? await Self.run(on: self.threadPool) { () throws(PostgresError) in connection.close() }
+        self.logger.debug("postgres connection closed")
+    }
+
+    private func onThread<T: Sendable>(
+        _ body: @escaping @Sendable (LibPQConnection) throws(PostgresError) -> T
+    ) async throws(PostgresError) -> T {
+        let connection = self.connection
+        return try await Self.run(on: self.threadPool) { () throws(PostgresError) in try body(connection) }
+    }
+
+    private static func run<T: Sendable>(
+        on threadPool: NIOThreadPool,
+        _ body: @escaping @Sendable () throws(PostgresError) -> T
+    ) async throws(PostgresError) -> T {
+        do {
+            return try await threadPool.runIfActive { try body() }
+        } catch let error as PostgresError {
+            throw error
+        } catch {
+            throw PostgresError(code: .connectionClosed, message: "the connection's thread pool has shut down")
+        }
+    }
+}

@@ -1,0 +1,314 @@
+import DequeModule
+import Logging
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOPosix
+import ServiceLifecycle
+
+/// A bounded pool of `PostgresConnection`s.
+///
+/// - Opens connections on demand up to `maximumConnections`; a lease beyond that waits, in
+///   arrival order, and fails with `poolTimeout` after `leaseTimeout`.
+/// - A connection the server dropped (found at lease or after a failed statement) is closed
+///   and replaced by a new one on the next lease.
+/// - As a `Service`, it closes every connection on graceful shutdown; leases then fail with
+///   `poolClosed`.
+///
+/// Each connection's blocking libpq calls run on a thread pool with one thread per
+/// connection, so a busy pool never starves other blocking work.
+public final class PostgresConnectionPool: Service, Sendable {
+    /// Pool limits.
+    public struct Options: Sendable {
+        /// The most connections open at once.
+        public var maximumConnections: Int
+        /// How long a lease waits for a free connection before failing.
+        public var leaseTimeout: TimeAmount
+
+        public init(maximumConnections: Int = 10, leaseTimeout: TimeAmount = .seconds(10)) {
+            precondition(maximumConnections > 0, "a pool needs at least one connection")
+            self.maximumConnections = maximumConnections
+            self.leaseTimeout = leaseTimeout
+        }
+    }
+
+    /// What a waiting lease is handed.
+    private enum Grant {
+        /// An open, idle connection.
+        case connection(PostgresConnection)
+        /// Permission to open a new connection (a slot was freed).
+        case openSlot
+    }
+
+    private struct Waiter {
+        let continuation: CheckedContinuation<Grant, any Error>
+        let timeout: Scheduled<Void>
+    }
+
+    private struct State {
+        var idle: [PostgresConnection] = []
+        /// Connections open or being opened, idle or leased.
+        var openCount = 0
+        var waiters: [Int: Waiter] = [:]
+        var waiterOrder: Deque<Int> = []
+        var nextWaiterID = 0
+        var isClosed = false
+
+        mutating func popWaiter() -> Waiter? {
+            while let id = self.waiterOrder.popFirst() {
+                if let waiter = self.waiters.removeValue(forKey: id) { return waiter }
+            }
+            return nil
+        }
+    }
+
+    public let configuration: PostgresConfiguration
+    public let options: Options
+    private let logger: Logger
+    private let threadPool: NIOThreadPool
+    private let eventLoopGroup: any EventLoopGroup
+    private let state = NIOLockedValueBox(State())
+
+    public init(
+        configuration: PostgresConfiguration,
+        options: Options = Options(),
+        eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
+        logger: Logger
+    ) {
+        self.configuration = configuration
+        self.options = options
+        self.logger = logger
+        self.eventLoopGroup = eventLoopGroup
+        self.threadPool = NIOThreadPool(numberOfThreads: options.maximumConnections)
+        self.threadPool.start()
+    }
+
+    /// How many connections are open and how many of them are lent out.
+    public var usage: (open: Int, leased: Int, waiting: Int) {
+        self.state.withLockedValue { ($0.openCount, $0.openCount - $0.idle.count, $0.waiters.count) }
+    }
+
+    /// Lends a connection to `body` and takes it back afterwards.
+    ///
+    /// A connection left inside a transaction, or found broken, is closed rather than reused.
+    @discardableResult
+    public func withConnection<Result>(
+        caller: isolated (any Actor)? = #isolation,
+        _ body: (PostgresConnection) async throws -> Result
+    ) async throws -> Result {
+        let connection = try await self.lease()
+        let result: Result
+        do {
+            result = try await body(connection)
+        } catch {
+            await self.release(connection)
+            throw error
+        }
+        await self.release(connection)
+        return result
+    }
+
+    /// Runs `body` in a transaction on a pooled connection (see
+    /// `PostgresConnection.withTransaction`).
+    @discardableResult
+    public func withTransaction<Result>(
+        isolation level: PostgresConnection.IsolationLevel = .readCommitted,
+        caller: isolated (any Actor)? = #isolation,
+        _ body: (PostgresConnection) async throws -> Result
+    ) async throws -> Result {
+        try await self.withConnection { connection in
+            try await connection.withTransaction(isolation: level) { connection in
+                try await body(connection)
+            }
+        }
+    }
+
+    /// Runs one statement on a pooled connection.
+    @discardableResult
+    public func query(_ sql: String, _ parameters: [any PostgresEncodable] = []) async throws -> PostgresRows {
+        try await self.withConnection { try await $0.query(sql, parameters) }
+    }
+
+    /// Runs one statement on a pooled connection and returns the number of rows it changed.
+    @discardableResult
+    public func execute(_ sql: String, _ parameters: [any PostgresEncodable] = []) async throws -> Int {
+        try await self.withConnection { try await $0.execute(sql, parameters) }
+    }
+
+    // MARK: - Lease and release
+
+    private enum LeaseAction {
+        case use(PostgresConnection)
+        case open
+        case wait
+    }
+
+    private func lease() async throws -> PostgresConnection {
+        while true {
+            let action = try self.state.withLockedValue { state throws(PostgresError) -> LeaseAction in
+                if state.isClosed { throw PostgresError(code: .poolClosed, message: "the connection pool is closed") }
+                if let connection = state.idle.popLast() { return .use(connection) }
+                if state.openCount < self.options.maximumConnections {
+                    state.openCount += 1
+                    return .open
+                }
+                return .wait
+            }
+            switch action {
+            case .use(let connection):
+                if connection.connection.checkAlive() { return connection }
+                self.logger.debug("replacing a dropped postgres connection")
+                await self.discard(connection, replacing: true)
+                return try await self.openConnection()
+            case .open:
+                return try await self.openConnection()
+            case .wait:
+                switch try await self.waitForGrant() {
+                case .connection(let connection):
+                    if connection.connection.checkAlive() { return connection }
+                    await self.discard(connection, replacing: true)
+                    return try await self.openConnection()
+                case .openSlot:
+                    return try await self.openConnection()
+                }
+            }
+        }
+    }
+
+    /// Opens a connection in a slot already counted in `openCount`; frees the slot on failure.
+    private func openConnection() async throws -> PostgresConnection {
+        do {
+            return try await PostgresConnection.connect(to: self.configuration, threadPool: self.threadPool, logger: self.logger)
+        } catch {
+            self.freeSlot()
+            throw error
+        }
+    }
+
+    private func waitForGrant() async throws -> Grant {
+        let id = self.state.withLockedValue { state in
+            defer { state.nextWaiterID += 1 }
+            return state.nextWaiterID
+        }
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Grant, any Error>) in
+                let timeout = self.eventLoopGroup.any().scheduleTask(in: self.options.leaseTimeout) {
+                    self.failWaiter(
+                        id,
+                        with: PostgresError(
+                            code: .poolTimeout,
+                            message: "no database connection became free within \(self.options.leaseTimeout)"
+                        )
+                    )
+                }
+                // A connection may have been released between the first look and now.
+                let grant = self.state.withLockedValue { state -> Result<Grant, any Error>? in
+                    if state.isClosed { return .failure(PostgresError(code: .poolClosed, message: "the connection pool is closed")) }
+                    if Task.isCancelled { return .failure(CancellationError()) }
+                    if let connection = state.idle.popLast() { return .success(.connection(connection)) }
+                    if state.openCount < self.options.maximumConnections {
+                        state.openCount += 1
+                        return .success(.openSlot)
+                    }
+                    state.waiters[id] = Waiter(continuation: continuation, timeout: timeout)
+                    state.waiterOrder.append(id)
+                    return nil
+                }
+                if let grant {
+                    timeout.cancel()
+                    continuation.resume(with: grant)
+                }
+            }
+        } onCancel: {
+            self.failWaiter(id, with: CancellationError())
+        }
+    }
+
+    private func failWaiter(_ id: Int, with error: any Error) {
+        let waiter = self.state.withLockedValue { $0.waiters.removeValue(forKey: id) }
+        guard let waiter else { return }
+        waiter.timeout.cancel()
+        waiter.continuation.resume(throwing: error)
+    }
+
+    private func release(_ connection: PostgresConnection) async {
+        guard connection.isOpen, connection.connection.isIdle else {
+            await self.discard(connection, replacing: false)
+            return
+        }
+        enum ReleaseAction {
+            case handOver(Waiter)
+            case close
+            case keep
+        }
+        let action = self.state.withLockedValue { state -> ReleaseAction in
+            if state.isClosed {
+                state.openCount -= 1
+                return .close
+            }
+            if let waiter = state.popWaiter() { return .handOver(waiter) }
+            state.idle.append(connection)
+            return .keep
+        }
+        switch action {
+        case .handOver(let waiter):
+            waiter.timeout.cancel()
+            waiter.continuation.resume(returning: .connection(connection))
+        case .close:
+            await connection.close()
+        case .keep:
+            break
+        }
+    }
+
+    /// Closes a connection that must not be reused. With `replacing`, the caller keeps its
+    /// slot to open a new one; otherwise the slot goes to a waiter or is freed.
+    private func discard(_ connection: PostgresConnection, replacing: Bool) async {
+        await connection.close()
+        if !replacing { self.freeSlot() }
+    }
+
+    /// Gives a slot to the longest waiter, who will open a connection, or frees it.
+    private func freeSlot() {
+        let waiter = self.state.withLockedValue { state -> Waiter? in
+            if !state.isClosed, let waiter = state.popWaiter() { return waiter }
+            state.openCount -= 1
+            return nil
+        }
+        if let waiter {
+            waiter.timeout.cancel()
+            waiter.continuation.resume(returning: .openSlot)
+        }
+    }
+
+    // MARK: - Service
+
+    /// Keeps the pool open until graceful shutdown or cancellation, then closes it.
+    public func run() async throws {
+        try? await gracefulShutdown()
+        await self.close()
+    }
+
+    /// Closes idle connections, fails waiting leases, and closes leased connections as
+    /// they come back.
+    public func close() async {
+        let (idle, waiters) = self.state.withLockedValue { state in
+            state.isClosed = true
+            let idle = state.idle
+            state.idle = []
+            state.openCount -= idle.count
+            var waiters: [Waiter] = []
+            while let waiter = state.popWaiter() { waiters.append(waiter) }
+            return (idle, waiters)
+        }
+        for waiter in waiters {
+            waiter.timeout.cancel()
+            waiter.continuation.resume(throwing: PostgresError(code: .poolClosed, message: "the connection pool is closed"))
+        }
+        for connection in idle { await connection.close() }
+        self.logger.debug("postgres connection pool closed")
+    }
+
+    deinit {
+        self.threadPool.shutdownGracefully { _ in }
+    }
+}

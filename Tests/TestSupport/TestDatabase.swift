@@ -1,0 +1,115 @@
+import NIOCore
+import Foundation
+import Logging
+import Postgres
+
+/// The PostgreSQL that tests run against.
+///
+/// `DATABASE_URL` when set (the test command sets it); otherwise the local cluster of
+/// `scripts/postgres.sh`, started on first use, so a bare `swift test` works too.
+public enum TestDatabase {
+    /// The repository root, found from this file's path.
+    public static let packageRoot: URL = URL(fileURLWithPath: #filePath)
+        .deletingLastPathComponent()  // TestSupport
+        .deletingLastPathComponent()  // Tests
+        .deletingLastPathComponent()
+
+    /// The connection string of the test database.
+    public static let url: String = {
+        if let url = ProcessInfo.processInfo.environment["DATABASE_URL"], !url.isEmpty { return url }
+        do {
+            return try runScript("scripts/postgres.sh", arguments: ["url"])
+        } catch {
+            fatalError("no DATABASE_URL and scripts/postgres.sh failed: \(error)")
+        }
+    }()
+
+    public static var configuration: PostgresConfiguration {
+        PostgresConfiguration(connectionString: url, applicationName: "receipts-tests")
+    }
+
+    /// A logger that stays quiet unless `LOG_LEVEL` is set.
+    public static let logger: Logger = {
+        var logger = Logger(label: "receipts.tests")
+        logger.logLevel = ProcessInfo.processInfo.environment["LOG_LEVEL"].flatMap(Logger.Level.init(rawValue:)) ?? .critical
+        return logger
+    }()
+
+    /// A pool shared by tests that only need some connection; tests that look at the pool
+    /// itself make their own.
+    public static let pool = PostgresConnectionPool(
+        configuration: configuration,
+        options: .init(maximumConnections: 8, leaseTimeout: .seconds(30)),
+        logger: logger
+    )
+
+    /// A name no other test uses (for tables, tenants, channels).
+    public static func uniqueName(_ prefix: String) -> String {
+        "\(prefix)_\(UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "").prefix(16))"
+    }
+
+    /// Runs a script of the repository and returns its trimmed standard output.
+    public static func runScript(_ path: String, arguments: [String], environment: [String: String] = [:]) throws -> String {
+        try run(packageRoot.appendingPathComponent(path).path, arguments: arguments, environment: environment).output
+    }
+
+    /// The result of a finished process.
+    public struct ProcessResult: Sendable {
+        public var status: Int32
+        public var output: String
+        public var errorOutput: String
+    }
+
+    /// Runs a program to completion and returns what it printed.
+    @discardableResult
+    public static func run(
+        _ executable: String,
+        arguments: [String],
+        environment: [String: String] = [:],
+        allowFailure: Bool = false
+    ) throws -> ProcessResult {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: executable)
+        process.arguments = arguments
+        process.currentDirectoryURL = packageRoot
+        process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
+        let output = Pipe()
+        let errors = Pipe()
+        process.standardOutput = output
+        process.standardError = errors
+        try process.run()
+        // Read both pipes to the end before waiting, so a chatty process cannot block.
+        let errorData = LockedData()
+        let errorReader = Thread { errorData.set(errors.fileHandleForReading.readDataToEndOfFile()) }
+        errorReader.start()
+        let outputData = output.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        while !errorData.isSet { usleep(1000) }
+        let result = ProcessResult(
+            status: process.terminationStatus,
+            output: String(decoding: outputData, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines),
+            errorOutput: String(decoding: errorData.value, as: UTF8.self)
+        )
+        if result.status != 0 && !allowFailure {
+            throw ProcessFailure(command: ([executable] + arguments).joined(separator: " "), result: result)
+        }
+        return result
+    }
+
+    public struct ProcessFailure: Error, CustomStringConvertible {
+        public var command: String
+        public var result: ProcessResult
+        public var description: String {
+            "\(command) exited with \(result.status): \(result.errorOutput)"
+        }
+    }
+}
+
+private final class LockedData: @unchecked Sendable {
+    private let lock = NSLock()
+    private var data: Data?
+
+    func set(_ data: Data) { lock.withLock { self.data = data } }
+    var isSet: Bool { lock.withLock { data != nil } }
+    var value: Data { lock.withLock { data ?? Data() } }
+}
