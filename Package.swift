@@ -73,6 +73,7 @@ let package = Package(
                 "ReceiptsServer",
                 "ReceiptsStore",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: swiftSettings

@@ -113,3 +113,42 @@ private final class LockedData: @unchecked Sendable {
     var isSet: Bool { lock.withLock { data != nil } }
     var value: Data { lock.withLock { data ?? Data() } }
 }
+
+extension TestDatabase {
+    /// Creates an empty database for one test, passes its URL, and drops it afterwards.
+    public static func withFreshDatabase<Result>(_ body: (String) async throws -> Result) async throws -> Result {
+        let name = uniqueName("receipts_test")
+        // CREATE DATABASE takes an identifier; uniqueName yields only [a-z0-9_].
+        try await pool.withConnection { _ = try await $0.executeScript("CREATE DATABASE \(name)") }
+        let url = try databaseURL(replacingDatabaseWith: name)
+        do {
+            let result = try await body(url)
+            try await pool.withConnection { _ = try await $0.executeScript("DROP DATABASE \(name) WITH (FORCE)") }
+            return result
+        } catch {
+            _ = try? await pool.withConnection { _ = try await $0.executeScript("DROP DATABASE \(name) WITH (FORCE)") }
+            throw error
+        }
+    }
+
+    /// The test URL with another database name (URI or key=value form).
+    static func databaseURL(replacingDatabaseWith name: String) throws -> String {
+        if url.hasPrefix("postgres://") || url.hasPrefix("postgresql://") {
+            guard var components = URLComponents(string: url) else { throw URLError(.badURL) }
+            components.path = "/" + name
+            return components.string!
+        }
+        return url + " dbname=" + name
+    }
+
+    /// The built `receiptsd` executable (next to the test bundle; `swift build` makes it).
+    public static var receiptsdExecutable: String {
+        let candidates = [
+            Bundle.main.bundleURL.deletingLastPathComponent().appendingPathComponent("receiptsd"),
+            URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("receiptsd"),
+            packageRoot.appendingPathComponent(".build/debug/receiptsd"),
+        ]
+        return candidates.first { FileManager.default.isExecutableFile(atPath: $0.path) }?.path
+            ?? candidates.last!.path
+    }
+}

@@ -1,0 +1,24 @@
+/// Ids of tenants, chats, users and messages: 1–128 characters of `[A-Za-z0-9._:@-]`
+/// (DESIGN.md, "Contract").
+public enum Identifier {
+    /// The longest id accepted.
+    public static let maximumLength = 128
+
+    /// Whether `text` is a valid id.
+    public static func isValid(_ text: some StringProtocol) -> Bool {
+        let bytes = text.utf8
+        guard !bytes.isEmpty, bytes.count <= maximumLength else { return false }
+        return bytes.allSatisfy(isAllowed)
+    }
+
+    private static func isAllowed(_ byte: UInt8) -> Bool {
+        switch byte {
+        case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"),
+            UInt8(ascii: "0")...UInt8(ascii: "9"),
+            UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: ":"), UInt8(ascii: "@"), UInt8(ascii: "-"):
+            true
+        default:
+            false
+        }
+    }
+}

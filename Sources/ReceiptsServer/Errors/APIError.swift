@@ -1,0 +1,61 @@
+import Foundation
+import Hummingbird
+
+/// An error answered in the contract's shape:
+/// `{"error": {"code": "<machine_code>", "message": "<human text>"}}`.
+///
+/// The message is written for the API's user; internal errors never reach it.
+public struct APIError: HTTPResponseError, Sendable {
+    /// The machine-readable codes of DESIGN.md, "Errors".
+    public struct Code: RawRepresentable, Hashable, Sendable {
+        public let rawValue: String
+        public init(rawValue: String) { self.rawValue = rawValue }
+
+        public static let invalidRequest = Code(rawValue: "invalid_request")
+        public static let unauthorized = Code(rawValue: "unauthorized")
+        public static let forbidden = Code(rawValue: "forbidden")
+        public static let notFound = Code(rawValue: "not_found")
+        public static let methodNotAllowed = Code(rawValue: "method_not_allowed")
+        public static let conflict = Code(rawValue: "conflict")
+        public static let payloadTooLarge = Code(rawValue: "payload_too_large")
+        public static let rateLimited = Code(rawValue: "rate_limited")
+        public static let unavailable = Code(rawValue: "unavailable")
+        public static let internalError = Code(rawValue: "internal_error")
+    }
+
+    public let status: HTTPResponse.Status
+    public let code: Code
+    public let message: String
+
+    public init(_ status: HTTPResponse.Status, _ code: Code, _ message: String) {
+        self.status = status
+        self.code = code
+        self.message = message
+    }
+
+    public static func invalidRequest(_ message: String) -> APIError { APIError(.badRequest, .invalidRequest, message) }
+    public static func unauthorized(_ message: String = "missing or invalid credentials") -> APIError {
+        APIError(.unauthorized, .unauthorized, message)
+    }
+    public static func forbidden(_ message: String) -> APIError { APIError(.forbidden, .forbidden, message) }
+    public static func notFound(_ message: String = "not found") -> APIError { APIError(.notFound, .notFound, message) }
+    public static func conflict(_ message: String) -> APIError { APIError(.conflict, .conflict, message) }
+
+    private struct Body: Encodable {
+        struct Detail: Encodable {
+            let code: String
+            let message: String
+        }
+        let error: Detail
+    }
+
+    public func response(from request: Request, context: some RequestContext) throws -> Response {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = .sortedKeys
+        let data = try encoder.encode(Body(error: .init(code: self.code.rawValue, message: self.message)))
+        var headers = HTTPFields()
+        headers[.contentType] = "application/json; charset=utf-8"
+        if self.status == .unauthorized { headers[.wwwAuthenticate] = "Bearer" }
+        return Response(status: self.status, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: data)))
+    }
+}

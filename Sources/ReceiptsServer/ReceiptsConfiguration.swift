@@ -1,0 +1,39 @@
+import Foundation
+import Logging
+
+/// Everything the service can be configured with, read once at start (by `receiptsd`) and
+/// passed down; nothing deeper reads the environment.
+public struct ReceiptsConfiguration: Sendable {
+    /// Listen address (`RECEIPTS_HOST`, default 127.0.0.1).
+    public var host: String
+    /// Listen port (`RECEIPTS_PORT`, default 8080; 0 picks a free port).
+    public var port: Int
+    /// libpq connection string or URI (`DATABASE_URL`).
+    public var databaseURL: String
+    /// Bearer token for `/admin/v1/*` (`RECEIPTS_ADMIN_TOKEN`); nil disables the admin API.
+    public var adminToken: String?
+    /// Most database connections the service opens (`RECEIPTS_DATABASE_POOL_SIZE`, default 10).
+    public var databasePoolSize: Int
+    /// Apply pending migrations before serving (`serve --no-migrate` turns it off).
+    public var runMigrations: Bool
+    /// Where the `NNNN_name.sql` migrations are (`RECEIPTS_MIGRATIONS_DIR`).
+    public var migrationsDirectory: URL
+
+    public init(
+        host: String = "127.0.0.1",
+        port: Int = 8080,
+        databaseURL: String,
+        adminToken: String? = nil,
+        databasePoolSize: Int = 10,
+        runMigrations: Bool = true,
+        migrationsDirectory: URL
+    ) {
+        self.host = host
+        self.port = port
+        self.databaseURL = databaseURL
+        self.adminToken = adminToken
+        self.databasePoolSize = databasePoolSize
+        self.runMigrations = runMigrations
+        self.migrationsDirectory = migrationsDirectory
+    }
+}

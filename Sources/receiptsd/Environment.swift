@@ -1,0 +1,74 @@
+import Foundation
+import Logging
+
+/// Reads the process environment: the one place that does.
+struct Environment {
+    let variables: [String: String]
+
+    init(_ variables: [String: String] = ProcessInfo.processInfo.environment) {
+        self.variables = variables
+    }
+
+    subscript(name: String) -> String? {
+        guard let value = self.variables[name], !value.isEmpty else { return nil }
+        return value
+    }
+
+    /// The repository this binary was built from, for development runs.
+    static let sourceRoot = URL(fileURLWithPath: #filePath)
+        .deletingLastPathComponent()  // receiptsd
+        .deletingLastPathComponent()  // Sources
+        .deletingLastPathComponent()
+
+    /// `RECEIPTS_MIGRATIONS_DIR`, else `sql/migrations` of the current directory, else of
+    /// the source tree.
+    func migrationsDirectory() -> URL {
+        if let configured = self["RECEIPTS_MIGRATIONS_DIR"] { return URL(fileURLWithPath: configured) }
+        let local = URL(fileURLWithPath: FileManager.default.currentDirectoryPath).appendingPathComponent("sql/migrations")
+        if FileManager.default.fileExists(atPath: local.path) { return local }
+        return Self.sourceRoot.appendingPathComponent("sql/migrations")
+    }
+
+    /// `DATABASE_URL`, or the URL of the local PostgreSQL that `scripts/postgres.sh`
+    /// starts (installing it when missing).
+    func databaseURL(logger: Logger) throws -> String {
+        if let url = self["DATABASE_URL"] { return url }
+        let candidates = [
+            URL(fileURLWithPath: FileManager.default.currentDirectoryPath).appendingPathComponent("scripts/postgres.sh"),
+            Self.sourceRoot.appendingPathComponent("scripts/postgres.sh"),
+        ]
+        guard let script = candidates.first(where: { FileManager.default.isExecutableFile(atPath: $0.path) }) else {
+            throw ConfigurationError("DATABASE_URL is not set and scripts/postgres.sh was not found to start a local PostgreSQL")
+        }
+        logger.info("DATABASE_URL is not set; starting the local PostgreSQL", metadata: ["script": "\(script.path)"])
+        let process = Process()
+        process.executableURL = script
+        process.arguments = ["url"]
+        let output = Pipe()
+        process.standardOutput = output
+        try process.run()
+        let data = output.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        let url = String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        guard process.terminationStatus == 0, !url.isEmpty else {
+            throw ConfigurationError("scripts/postgres.sh could not start a local PostgreSQL (exit \(process.terminationStatus))")
+        }
+        return url
+    }
+
+    func integer(_ name: String, default defaultValue: Int) throws -> Int {
+        guard let text = self[name] else { return defaultValue }
+        guard let value = Int(text) else { throw ConfigurationError("\(name) must be a number, not \"\(text)\"") }
+        return value
+    }
+
+    func logLevel() -> Logger.Level {
+        self["LOG_LEVEL"].flatMap { Logger.Level(rawValue: $0.lowercased()) } ?? .info
+    }
+}
+
+/// A configuration problem, reported before anything starts.
+struct ConfigurationError: Error, CustomStringConvertible {
+    let description: String
+    init(_ description: String) { self.description = description }
+}

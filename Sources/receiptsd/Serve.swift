@@ -1,0 +1,42 @@
+import ArgumentParser
+import Hummingbird
+import Logging
+import ReceiptsServer
+
+/// `receiptsd serve`: applies pending migrations and serves the HTTP API.
+struct Serve: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Run the HTTP service.")
+
+    @Option(help: "Listen address (default: RECEIPTS_HOST or 127.0.0.1).")
+    var host: String?
+
+    @Option(help: "Listen port (default: RECEIPTS_PORT or 8080).")
+    var port: Int?
+
+    @Flag(help: "Do not apply pending migrations at start.")
+    var noMigrate = false
+
+    func run() async throws {
+        let environment = Environment()
+        let logger = makeLogger(level: environment.logLevel())
+        let configuration = ReceiptsConfiguration(
+            host: self.host ?? environment["RECEIPTS_HOST"] ?? "127.0.0.1",
+            port: try self.port ?? environment.integer("RECEIPTS_PORT", default: 8080),
+            databaseURL: try environment.databaseURL(logger: logger),
+            adminToken: environment["RECEIPTS_ADMIN_TOKEN"],
+            databasePoolSize: try environment.integer("RECEIPTS_DATABASE_POOL_SIZE", default: 10),
+            runMigrations: !self.noMigrate,
+            migrationsDirectory: environment.migrationsDirectory()
+        )
+        let app = try await buildApplication(configuration, logger: logger)
+        try await app.runService()
+    }
+}
+
+/// A logger writing to standard error at `level`.
+func makeLogger(level: Logger.Level) -> Logger {
+    LoggingSystem.bootstrap(StreamLogHandler.standardError)
+    var logger = Logger(label: "receiptsd")
+    logger.logLevel = level
+    return logger
+}

@@ -1,0 +1,34 @@
+import Foundation
+import TestSupport
+import Testing
+
+@Suite("Deployment files")
+struct DeploymentFilesTests {
+    @Test("docker-compose.yml is valid (docker-compose config -q)")
+    func composeFileIsValid() throws {
+        let candidates = ["/usr/bin/docker-compose", "/usr/local/bin/docker-compose"]
+        let executable = try #require(
+            candidates.first { FileManager.default.isExecutableFile(atPath: $0) },
+            "docker-compose is not installed (scripts/test.sh installs it)"
+        )
+        let result = try TestDatabase.run(
+            executable,
+            arguments: ["-f", "docker-compose.yml", "config", "-q"],
+            allowFailure: true
+        )
+        #expect(result.status == 0, "\(result.errorOutput)")
+    }
+
+    @Test("docker-compose.yml wires receiptsd to postgres on port 8080")
+    func composeWiring() throws {
+        let result = try TestDatabase.run(
+            "/usr/bin/env",
+            arguments: ["docker-compose", "-f", "docker-compose.yml", "config"],
+            allowFailure: true
+        )
+        try #require(result.status == 0, "\(result.errorOutput)")
+        #expect(result.output.contains("DATABASE_URL: postgresql://receipts:receipts@postgres:5432/receipts"))
+        #expect(result.output.contains("8080"))
+        #expect(result.output.contains("condition: service_healthy"))
+    }
+}

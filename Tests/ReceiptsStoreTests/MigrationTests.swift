@@ -1,0 +1,139 @@
+import Foundation
+import Postgres
+import ReceiptsStore
+import TestSupport
+import Testing
+
+@Suite("Migrations")
+struct MigrationTests {
+    let migrationsDirectory = TestDatabase.packageRoot.appendingPathComponent("sql/migrations")
+
+    func migrate(_ url: String) throws -> TestDatabase.ProcessResult {
+        try TestDatabase.run(
+            TestDatabase.receiptsdExecutable,
+            arguments: ["migrate"],
+            environment: ["DATABASE_URL": url, "RECEIPTS_MIGRATIONS_DIR": migrationsDirectory.path, "LOG_LEVEL": "warning"]
+        )
+    }
+
+    func withConnection<Result>(to url: String, _ body: (PostgresConnection) async throws -> Result) async throws -> Result {
+        let connection = try await PostgresConnection.connect(
+            to: PostgresConfiguration(connectionString: url),
+            logger: TestDatabase.logger
+        )
+        do {
+            let result = try await body(connection)
+            await connection.close()
+            return result
+        } catch {
+            await connection.close()
+            throw error
+        }
+    }
+
+    struct AppliedMigration: Equatable {
+        var version: Int
+        var appliedAt: Date
+    }
+
+    func appliedMigrations(_ url: String) async throws -> [AppliedMigration] {
+        try await withConnection(to: url) { connection in
+            try await connection.query("SELECT version, applied_at FROM receipts.schema_migrations ORDER BY version")
+                .map { AppliedMigration(version: try $0.decode(column: 0), appliedAt: try $0.decode(column: 1)) }
+        }
+    }
+
+    @Test("receiptsd migrate twice: the second run changes nothing")
+    func migrateTwice() async throws {
+        let expected = try Migration.load(from: migrationsDirectory).map(\.version)
+        try await TestDatabase.withFreshDatabase { url in
+            let first = try migrate(url)
+            #expect(first.output.hasPrefix("Applied \(expected.count) migration(s)"))
+            let afterFirst = try await appliedMigrations(url)
+            #expect(afterFirst.map(\.version) == expected)
+
+            let second = try migrate(url)
+            #expect(second.output == "Database is up to date.")
+            #expect(try await appliedMigrations(url) == afterFirst)
+        }
+    }
+
+    @Test("two concurrent runs apply each migration once")
+    func concurrentRuns() async throws {
+        let expected = try Migration.load(from: migrationsDirectory).map(\.version)
+        try await TestDatabase.withFreshDatabase { url in
+            let results = try await withThrowingTaskGroup(of: TestDatabase.ProcessResult.self) { group in
+                for _ in 0..<2 {
+                    group.addTask { try migrate(url) }
+                }
+                return try await group.reduce(into: []) { $0.append($1) }
+            }
+            #expect(results.allSatisfy { $0.status == 0 })
+            #expect(results.filter { $0.output.hasPrefix("Applied") }.count == 1)
+            #expect(results.filter { $0.output == "Database is up to date." }.count == 1)
+            #expect(try await appliedMigrations(url).map(\.version) == expected)
+        }
+    }
+
+    @Test("every table and column of the schema carries a comment, and tenant tables have RLS")
+    func schemaIsDocumentedAndIsolated() async throws {
+        try await TestDatabase.withFreshDatabase { url in
+            _ = try migrate(url)
+            try await withConnection(to: url) { connection in
+                let uncommentedTables = try await connection.query(
+                    """
+                    SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+                    WHERE n.nspname = 'receipts' AND c.relkind = 'r' AND obj_description(c.oid, 'pg_class') IS NULL
+                    """
+                ).map { try $0.decode(String.self, column: 0) }
+                #expect(uncommentedTables == [])
+
+                let tablesWithoutRLS = try await connection.query(
+                    """
+                    SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+                    WHERE n.nspname = 'receipts' AND c.relkind = 'r' AND c.relname <> 'schema_migrations'
+                      AND NOT c.relrowsecurity
+                    """
+                ).map { try $0.decode(String.self, column: 0) }
+                #expect(tablesWithoutRLS == [])
+
+                let serviceRole = try await connection.query(
+                    "SELECT rolsuper, rolbypassrls FROM pg_roles WHERE rolname = 'receipts_service'"
+                )
+                #expect(try serviceRole[0].decode(Bool.self, column: 0) == false)
+                #expect(try serviceRole[0].decode(Bool.self, column: 1) == false)
+            }
+        }
+    }
+
+    @Test("a migration that fails leaves nothing behind and is not recorded")
+    func failedMigrationRollsBack() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent(TestDatabase.uniqueName("migrations"))
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        try "CREATE TABLE receipts.first_table (id int);".write(
+            to: directory.appendingPathComponent("0001_first.sql"), atomically: true, encoding: .utf8)
+        try "CREATE TABLE receipts.second_table (id int); SELECT * FROM no_such_table;".write(
+            to: directory.appendingPathComponent("0002_broken.sql"), atomically: true, encoding: .utf8)
+
+        try await TestDatabase.withFreshDatabase { url in
+            try await withConnection(to: url) { connection in
+                let runner = MigrationRunner(migrations: try Migration.load(from: directory), logger: TestDatabase.logger)
+                let error = await #expect(throws: PostgresError.self) { try await runner.applyPending(on: connection) }
+                #expect(error?.sqlState == PostgresError.SQLState.undefinedTable)
+                #expect(try await runner.appliedVersions(on: connection) == [1])
+                let secondTable = try await connection.query("SELECT to_regclass('receipts.second_table') IS NULL")
+                #expect(try secondTable.scalar(Bool.self))
+            }
+        }
+    }
+
+    @Test("badly named migration files are refused")
+    func badFileName() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent(TestDatabase.uniqueName("migrations"))
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        try "SELECT 1;".write(to: directory.appendingPathComponent("first.sql"), atomically: true, encoding: .utf8)
+        #expect(throws: Migration.LoadingError.self) { try Migration.load(from: directory) }
+    }
+}

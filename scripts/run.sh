@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Runs receiptsd on 127.0.0.1:8080 (RECEIPTS_HOST / RECEIPTS_PORT to change) against a
+# local PostgreSQL under .receipts/, installing PostgreSQL, libpq-dev and pkg-config when
+# missing. Pending migrations are applied at start. Set DATABASE_URL to use your own
+# PostgreSQL instead. Extra arguments go to `receiptsd serve`.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+source scripts/postgres.sh
+ensure_packages
+if [[ -z "${DATABASE_URL:-}" ]]; then
+    DATABASE_URL="$(scripts/postgres.sh url)"
+    export DATABASE_URL
+fi
+
+swift build --product receiptsd
+exec "$(swift build --show-bin-path)/receiptsd" serve "$@"

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Runs the whole test suite against a local PostgreSQL.
+#
+# On a fresh Debian machine it first installs what is missing (postgresql, libpq-dev,
+# pkg-config, and docker-compose for the compose-file check), starts a PostgreSQL cluster
+# under .receipts/ (see scripts/postgres.sh), builds everything, and runs every test.
+# Extra arguments go to `swift test` (e.g. --filter PostgresTests).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+source scripts/postgres.sh
+ensure_packages
+if ! command -v docker-compose >/dev/null 2>&1; then
+    echo "test.sh: installing docker-compose (to validate docker-compose.yml offline)" >&2
+    sudo=()
+    [[ "$(id -u)" != 0 ]] && sudo=(sudo)
+    "${sudo[@]}" apt-get update >&2
+    "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends docker-compose >&2
+fi
+
+DATABASE_URL="$(scripts/postgres.sh url)"
+export DATABASE_URL
+
+swift build --build-tests
+swift test --skip-build "$@"
