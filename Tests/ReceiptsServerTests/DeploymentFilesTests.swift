@@ -5,13 +5,13 @@ import Testing
 @Suite("Deployment files")
 struct DeploymentFilesTests {
     @Test("docker-compose.yml is valid (docker-compose config -q)")
-    func composeFileIsValid() throws {
+    func composeFileIsValid() async throws {
         let candidates = ["/usr/bin/docker-compose", "/usr/local/bin/docker-compose"]
         let executable = try #require(
             candidates.first { FileManager.default.isExecutableFile(atPath: $0) },
             "docker-compose is not installed (scripts/test.sh installs it)"
         )
-        let result = try TestDatabase.run(
+        let result = try await TestDatabase.run(
             executable,
             arguments: ["-f", "docker-compose.yml", "config", "-q"],
             allowFailure: true
@@ -20,8 +20,8 @@ struct DeploymentFilesTests {
     }
 
     @Test("docker-compose.yml wires receiptsd to postgres on port 8080")
-    func composeWiring() throws {
-        let result = try TestDatabase.run(
+    func composeWiring() async throws {
+        let result = try await TestDatabase.run(
             "/usr/bin/env",
             arguments: ["docker-compose", "-f", "docker-compose.yml", "config"],
             allowFailure: true

@@ -8,8 +8,8 @@ import Testing
 struct MigrationTests {
     let migrationsDirectory = TestDatabase.packageRoot.appendingPathComponent("sql/migrations")
 
-    func migrate(_ url: String) throws -> TestDatabase.ProcessResult {
-        try TestDatabase.run(
+    func migrate(_ url: String) async throws -> TestDatabase.ProcessResult {
+        try await TestDatabase.run(
             TestDatabase.receiptsdExecutable,
             arguments: ["migrate"],
             environment: ["DATABASE_URL": url, "RECEIPTS_MIGRATIONS_DIR": migrationsDirectory.path, "LOG_LEVEL": "warning"]
@@ -47,12 +47,12 @@ struct MigrationTests {
     func migrateTwice() async throws {
         let expected = try Migration.load(from: migrationsDirectory).map(\.version)
         try await TestDatabase.withFreshDatabase { url in
-            let first = try migrate(url)
+            let first = try await migrate(url)
             #expect(first.output.hasPrefix("Applied \(expected.count) migration(s)"))
             let afterFirst = try await appliedMigrations(url)
             #expect(afterFirst.map(\.version) == expected)
 
-            let second = try migrate(url)
+            let second = try await migrate(url)
             #expect(second.output == "Database is up to date.")
             #expect(try await appliedMigrations(url) == afterFirst)
         }
@@ -64,7 +64,7 @@ struct MigrationTests {
         try await TestDatabase.withFreshDatabase { url in
             let results = try await withThrowingTaskGroup(of: TestDatabase.ProcessResult.self) { group in
                 for _ in 0..<2 {
-                    group.addTask { try migrate(url) }
+                    group.addTask { try await migrate(url) }
                 }
                 return try await group.reduce(into: []) { $0.append($1) }
             }
@@ -78,7 +78,7 @@ struct MigrationTests {
     @Test("every table and column of the schema carries a comment, and tenant tables have RLS")
     func schemaIsDocumentedAndIsolated() async throws {
         try await TestDatabase.withFreshDatabase { url in
-            _ = try migrate(url)
+            _ = try await migrate(url)
             try await withConnection(to: url) { connection in
                 let uncommentedTables = try await connection.query(
                     """

@@ -48,9 +48,12 @@ public enum TestDatabase {
         "\(prefix)_\(UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "").prefix(16))"
     }
 
-    /// Runs a script of the repository and returns its trimmed standard output.
+    /// Runs a script of the repository and returns its trimmed standard output (blocking;
+    /// for use before any async work, e.g. to find the database URL).
     public static func runScript(_ path: String, arguments: [String], environment: [String: String] = [:]) throws -> String {
-        try run(packageRoot.appendingPathComponent(path).path, arguments: arguments, environment: environment).output
+        let result = runBlocking(packageRoot.appendingPathComponent(path).path, arguments: arguments, environment: environment)
+        if result.status != 0 { throw ProcessFailure(command: path, result: result) }
+        return result.output
     }
 
     /// The result of a finished process.
@@ -61,13 +64,28 @@ public enum TestDatabase {
     }
 
     /// Runs a program to completion and returns what it printed.
+    ///
+    /// The wait happens on a thread of its own: blocking a Swift concurrency thread while a
+    /// child process waits for the database could starve the tasks that would let it go on.
     @discardableResult
     public static func run(
         _ executable: String,
         arguments: [String],
         environment: [String: String] = [:],
         allowFailure: Bool = false
-    ) throws -> ProcessResult {
+    ) async throws -> ProcessResult {
+        let result = await withCheckedContinuation { (continuation: CheckedContinuation<ProcessResult, Never>) in
+            Thread {
+                continuation.resume(returning: runBlocking(executable, arguments: arguments, environment: environment))
+            }.start()
+        }
+        if result.status != 0 && !allowFailure {
+            throw ProcessFailure(command: ([executable] + arguments).joined(separator: " "), result: result)
+        }
+        return result
+    }
+
+    private static func runBlocking(_ executable: String, arguments: [String], environment: [String: String]) -> ProcessResult {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: executable)
         process.arguments = arguments
@@ -77,7 +95,11 @@ public enum TestDatabase {
         let errors = Pipe()
         process.standardOutput = output
         process.standardError = errors
-        try process.run()
+        do {
+            try process.run()
+        } catch {
+            return ProcessResult(status: -1, output: "", errorOutput: "could not start \(executable): \(error)")
+        }
         // Read both pipes to the end before waiting, so a chatty process cannot block.
         let errorData = LockedData()
         let errorReader = Thread { errorData.set(errors.fileHandleForReading.readDataToEndOfFile()) }
@@ -85,15 +107,11 @@ public enum TestDatabase {
         let outputData = output.fileHandleForReading.readDataToEndOfFile()
         process.waitUntilExit()
         while !errorData.isSet { usleep(1000) }
-        let result = ProcessResult(
+        return ProcessResult(
             status: process.terminationStatus,
             output: String(decoding: outputData, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines),
             errorOutput: String(decoding: errorData.value, as: UTF8.self)
         )
-        if result.status != 0 && !allowFailure {
-            throw ProcessFailure(command: ([executable] + arguments).joined(separator: " "), result: result)
-        }
-        return result
     }
 
     public struct ProcessFailure: Error, CustomStringConvertible {

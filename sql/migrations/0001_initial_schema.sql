@@ -51,6 +51,7 @@ CREATE TABLE receipts.chat_members (
     joined_at     timestamptz NOT NULL DEFAULT now(),
     left_at       timestamptz,
     read_seq      bigint      NOT NULL DEFAULT 0 CHECK (read_seq >= 0),
+    delivered_seq bigint      NOT NULL DEFAULT 0 CHECK (delivered_seq >= 0),
     marked_unread boolean     NOT NULL DEFAULT false,
     PRIMARY KEY (tenant_id, chat_id, user_id),
     FOREIGN KEY (tenant_id, chat_id) REFERENCES receipts.chats ON DELETE CASCADE
@@ -58,6 +59,7 @@ CREATE TABLE receipts.chat_members (
 COMMENT ON TABLE receipts.chat_members IS 'Everyone who is or was in a chat, with their read watermark. left_at is null while they are a member.';
 COMMENT ON COLUMN receipts.chat_members.joined_at IS 'Start of the current (or last) membership.';
 COMMENT ON COLUMN receipts.chat_members.read_seq IS 'Read watermark: every message with seq <= read_seq is read by this user; unread counts look only above it.';
+COMMENT ON COLUMN receipts.chat_members.delivered_seq IS 'Delivery watermark: every message with seq <= delivered_seq has reached this user.';
 COMMENT ON COLUMN receipts.chat_members.marked_unread IS 'The user marked the chat unread: its count is at least 1 until they read.';
 CREATE INDEX chat_members_current_by_user ON receipts.chat_members (tenant_id, user_id) WHERE left_at IS NULL;
 

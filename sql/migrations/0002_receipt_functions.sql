@@ -1,0 +1,484 @@
+-- 0002: every use case of the service as one SQL function, callable from psql too.
+--
+-- Each function takes the tenant first and scopes itself to it with receipts.enter_tenant,
+-- so a request is one statement (one round trip, one transaction) and row-level security
+-- applies to everything it touches when the caller is receipts_service.
+-- Outcomes that are not errors of the database (unknown chat, not a member) come back as
+-- an `outcome` text, so the service can answer 404/403/409 without parsing messages.
+
+CREATE FUNCTION receipts.enter_tenant(p_tenant text) RETURNS void
+LANGUAGE sql VOLATILE AS $$
+    SELECT set_config('receipts.tenant_id', p_tenant, true);
+$$;
+COMMENT ON FUNCTION receipts.enter_tenant(text) IS
+    'Scopes the current transaction to one tenant: row-level security shows and accepts only its rows.';
+
+-- Membership ------------------------------------------------------------------------------
+
+CREATE FUNCTION receipts.is_recipient_seq(p_tenant text, p_chat text, p_user text, p_seq bigint)
+RETURNS boolean
+LANGUAGE sql STABLE AS $$
+    SELECT EXISTS (
+        SELECT FROM receipts.membership_periods AS period
+        WHERE period.tenant_id = p_tenant AND period.chat_id = p_chat AND period.user_id = p_user
+          AND p_seq > period.after_seq AND (period.until_seq IS NULL OR p_seq <= period.until_seq)
+    );
+$$;
+COMMENT ON FUNCTION receipts.is_recipient_seq(text, text, text, bigint) IS
+    'Whether the user was a member when the message with this seq was sent (in any membership period).';
+
+-- Tenants ---------------------------------------------------------------------------------
+
+CREATE FUNCTION receipts.create_tenant(p_tenant text, p_name text, p_api_key_hash bytea, p_token_secret bytea)
+RETURNS timestamptz
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_created_at timestamptz;
+BEGIN
+    PERFORM receipts.enter_tenant(p_tenant);
+    INSERT INTO receipts.tenants (tenant_id, name, api_key_hash, token_secret)
+    VALUES (p_tenant, p_name, p_api_key_hash, p_token_secret)
+    RETURNING created_at INTO v_created_at;
+    RETURN v_created_at;
+END;
+$$;
+COMMENT ON FUNCTION receipts.create_tenant(text, text, bytea, bytea) IS 'Registers a tenant with the hash of its API key.';
+
+-- Looking a key up must search every tenant, before any tenant is known: these two run as
+-- their owner, beyond row-level security, and reveal only what the caller proves to know.
+CREATE FUNCTION receipts.tenant_for_api_key(p_api_key_hash bytea)
+RETURNS TABLE (tenant_id text, token_secret bytea)
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+    SELECT tenant.tenant_id, tenant.token_secret FROM receipts.tenants AS tenant
+    WHERE tenant.api_key_hash = p_api_key_hash;
+$$;
+COMMENT ON FUNCTION receipts.tenant_for_api_key(bytea) IS 'The tenant whose API key has this SHA-256, if any.';
+
+CREATE FUNCTION receipts.tenant_token_secret(p_tenant text)
+RETURNS bytea
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+    SELECT tenant.token_secret FROM receipts.tenants AS tenant WHERE tenant.tenant_id = p_tenant;
+$$;
+COMMENT ON FUNCTION receipts.tenant_token_secret(text) IS 'The key that signs the tenant''s user tokens, to verify one.';
+
+REVOKE ALL ON FUNCTION receipts.tenant_for_api_key(bytea) FROM PUBLIC;
+REVOKE ALL ON FUNCTION receipts.tenant_token_secret(text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION receipts.tenant_for_api_key(bytea) TO receipts_service;
+GRANT EXECUTE ON FUNCTION receipts.tenant_token_secret(text) TO receipts_service;
+
+-- Chats -----------------------------------------------------------------------------------
+
+CREATE FUNCTION receipts.put_chat(p_tenant text, p_chat text, p_kind text, p_members text[])
+RETURNS text
+LANGUAGE plpgsql AS $$
+#variable_conflict use_column
+DECLARE
+    v_kind text;
+    v_current text[];
+BEGIN
+    PERFORM receipts.enter_tenant(p_tenant);
+    INSERT INTO receipts.chats (tenant_id, chat_id, kind) VALUES (p_tenant, p_chat, p_kind)
+    ON CONFLICT DO NOTHING;
+    IF FOUND THEN
+        INSERT INTO receipts.chat_members (tenant_id, chat_id, user_id)
+        SELECT p_tenant, p_chat, member FROM unnest(p_members) AS member;
+        INSERT INTO receipts.membership_periods (tenant_id, chat_id, user_id, after_seq)
+        SELECT p_tenant, p_chat, member, 0 FROM unnest(p_members) AS member;
+        RETURN 'created';
+    END IF;
+    SELECT chat.kind INTO v_kind FROM receipts.chats AS chat
+    WHERE chat.tenant_id = p_tenant AND chat.chat_id = p_chat;
+    SELECT coalesce(array_agg(member.user_id ORDER BY member.user_id), '{}') INTO v_current
+    FROM receipts.chat_members AS member
+    WHERE member.tenant_id = p_tenant AND member.chat_id = p_chat AND member.left_at IS NULL;
+    IF v_kind = p_kind
+       AND v_current = (SELECT coalesce(array_agg(DISTINCT m ORDER BY m), '{}') FROM unnest(p_members) AS m) THEN
+        RETURN 'unchanged';
+    END IF;
+    RETURN 'conflict';
+END;
+$$;
+COMMENT ON FUNCTION receipts.put_chat(text, text, text, text[]) IS
+    'Creates a chat with its members, or confirms it: created | unchanged (same kind and current members) | conflict.';
+
+CREATE FUNCTION receipts.join_chat(p_tenant text, p_chat text, p_user text)
+RETURNS text
+LANGUAGE plpgsql AS $$
+#variable_conflict use_column
+DECLARE
+    v_kind text;
+    v_last_seq bigint;
+BEGIN
+    PERFORM receipts.enter_tenant(p_tenant);
+    -- Locking the chat row orders the join against sends: the new period starts exactly
+    -- after the last message sent before it.
+    SELECT chat.kind, chat.last_seq INTO v_kind, v_last_seq FROM receipts.chats AS chat
+    WHERE chat.tenant_id = p_tenant AND chat.chat_id = p_chat
+    FOR UPDATE;
+    IF NOT FOUND THEN
+        RETURN 'chat_not_found';
+    END IF;
+    IF EXISTS (
+        SELECT FROM receipts.chat_members AS member
+        WHERE member.tenant_id = p_tenant AND member.chat_id = p_chat AND member.user_id = p_user
+          AND member.left_at IS NULL
+    ) THEN
+        RETURN 'already_member';
+    END IF;
+    IF v_kind = 'direct' THEN
+        RETURN 'direct_chat';
+    END IF;
+    INSERT INTO receipts.chat_members AS member (tenant_id, chat_id, user_id, read_seq, delivered_seq)
+    VALUES (p_tenant, p_chat, p_user, 0, 0)
+    ON CONFLICT (tenant_id, chat_id, user_id) DO UPDATE SET left_at = NULL, joined_at = now();
+    INSERT INTO receipts.membership_periods AS period (tenant_id, chat_id, user_id, after_seq)
+    VALUES (p_tenant, p_chat, p_user, v_last_seq)
+    ON CONFLICT (tenant_id, chat_id, user_id, after_seq)
+        DO UPDATE SET until_seq = NULL, left_at = NULL, joined_at = now();
+    RETURN 'joined';
+END;
+$$;
+COMMENT ON FUNCTION receipts.join_chat(text, text, text) IS
+    'Adds a member to a group: joined | already_member | direct_chat | chat_not_found. A rejoin starts a new membership period.';
+
+CREATE FUNCTION receipts.leave_chat(p_tenant text, p_chat text, p_user text)
+RETURNS text
+LANGUAGE plpgsql AS $$
+#variable_conflict use_column
+DECLARE
+    v_last_seq bigint;
+BEGIN
+    PERFORM receipts.enter_tenant(p_tenant);
+    SELECT chat.last_seq INTO v_last_seq FROM receipts.chats AS chat
+    WHERE chat.tenant_id = p_tenant AND chat.chat_id = p_chat
+    FOR UPDATE;
+    IF NOT FOUND THEN
+        RETURN 'chat_not_found';
+    END IF;
+    UPDATE receipts.chat_members AS member SET left_at = now(), marked_unread = false
+    WHERE member.tenant_id = p_tenant AND member.chat_id = p_chat AND member.user_id = p_user
+      AND member.left_at IS NULL;
+    IF NOT FOUND THEN
+        RETURN 'not_member';
+    END IF;
+    UPDATE receipts.membership_periods AS period SET until_seq = v_last_seq, left_at = now()
+    WHERE period.tenant_id = p_tenant AND period.chat_id = p_chat AND period.user_id = p_user
+      AND period.until_seq IS NULL;
+    RETURN 'left';
+END;
+$$;
+COMMENT ON FUNCTION receipts.leave_chat(text, text, text) IS
+    'Ends a membership: left | not_member | chat_not_found. The user is no longer waited for on later receipts.';
+
+-- Messages --------------------------------------------------------------------------------
+
+CREATE FUNCTION receipts.send_message(p_tenant text, p_chat text, p_message text, p_sender text, p_body text)
+RETURNS TABLE (outcome text, seq bigint, created_at timestamptz)
+LANGUAGE plpgsql AS $$
+#variable_conflict use_column
+DECLARE
+    v_existing receipts.messages;
+    v_seq bigint;
+    v_created_at timestamptz;
+BEGIN
+    PERFORM receipts.enter_tenant(p_tenant);
+    -- The chat row lock serialises sends (and joins, leaves) of one chat: seq is gap-free,
+    -- and a repeated id is seen by the second of two concurrent sends.
+    PERFORM FROM receipts.chats AS chat
+    WHERE chat.tenant_id = p_tenant AND chat.chat_id = p_chat
+    FOR UPDATE;
+    IF NOT FOUND THEN
+        RETURN QUERY SELECT 'chat_not_found', NULL::bigint, NULL::timestamptz;
+        RETURN;
+    END IF;
+    SELECT * INTO v_existing FROM receipts.messages AS message
+    WHERE message.tenant_id = p_tenant AND message.chat_id = p_chat AND message.message_id = p_message;
+    IF FOUND THEN
+        IF v_existing.sender_id = p_sender AND v_existing.body = p_body THEN
+            RETURN QUERY SELECT 'existing', v_existing.seq, v_existing.created_at;
+        ELSE
+            RETURN QUERY SELECT 'conflict', v_existing.seq, v_existing.created_at;
+        END IF;
+        RETURN;
+    END IF;
+    IF NOT EXISTS (
+        SELECT FROM receipts.chat_members AS member
+        WHERE member.tenant_id = p_tenant AND member.chat_id = p_chat AND member.user_id = p_sender
+          AND member.left_at IS NULL
+    ) THEN
+        RETURN QUERY SELECT 'not_member', NULL::bigint, NULL::timestamptz;
+        RETURN;
+    END IF;
+    UPDATE receipts.chats AS chat SET last_seq = chat.last_seq + 1
+    WHERE chat.tenant_id = p_tenant AND chat.chat_id = p_chat
+    RETURNING chat.last_seq INTO v_seq;
+    INSERT INTO receipts.messages (tenant_id, chat_id, message_id, seq, sender_id, body)
+    VALUES (p_tenant, p_chat, p_message, v_seq, p_sender, p_body)
+    RETURNING created_at INTO v_created_at;
+    RETURN QUERY SELECT 'created', v_seq, v_created_at;
+END;
+$$;
+COMMENT ON FUNCTION receipts.send_message(text, text, text, text, text) IS
+    'Sends a message: created | existing (same id, same sender and text) | conflict (same id, other content) | not_member | chat_not_found.';
+
+-- Unread counts ---------------------------------------------------------------------------
+
+CREATE FUNCTION receipts.unread_count(p_tenant text, p_chat text, p_user text)
+RETURNS integer
+LANGUAGE sql STABLE AS $$
+    SELECT CASE WHEN member.left_at IS NOT NULL THEN 0 ELSE greatest(
+        (SELECT count(*) FROM receipts.messages AS message
+         WHERE message.tenant_id = member.tenant_id AND message.chat_id = member.chat_id
+           AND message.seq > member.read_seq
+           AND message.sender_id <> member.user_id
+           AND NOT (member.user_id = ANY (message.read_by))
+           AND NOT (member.user_id = ANY (message.hidden_read_by))
+           AND receipts.is_recipient_seq(member.tenant_id, member.chat_id, member.user_id, message.seq)),
+        CASE WHEN member.marked_unread THEN 1 ELSE 0 END)::integer END
+    FROM receipts.chat_members AS member
+    WHERE member.tenant_id = p_tenant AND member.chat_id = p_chat AND member.user_id = p_user;
+$$;
+COMMENT ON FUNCTION receipts.unread_count(text, text, text) IS
+    'Unread messages of one chat for a user: from others, sent while a member, above the read watermark and not read; at least 1 while marked unread. Looks only above the watermark.';
+
+CREATE FUNCTION receipts.unread_counts(p_tenant text, p_user text)
+RETURNS TABLE (chat_id text, unread_count integer, marked_unread boolean)
+LANGUAGE plpgsql AS $$
+#variable_conflict use_column
+BEGIN
+    PERFORM receipts.enter_tenant(p_tenant);
+    RETURN QUERY
+    SELECT counted.chat_id::text, counted.unread_count, counted.marked_unread
+    FROM (
+        SELECT member.chat_id, member.marked_unread,
+               receipts.unread_count(member.tenant_id, member.chat_id, member.user_id) AS unread_count
+        FROM receipts.chat_members AS member
+        WHERE member.tenant_id = p_tenant AND member.user_id = p_user AND member.left_at IS NULL
+    ) AS counted
+    WHERE counted.unread_count > 0 OR counted.marked_unread
+    ORDER BY counted.chat_id;
+END;
+$$;
+COMMENT ON FUNCTION receipts.unread_counts(text, text) IS
+    'A user''s chats with unread messages or marked unread, with their counts. From psql: SELECT * FROM receipts.unread_counts(''tenant'', ''user'');';
+
+-- Marking ---------------------------------------------------------------------------------
+
+CREATE FUNCTION receipts.advance_watermarks(p_tenant text, p_chat text, p_user text, p_last_seq bigint)
+RETURNS void
+LANGUAGE plpgsql AS $$
+#variable_conflict use_column
+DECLARE
+    v_member receipts.chat_members;
+    v_read_seq bigint;
+    v_delivered_seq bigint;
+BEGIN
+    SELECT * INTO v_member FROM receipts.chat_members AS member
+    WHERE member.tenant_id = p_tenant AND member.chat_id = p_chat AND member.user_id = p_user;
+    -- The new watermark sits just below the first message still unread (or undelivered);
+    -- only messages above the current watermark are looked at.
+    SELECT min(message.seq) - 1 INTO v_read_seq FROM receipts.messages AS message
+    WHERE message.tenant_id = p_tenant AND message.chat_id = p_chat AND message.seq > v_member.read_seq
+      AND message.sender_id <> p_user
+      AND NOT (p_user = ANY (message.read_by)) AND NOT (p_user = ANY (message.hidden_read_by))
+      AND receipts.is_recipient_seq(p_tenant, p_chat, p_user, message.seq);
+    SELECT min(message.seq) - 1 INTO v_delivered_seq FROM receipts.messages AS message
+    WHERE message.tenant_id = p_tenant AND message.chat_id = p_chat
+      AND message.seq > greatest(v_member.delivered_seq, v_member.read_seq)
+      AND message.sender_id <> p_user
+      AND NOT (p_user = ANY (message.delivered_to))
+      AND receipts.is_recipient_seq(p_tenant, p_chat, p_user, message.seq);
+    UPDATE receipts.chat_members AS member
+    SET read_seq = greatest(member.read_seq, coalesce(v_read_seq, p_last_seq)),
+        delivered_seq = greatest(member.delivered_seq, coalesce(v_delivered_seq, p_last_seq))
+    WHERE member.tenant_id = p_tenant AND member.chat_id = p_chat AND member.user_id = p_user;
+END;
+$$;
+COMMENT ON FUNCTION receipts.advance_watermarks(text, text, text, bigint) IS
+    'Moves a member''s read and delivery watermarks up to just below their first unread / undelivered message.';
+
+CREATE FUNCTION receipts.mark_read(p_tenant text, p_chat text, p_user text, p_message_ids text[], p_up_to text)
+RETURNS TABLE (outcome text, marked integer, unread_count integer)
+LANGUAGE plpgsql AS $$
+#variable_conflict use_column
+DECLARE
+    v_last_seq bigint;
+    v_read_seq bigint;
+    v_left_at timestamptz;
+    v_up_to_seq bigint;
+    v_visible boolean;
+    v_marked integer;
+BEGIN
+    PERFORM receipts.enter_tenant(p_tenant);
+    SELECT chat.last_seq INTO v_last_seq FROM receipts.chats AS chat
+    WHERE chat.tenant_id = p_tenant AND chat.chat_id = p_chat;
+    IF NOT FOUND THEN
+        RETURN QUERY SELECT 'chat_not_found', 0, 0;
+        RETURN;
+    END IF;
+    -- Locking the member row serialises one user's markings in one chat (the watermark).
+    SELECT member.read_seq, member.left_at INTO v_read_seq, v_left_at FROM receipts.chat_members AS member
+    WHERE member.tenant_id = p_tenant AND member.chat_id = p_chat AND member.user_id = p_user
+    FOR UPDATE;
+    IF NOT FOUND OR v_left_at IS NOT NULL THEN
+        RETURN QUERY SELECT 'not_member', 0, 0;
+        RETURN;
+    END IF;
+    IF p_up_to IS NOT NULL THEN
+        SELECT message.seq INTO v_up_to_seq FROM receipts.messages AS message
+        WHERE message.tenant_id = p_tenant AND message.chat_id = p_chat AND message.message_id = p_up_to;
+        IF NOT FOUND THEN
+            RETURN QUERY SELECT 'message_not_found', 0, 0;
+            RETURN;
+        END IF;
+    ELSE
+        v_up_to_seq := v_last_seq;
+    END IF;
+    SELECT coalesce((SELECT setting.read_receipts FROM receipts.users AS setting
+                     WHERE setting.tenant_id = p_tenant AND setting.user_id = p_user), true)
+    INTO v_visible;
+
+    -- The guarded append: only messages of others, sent while the user was a member, not
+    -- yet read by them. Under concurrent readers, each UPDATE re-checks the guard on the
+    -- newest row version, so no reader is lost and none is added twice.
+    IF p_message_ids IS NOT NULL THEN
+        UPDATE receipts.messages AS message SET
+            read_by        = CASE WHEN v_visible THEN array_append(message.read_by, p_user) ELSE message.read_by END,
+            read_at        = CASE WHEN v_visible THEN array_append(message.read_at, now()) ELSE message.read_at END,
+            hidden_read_by = CASE WHEN v_visible THEN message.hidden_read_by ELSE array_append(message.hidden_read_by, p_user) END,
+            delivered_to   = CASE WHEN p_user = ANY (message.delivered_to) THEN message.delivered_to ELSE array_append(message.delivered_to, p_user) END,
+            delivered_at   = CASE WHEN p_user = ANY (message.delivered_to) THEN message.delivered_at ELSE array_append(message.delivered_at, now()) END
+        WHERE message.tenant_id = p_tenant AND message.chat_id = p_chat
+          AND message.message_id = ANY (p_message_ids)
+          AND message.sender_id <> p_user
+          AND NOT (p_user = ANY (message.read_by)) AND NOT (p_user = ANY (message.hidden_read_by))
+          AND receipts.is_recipient_seq(p_tenant, p_chat, p_user, message.seq);
+    ELSE
+        UPDATE receipts.messages AS message SET
+            read_by        = CASE WHEN v_visible THEN array_append(message.read_by, p_user) ELSE message.read_by END,
+            read_at        = CASE WHEN v_visible THEN array_append(message.read_at, now()) ELSE message.read_at END,
+            hidden_read_by = CASE WHEN v_visible THEN message.hidden_read_by ELSE array_append(message.hidden_read_by, p_user) END,
+            delivered_to   = CASE WHEN p_user = ANY (message.delivered_to) THEN message.delivered_to ELSE array_append(message.delivered_to, p_user) END,
+            delivered_at   = CASE WHEN p_user = ANY (message.delivered_to) THEN message.delivered_at ELSE array_append(message.delivered_at, now()) END
+        WHERE message.tenant_id = p_tenant AND message.chat_id = p_chat
+          AND message.seq > v_read_seq AND message.seq <= v_up_to_seq
+          AND message.sender_id <> p_user
+          AND NOT (p_user = ANY (message.read_by)) AND NOT (p_user = ANY (message.hidden_read_by))
+          AND receipts.is_recipient_seq(p_tenant, p_chat, p_user, message.seq);
+    END IF;
+    GET DIAGNOSTICS v_marked = ROW_COUNT;
+
+    PERFORM receipts.advance_watermarks(p_tenant, p_chat, p_user, v_last_seq);
+    -- Reading clears a "marked unread".
+    UPDATE receipts.chat_members AS member SET marked_unread = false
+    WHERE member.tenant_id = p_tenant AND member.chat_id = p_chat AND member.user_id = p_user
+      AND member.marked_unread;
+    RETURN QUERY SELECT 'marked', v_marked, receipts.unread_count(p_tenant, p_chat, p_user);
+END;
+$$;
+COMMENT ON FUNCTION receipts.mark_read(text, text, text, text[], text) IS
+    'Marks messages read by a user (ids, or up to a message, or all when both are null): marked | not_member | message_not_found | chat_not_found, with how many changed and the new unread count.';
+
+CREATE FUNCTION receipts.mark_delivered(p_tenant text, p_chat text, p_user text, p_message_ids text[], p_up_to text)
+RETURNS TABLE (outcome text, marked integer)
+LANGUAGE plpgsql AS $$
+#variable_conflict use_column
+DECLARE
+    v_last_seq bigint;
+    v_from_seq bigint;
+    v_left_at timestamptz;
+    v_up_to_seq bigint;
+    v_marked integer;
+BEGIN
+    PERFORM receipts.enter_tenant(p_tenant);
+    SELECT chat.last_seq INTO v_last_seq FROM receipts.chats AS chat
+    WHERE chat.tenant_id = p_tenant AND chat.chat_id = p_chat;
+    IF NOT FOUND THEN
+        RETURN QUERY SELECT 'chat_not_found', 0;
+        RETURN;
+    END IF;
+    SELECT greatest(member.delivered_seq, member.read_seq), member.left_at INTO v_from_seq, v_left_at
+    FROM receipts.chat_members AS member
+    WHERE member.tenant_id = p_tenant AND member.chat_id = p_chat AND member.user_id = p_user
+    FOR UPDATE;
+    IF NOT FOUND OR v_left_at IS NOT NULL THEN
+        RETURN QUERY SELECT 'not_member', 0;
+        RETURN;
+    END IF;
+    IF p_up_to IS NOT NULL THEN
+        SELECT message.seq INTO v_up_to_seq FROM receipts.messages AS message
+        WHERE message.tenant_id = p_tenant AND message.chat_id = p_chat AND message.message_id = p_up_to;
+        IF NOT FOUND THEN
+            RETURN QUERY SELECT 'message_not_found', 0;
+            RETURN;
+        END IF;
+    ELSE
+        v_up_to_seq := v_last_seq;
+    END IF;
+
+    IF p_message_ids IS NOT NULL THEN
+        UPDATE receipts.messages AS message SET
+            delivered_to = array_append(message.delivered_to, p_user),
+            delivered_at = array_append(message.delivered_at, now())
+        WHERE message.tenant_id = p_tenant AND message.chat_id = p_chat
+          AND message.message_id = ANY (p_message_ids)
+          AND message.sender_id <> p_user
+          AND NOT (p_user = ANY (message.delivered_to))
+          AND receipts.is_recipient_seq(p_tenant, p_chat, p_user, message.seq);
+    ELSE
+        UPDATE receipts.messages AS message SET
+            delivered_to = array_append(message.delivered_to, p_user),
+            delivered_at = array_append(message.delivered_at, now())
+        WHERE message.tenant_id = p_tenant AND message.chat_id = p_chat
+          AND message.seq > v_from_seq AND message.seq <= v_up_to_seq
+          AND message.sender_id <> p_user
+          AND NOT (p_user = ANY (message.delivered_to))
+          AND receipts.is_recipient_seq(p_tenant, p_chat, p_user, message.seq);
+    END IF;
+    GET DIAGNOSTICS v_marked = ROW_COUNT;
+    PERFORM receipts.advance_watermarks(p_tenant, p_chat, p_user, v_last_seq);
+    RETURN QUERY SELECT 'marked', v_marked;
+END;
+$$;
+COMMENT ON FUNCTION receipts.mark_delivered(text, text, text, text[], text) IS
+    'Marks messages delivered to a user (ids, or up to a message, or all): marked | not_member | message_not_found | chat_not_found.';
+
+CREATE FUNCTION receipts.mark_unread(p_tenant text, p_chat text, p_user text)
+RETURNS TABLE (outcome text, unread_count integer)
+LANGUAGE plpgsql AS $$
+#variable_conflict use_column
+BEGIN
+    PERFORM receipts.enter_tenant(p_tenant);
+    IF NOT EXISTS (SELECT FROM receipts.chats AS chat WHERE chat.tenant_id = p_tenant AND chat.chat_id = p_chat) THEN
+        RETURN QUERY SELECT 'chat_not_found', 0;
+        RETURN;
+    END IF;
+    UPDATE receipts.chat_members AS member SET marked_unread = true
+    WHERE member.tenant_id = p_tenant AND member.chat_id = p_chat AND member.user_id = p_user
+      AND member.left_at IS NULL;
+    IF NOT FOUND THEN
+        RETURN QUERY SELECT 'not_member', 0;
+        RETURN;
+    END IF;
+    RETURN QUERY SELECT 'marked', receipts.unread_count(p_tenant, p_chat, p_user);
+END;
+$$;
+COMMENT ON FUNCTION receipts.mark_unread(text, text, text) IS
+    'Marks a chat unread for one user (their count is at least 1 until they read): marked | not_member | chat_not_found.';
+
+-- Settings --------------------------------------------------------------------------------
+
+CREATE FUNCTION receipts.set_read_receipts(p_tenant text, p_user text, p_enabled boolean)
+RETURNS boolean
+LANGUAGE plpgsql AS $$
+#variable_conflict use_column
+BEGIN
+    PERFORM receipts.enter_tenant(p_tenant);
+    INSERT INTO receipts.users AS setting (tenant_id, user_id, read_receipts)
+    VALUES (p_tenant, p_user, p_enabled)
+    ON CONFLICT (tenant_id, user_id) DO UPDATE SET read_receipts = p_enabled, updated_at = now();
+    RETURN p_enabled;
+END;
+$$;
+COMMENT ON FUNCTION receipts.set_read_receipts(text, text, boolean) IS
+    'Turns a user''s read receipts on or off; reads made while off stay hidden for good.';
