@@ -56,7 +56,22 @@ final class LibPQConnection: @unchecked Sendable {
         }
         // Notices (e.g. "relation already exists, skipping") would go to stderr otherwise.
         PQsetNoticeProcessor(handle, { _, _ in }, nil)
-        return LibPQConnection(handle: handle, server: server)
+        let connection = LibPQConnection(handle: handle, server: server)
+        if let role = configuration.role {
+            do {
+                // SET ROLE takes an identifier, not a value; libpq quotes it.
+                try connection.executeScript("SET ROLE \(try connection.quotedIdentifier(role))")
+            } catch {
+                connection.close()
+                throw PostgresError(
+                    code: .connectionFailed,
+                    message: "connected to \(server) but could not switch to role \(role): \(error.message)",
+                    sqlState: error.sqlState,
+                    host: server
+                )
+            }
+        }
+        return connection
     }
 
     private static func serverName(of handle: OpaquePointer) -> String {

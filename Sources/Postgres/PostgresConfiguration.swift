@@ -7,15 +7,20 @@ public struct PostgresConfiguration: Sendable {
     public var applicationName: String
     /// Seconds libpq waits for a connection before giving up (`connect_timeout`).
     public var connectTimeoutSeconds: Int
+    /// A role every session switches to right after connecting (`SET ROLE`), e.g. one that
+    /// row-level security applies to; nil keeps the login role.
+    public var role: String?
 
     public init(
         connectionString: String,
         applicationName: String = "receipts",
-        connectTimeoutSeconds: Int = 10
+        connectTimeoutSeconds: Int = 10,
+        role: String? = nil
     ) {
         self.connectionString = connectionString
         self.applicationName = applicationName
         self.connectTimeoutSeconds = connectTimeoutSeconds
+        self.role = role
     }
 
     /// Keyword/value pairs for `PQconnectdbParams`. Our defaults come first so that the

@@ -13,30 +13,43 @@ import NIOPosix
 public final class PostgresConnection: @unchecked Sendable {
     let connection: LibPQConnection
     private let threadPool: NIOThreadPool
+    /// Whether `threadPool` is this connection's own, to shut down with it.
+    private let ownsThreadPool: Bool
     let logger: Logger
 
-    private init(connection: LibPQConnection, threadPool: NIOThreadPool, logger: Logger) {
+    private init(connection: LibPQConnection, threadPool: NIOThreadPool, ownsThreadPool: Bool, logger: Logger) {
         self.connection = connection
         self.threadPool = threadPool
+        self.ownsThreadPool = ownsThreadPool
         self.logger = logger
     }
 
     /// Opens a connection.
     ///
-    /// - Parameter threadPool: where the blocking libpq calls run; a pool gives each of its
-    ///   connections a thread of its own.
+    /// - Parameter threadPool: where the blocking libpq calls run. Without one, the
+    ///   connection gets a thread of its own: sharing a few threads between connections that
+    ///   wait on each other's locks (two migrators, say) could leave none to run the holder.
+    ///   A pool passes a thread pool with one thread per connection.
     /// - Throws: `PostgresError` with code `connectionFailed` naming the server when it cannot
     ///   be reached or refuses the login.
     public static func connect(
         to configuration: PostgresConfiguration,
-        threadPool: NIOThreadPool = .singleton,
+        threadPool: NIOThreadPool? = nil,
         logger: Logger
     ) async throws -> PostgresConnection {
-        let connection = try await Self.run(on: threadPool) { () throws(PostgresError) in
-            try LibPQConnection.connect(configuration)
+        let pool = threadPool ?? NIOThreadPool(numberOfThreads: 1)
+        if threadPool == nil { pool.start() }
+        let connection: LibPQConnection
+        do {
+            connection = try await Self.run(on: pool) { () throws(PostgresError) in
+                try LibPQConnection.connect(configuration)
+            }
+        } catch {
+            if threadPool == nil { try? await pool.shutdownGracefully() }
+            throw error
         }
         logger.debug("postgres connection opened", metadata: ["postgres.backend_pid": "\(connection.backendPID)"])
-        return PostgresConnection(connection: connection, threadPool: threadPool, logger: logger)
+        return PostgresConnection(connection: connection, threadPool: pool, ownsThreadPool: threadPool == nil, logger: logger)
     }
 
     /// Runs a statement (prepared once per connection, then reused) and returns its rows.
@@ -85,7 +98,12 @@ public final class PostgresConnection: @unchecked Sendable {
     public func close() async {
         let connection = self.connection
         _ = try? await Self.run(on: self.threadPool) { () throws(PostgresError) in connection.close() }
+        if self.ownsThreadPool { try? await self.threadPool.shutdownGracefully() }
         self.logger.debug("postgres connection closed")
+    }
+
+    deinit {
+        if self.ownsThreadPool { self.threadPool.shutdownGracefully { _ in } }
     }
 
     private func onThread<T: Sendable>(

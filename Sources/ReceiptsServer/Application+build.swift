@@ -10,12 +10,21 @@ public func buildApplication(
     _ configuration: ReceiptsConfiguration,
     logger: Logger
 ) async throws -> some ApplicationProtocol {
+    let database = PostgresConfiguration(connectionString: configuration.databaseURL, applicationName: "receiptsd")
+    // Tenant work runs as receipts_service, which row-level security applies to.
+    var serviceDatabase = database
+    serviceDatabase.role = ReceiptsStore.serviceRole
     let pool = PostgresConnectionPool(
-        configuration: PostgresConfiguration(connectionString: configuration.databaseURL, applicationName: "receiptsd"),
+        configuration: serviceDatabase,
         options: .init(maximumConnections: configuration.databasePoolSize),
         logger: logger
     )
-    let router = buildRouter(pool: pool)
+    let router = buildRouter(
+        configuration: configuration,
+        pool: pool,
+        store: ReceiptsStore(pool: pool, logger: logger),
+        metrics: ServiceMetrics()
+    )
     var app = Application(
         router: router,
         configuration: .init(
@@ -28,19 +37,46 @@ public func buildApplication(
     if configuration.runMigrations {
         let migrations = try Migration.load(from: configuration.migrationsDirectory)
         app.beforeServerStarts {
-            let runner = MigrationRunner(migrations: migrations, logger: logger)
-            try await pool.withConnection { connection in
-                _ = try await runner.applyPending(on: connection)
+            // As the login role (the tables' owner), not receipts_service.
+            let connection = try await PostgresConnection.connect(to: database, logger: logger)
+            do {
+                try await MigrationRunner(migrations: migrations, logger: logger).applyPending(on: connection)
+            } catch {
+                await connection.close()
+                throw error
             }
+            await connection.close()
         }
     }
     return app
 }
 
-/// The HTTP routes.
-func buildRouter(pool: PostgresConnectionPool) -> Router<BasicRequestContext> {
-    let router = Router(context: BasicRequestContext.self)
+/// The HTTP routes and their middleware.
+public func buildRouter(
+    configuration: ReceiptsConfiguration,
+    pool: PostgresConnectionPool,
+    store: ReceiptsStore,
+    metrics: ServiceMetrics
+) -> Router<ReceiptsRequestContext> {
+    let router = Router(context: ReceiptsRequestContext.self)
+    router.add(middleware: RequestMetricsMiddleware(metrics: metrics))
     router.add(middleware: ErrorMiddleware())
+    router.add(middleware: BodyLimitMiddleware())
+
     HealthController(pool: pool).addRoutes(to: router)
+    OperationsController(metrics: metrics, pool: pool).addRoutes(to: router)
+
+    let userTokens = UserTokens(store: store)
+    AdminController(registration: TenantRegistration(store: store)).addRoutes(
+        to: router.group("admin/v1").add(middleware: AdminAuthenticationMiddleware(adminToken: configuration.adminToken))
+    )
+    let api = router.group("v1").add(
+        middleware: AuthenticationMiddleware(authenticator: Authenticator(store: store, userTokens: userTokens))
+    )
+    TokenController(userTokens: userTokens).addRoutes(to: api)
+    ChatController(store: store).addRoutes(to: api)
+    MessageController(store: store).addRoutes(to: api)
+    MarkingController(store: store).addRoutes(to: api)
+    UserController(store: store).addRoutes(to: api)
     return router
 }

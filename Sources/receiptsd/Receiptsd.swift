@@ -12,6 +12,6 @@ struct Receiptsd: AsyncParsableCommand {
             RECEIPTS_PORT, RECEIPTS_ADMIN_TOKEN, RECEIPTS_DATABASE_POOL_SIZE, \
             RECEIPTS_MIGRATIONS_DIR, LOG_LEVEL.
             """,
-        subcommands: [Serve.self, Migrate.self]
+        subcommands: [Serve.self, Migrate.self, Tenant.self]
     )
 }

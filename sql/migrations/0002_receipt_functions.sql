@@ -44,6 +44,17 @@ END;
 $$;
 COMMENT ON FUNCTION receipts.create_tenant(text, text, bytea, bytea) IS 'Registers a tenant with the hash of its API key.';
 
+CREATE FUNCTION receipts.replace_api_key(p_tenant text, p_api_key_hash bytea)
+RETURNS boolean
+LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM receipts.enter_tenant(p_tenant);
+    UPDATE receipts.tenants AS tenant SET api_key_hash = p_api_key_hash WHERE tenant.tenant_id = p_tenant;
+    RETURN FOUND;
+END;
+$$;
+COMMENT ON FUNCTION receipts.replace_api_key(text, bytea) IS 'Gives a tenant a new API key (hash); the old key stops working.';
+
 -- Looking a key up must search every tenant, before any tenant is known: these two run as
 -- their owner, beyond row-level security, and reveal only what the caller proves to know.
 CREATE FUNCTION receipts.tenant_for_api_key(p_api_key_hash bytea)

@@ -1,0 +1,26 @@
+/// What the receipt rules need to know about a chat.
+///
+/// Recipients depend on the whole membership history, not just today's members: a user
+/// who was a member when a message was sent and read it before leaving still counts.
+/// The store loads this once per request and the rules evaluate every message against it.
+public struct ChatRoster: Sendable {
+    /// Whether the chat is direct or a group; it decides the label wording.
+    public var kind: ChatKind
+    /// All periods of all users, past and present.
+    public var periods: [MembershipPeriod]
+    /// The users who are members now; they are still waited for.
+    public var currentMembers: Set<String>
+
+    /// A roster from its stored parts.
+    public init(kind: ChatKind, periods: [MembershipPeriod], currentMembers: Set<String>) {
+        self.kind = kind
+        self.periods = periods
+        self.currentMembers = currentMembers
+    }
+
+    /// Whether `userId` was a member when the message with this `seq` was sent, in any of
+    /// their periods; only such users can be its recipients.
+    public func wasMember(_ userId: String, atSeq seq: Int64) -> Bool {
+        periods.contains { $0.userId == userId && $0.contains(seq: seq) }
+    }
+}

@@ -1,0 +1,40 @@
+import Foundation
+
+/// The numbers behind a receipt — Y, D, X and the all-read time — and the state they imply.
+///
+/// Kept apart from the label wording so that every style reads the same counts and the
+/// state rule lives in one place. Internal: callers get these through `ReceiptSummary`.
+struct ReceiptCounts: Sendable, Hashable {
+    /// Y: the message's recipients.
+    var recipients: Int
+    /// D: recipients it was delivered to.
+    var delivered: Int
+    /// X: recipients who visibly read it.
+    var read: Int
+    /// The latest visible read once every recipient has read; `nil` before that, and
+    /// always `nil` without recipients (nobody read it, so it never "became read").
+    var readAt: Date?
+
+    /// Counts the per-recipient statuses, so the summary can never disagree with the
+    /// `recipients` list the sender sees beside it.
+    init(statuses: [RecipientStatus]) {
+        let readTimes = statuses.compactMap(\.readAt)
+        self.recipients = statuses.count
+        self.delivered = statuses.count { $0.deliveredAt != nil }
+        self.read = readTimes.count
+        self.readAt = statuses.isEmpty || readTimes.count < statuses.count ? nil : readTimes.max()
+    }
+
+    /// Whether there is someone to wait for and every one of them has it on a device.
+    var isDeliveredToAll: Bool { recipients > 0 && delivered == recipients }
+
+    /// Whether there is someone to wait for and every one of them visibly read it.
+    var isReadByAll: Bool { recipients > 0 && read == recipients }
+
+    /// `sent` without recipients; otherwise the furthest stage every recipient reached.
+    var state: ReceiptState {
+        if isReadByAll { return .read }
+        if isDeliveredToAll { return .delivered }
+        return .sent
+    }
+}

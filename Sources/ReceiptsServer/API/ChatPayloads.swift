@@ -1,0 +1,35 @@
+import Hummingbird
+import Foundation
+import ReceiptsCore
+import ReceiptsStore
+
+/// `PUT /v1/chats/{chatId}` body.
+struct PutChatRequest: Decodable {
+    let kind: String
+    let members: [String]
+}
+
+/// `POST /v1/chats/{chatId}/members` and `POST …/unread` bodies.
+struct UserRequest: Decodable {
+    let userId: String
+}
+
+/// A chat as the API shows it: `{"id","kind","members":[{"userId","joinedAt"}],"createdAt"}`.
+struct ChatResponse: ResponseEncodable {
+    struct Member: Encodable {
+        let userId: String
+        let joinedAt: Date
+    }
+
+    let id: String
+    let kind: String
+    let members: [Member]
+    let createdAt: Date
+
+    init(_ chat: ChatRecord) {
+        self.id = chat.id
+        self.kind = chat.kind.rawValue
+        self.members = chat.members.map { Member(userId: $0.userId, joinedAt: $0.joinedAt) }
+        self.createdAt = chat.createdAt
+    }
+}

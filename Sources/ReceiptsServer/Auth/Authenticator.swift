@@ -1,0 +1,92 @@
+import Foundation
+import Hummingbird
+import NIOConcurrencyHelpers
+import ReceiptsStore
+
+/// Turns a bearer credential into a `Principal`: an API key (`rk_…`) into its tenant, a
+/// user token into its tenant and user.
+final class Authenticator: Sendable {
+    private let store: ReceiptsStore
+    let userTokens: UserTokens
+    /// Tenants by API key hash. Keys are never revoked today, so entries stay valid; the
+    /// cache is bounded so that guessed keys cannot grow it.
+    private let tenantsByKeyHash = NIOLockedValueBox([[UInt8]: TenantCredentials]())
+    private static let cacheLimit = 10_000
+
+    init(store: ReceiptsStore, userTokens: UserTokens) {
+        self.store = store
+        self.userTokens = userTokens
+    }
+
+    /// The caller named by `credential`.
+    ///
+    /// - Throws: 401 for anything that is not a valid API key or user token.
+    func principal(for credential: String) async throws -> Principal {
+        if credential.hasPrefix(APIKeys.prefix) {
+            guard let tenant = try await self.tenant(apiKey: credential) else { throw APIError.unauthorized() }
+            return .tenant(tenant.tenantId)
+        }
+        guard let (tenant, user) = await self.userTokens.verify(credential) else {
+            throw APIError.unauthorized("invalid or expired token")
+        }
+        return .user(tenant: tenant, user: user)
+    }
+
+    /// The tenant of an API key, with its token secret.
+    func tenant(apiKey: String) async throws -> TenantCredentials? {
+        let hash = APIKeys.hash(apiKey)
+        if let cached = self.tenantsByKeyHash.withLockedValue({ $0[hash] }) { return cached }
+        guard let tenant = try await self.store.tenant(apiKeyHash: hash) else { return nil }
+        self.tenantsByKeyHash.withLockedValue { cache in
+            if cache.count >= Self.cacheLimit { cache.removeAll() }
+            cache[hash] = tenant
+        }
+        return tenant
+    }
+
+    /// The bearer credential of a request (`Authorization: Bearer …`).
+    static func bearerCredential(of request: Request) -> String? {
+        guard let header = request.headers[.authorization] else { return nil }
+        let parts = header.split(separator: " ", maxSplits: 1)
+        guard parts.count == 2, parts[0].lowercased() == "bearer" else { return nil }
+        let credential = parts[1].trimmingCharacters(in: .whitespaces)
+        return credential.isEmpty ? nil : credential
+    }
+}
+
+/// Authenticates every `/v1` request and stores the caller in the context.
+struct AuthenticationMiddleware: RouterMiddleware {
+    typealias Context = ReceiptsRequestContext
+    let authenticator: Authenticator
+
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        guard let credential = Authenticator.bearerCredential(of: request) else {
+            throw APIError.unauthorized("missing bearer credential")
+        }
+        var context = context
+        context.principal = try await self.authenticator.principal(for: credential)
+        return try await next(request, context)
+    }
+}
+
+/// Guards `/admin`: 404 while no admin token is configured, 401 for a wrong one.
+struct AdminAuthenticationMiddleware: RouterMiddleware {
+    typealias Context = ReceiptsRequestContext
+    let adminToken: String?
+
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        guard let adminToken else { throw APIError.notFound() }
+        guard let credential = Authenticator.bearerCredential(of: request),
+            constantTimeEquals(Array(credential.utf8), Array(adminToken.utf8))
+        else {
+            throw APIError.unauthorized("missing or invalid admin token")
+        }
+        return try await next(request, context)
+    }
+
+    /// Compares without stopping at the first difference, so timing does not reveal a prefix.
+    private func constantTimeEquals(_ lhs: [UInt8], _ rhs: [UInt8]) -> Bool {
+        guard lhs.count == rhs.count else { return false }
+        return zip(lhs, rhs).reduce(0) { $0 | ($1.0 ^ $1.1) } == 0
+    }
+}

@@ -1,0 +1,27 @@
+import Foundation
+import Hummingbird
+
+/// The request context of every route: Hummingbird's core storage plus the authenticated
+/// caller, filled in by `AuthenticationMiddleware`.
+public struct ReceiptsRequestContext: RequestContext {
+    public var coreContext: CoreRequestContextStorage
+    /// The caller of a `/v1` route (nil before authentication and on public routes).
+    public var principal: Principal?
+
+    public init(source: Source) {
+        self.coreContext = .init(source: source)
+        self.principal = nil
+    }
+
+    /// Bodies over 1 MiB are refused with 413 (DESIGN.md, "Requests").
+    public var maxUploadSize: Int { BodyLimitMiddleware<Self>.maximumBytes }
+
+    public var requestDecoder: JSONDecoder { JSONCoding.makeDecoder() }
+    public var responseEncoder: JSONEncoder { JSONCoding.makeEncoder() }
+
+    /// The authenticated caller; routes behind `AuthenticationMiddleware` always have one.
+    func requirePrincipal() throws -> Principal {
+        guard let principal else { throw APIError.unauthorized() }
+        return principal
+    }
+}

@@ -1,0 +1,87 @@
+import Hummingbird
+import ReceiptsCore
+import ReceiptsStore
+
+/// `/v1/chats/{chatId}` and its members.
+struct ChatController {
+    let store: ReceiptsStore
+
+    func addRoutes(to group: RouterGroup<ReceiptsRequestContext>) {
+        group.put("chats/:chatId", use: self.put)
+        group.get("chats/:chatId", use: self.get)
+        group.post("chats/:chatId/members", use: self.join)
+        group.delete("chats/:chatId/members/:userId", use: self.leave)
+    }
+
+    /// Creates a chat (201), confirms an identical one (200), or refuses a different one (409).
+    @Sendable func put(_ request: Request, context: ReceiptsRequestContext) async throws -> EditedResponse<ChatResponse> {
+        let principal = try context.requirePrincipal()
+        let chatId = try Validation.pathId("chatId", in: context)
+        try principal.requireTenantKey(for: "creating chats")
+        let body = try await request.decode(as: PutChatRequest.self, context: context)
+        guard let kind = ChatKind(rawValue: body.kind) else {
+            throw APIError.invalidRequest("kind must be \"direct\" or \"group\"")
+        }
+        let members = try body.members.map { try Validation.id($0, field: "members") }
+        guard Set(members).count == members.count else { throw APIError.invalidRequest("members must not repeat a user") }
+        switch kind {
+        case .direct where members.count != 2:
+            throw APIError.invalidRequest("a direct chat has exactly 2 members")
+        case .group where members.isEmpty || members.count > Validation.maximumMembers:
+            throw APIError.invalidRequest("a group has 1-\(Validation.maximumMembers) members")
+        default:
+            break
+        }
+        let outcome = try await self.store.putChat(tenant: principal.tenantId, chat: chatId, kind: kind, members: members)
+        if outcome == .conflict {
+            throw APIError.conflict("the chat exists with another kind or other members")
+        }
+        let chat = try await self.requireChat(tenant: principal.tenantId, chat: chatId)
+        return EditedResponse(status: outcome == .created ? .created : .ok, response: ChatResponse(chat))
+    }
+
+    /// The chat and its current members; a user token must be one of them.
+    @Sendable func get(_ request: Request, context: ReceiptsRequestContext) async throws -> ChatResponse {
+        let principal = try context.requirePrincipal()
+        let chatId = try Validation.pathId("chatId", in: context)
+        let chat = try await self.requireChat(tenant: principal.tenantId, chat: chatId)
+        if let user = principal.tokenUser, !chat.members.contains(where: { $0.userId == user }) {
+            throw APIError.forbidden("not a member of this chat")
+        }
+        return ChatResponse(chat)
+    }
+
+    /// Adds a member to a group (idempotent).
+    @Sendable func join(_ request: Request, context: ReceiptsRequestContext) async throws -> ChatResponse {
+        let principal = try context.requirePrincipal()
+        let chatId = try Validation.pathId("chatId", in: context)
+        try principal.requireTenantKey(for: "adding members")
+        let body = try await request.decode(as: UserRequest.self, context: context)
+        let user = try Validation.id(body.userId, field: "userId")
+        switch try await self.store.join(tenant: principal.tenantId, chat: chatId, user: user) {
+        case .joined, .alreadyMember: break
+        case .directChat: throw APIError.conflict("a direct chat cannot get new members")
+        case .chatNotFound: throw APIError.notFound("no such chat")
+        }
+        return ChatResponse(try await self.requireChat(tenant: principal.tenantId, chat: chatId))
+    }
+
+    /// Ends a membership (idempotent: leaving again, or never having joined, changes nothing).
+    @Sendable func leave(_ request: Request, context: ReceiptsRequestContext) async throws -> ChatResponse {
+        let principal = try context.requirePrincipal()
+        let chatId = try Validation.pathId("chatId", in: context)
+        let user = try Validation.pathId("userId", in: context)
+        try principal.requireActing(as: user)
+        if try await self.store.leave(tenant: principal.tenantId, chat: chatId, user: user) == .chatNotFound {
+            throw APIError.notFound("no such chat")
+        }
+        return ChatResponse(try await self.requireChat(tenant: principal.tenantId, chat: chatId))
+    }
+
+    private func requireChat(tenant: String, chat: String) async throws -> ChatRecord {
+        guard let record = try await self.store.chat(tenant: tenant, chat: chat) else {
+            throw APIError.notFound("no such chat")
+        }
+        return record
+    }
+}

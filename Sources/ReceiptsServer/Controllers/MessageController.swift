@@ -1,0 +1,101 @@
+import Foundation
+import Hummingbird
+import ReceiptsCore
+import ReceiptsStore
+
+/// `/v1/chats/{chatId}/messages`: sending and reading messages with their receipts.
+struct MessageController {
+    static let defaultLimit = 50
+    static let limitRange = 1...1000
+
+    let store: ReceiptsStore
+
+    func addRoutes(to group: RouterGroup<ReceiptsRequestContext>) {
+        group.post("chats/:chatId/messages", use: self.send)
+        group.get("chats/:chatId/messages", use: self.list)
+        group.get("chats/:chatId/messages/:messageId", use: self.show)
+    }
+
+    /// Sends a message: 201 new; 200 for a repeat of the same id and content; 409 for the same
+    /// id with other content.
+    @Sendable func send(_ request: Request, context: ReceiptsRequestContext) async throws -> EditedResponse<MessageResponse> {
+        let principal = try context.requirePrincipal()
+        let chatId = try Validation.pathId("chatId", in: context)
+        let body = try await request.decode(as: SendMessageRequest.self, context: context)
+        let sender = try Validation.id(body.senderId, field: "senderId")
+        let id = try body.id.map { try Validation.id($0, field: "id") } ?? UUID().uuidString.lowercased()
+        guard body.text.utf8.count <= Validation.maximumTextBytes else {
+            throw APIError.invalidRequest("text is longer than 64 KiB")
+        }
+        guard !body.text.utf8.contains(0) else { throw APIError.invalidRequest("text must not contain NUL characters") }
+        try principal.requireActing(as: sender)
+
+        switch try await self.store.sendMessage(tenant: principal.tenantId, chat: chatId, id: id, sender: sender, text: body.text) {
+        case .created(let message): return EditedResponse(status: .created, response: MessageResponse(message))
+        case .existing(let message): return EditedResponse(status: .ok, response: MessageResponse(message))
+        case .conflict: throw APIError.conflict("another message was sent with this id")
+        case .senderNotMember: throw APIError.forbidden("the sender is not a member of this chat")
+        case .chatNotFound: throw APIError.notFound("no such chat")
+        }
+    }
+
+    /// A page of messages, oldest first, with `receipt` on the viewer's own.
+    @Sendable func list(_ request: Request, context: ReceiptsRequestContext) async throws -> MessageListResponse {
+        let principal = try context.requirePrincipal()
+        let chatId = try Validation.pathId("chatId", in: context)
+        let query = ViewQuery(request.uri.queryParameters)
+        let viewer = try query.viewer(for: principal)
+        let before = try query.string("before").map { try Validation.id($0, field: "before") }
+        let limit = try query.integer("limit", in: Self.limitRange) ?? Self.defaultLimit
+        let style = try query.labelStyle()
+        let timeZone = try query.timeZone()
+
+        let page: MessagePage
+        switch try await self.store.messages(tenant: principal.tenantId, chat: chatId, before: before, limit: limit, viewer: viewer) {
+        case .success(let found): page = found
+        case .failure(.chatNotFound): throw APIError.notFound("no such chat")
+        case .failure(.beforeNotFound): throw APIError.notFound("before names no message of this chat")
+        }
+        try Self.requireMember(viewer, of: page.roster)
+        let messages = page.messages.map { message in
+            guard let viewer, message.senderId == viewer else { return MessageResponse(message) }
+            let receipt = ReceiptRules.summary(
+                of: message.receipts, in: page.roster, style: style,
+                isViewersMostRecent: message.id == page.viewersMostRecentMessageId, timeZone: timeZone
+            )
+            return MessageResponse(message, receipt: receipt)
+        }
+        return MessageListResponse(messages: messages)
+    }
+
+    /// One message; its sender also gets `receipt` and per-recipient `recipients`.
+    @Sendable func show(_ request: Request, context: ReceiptsRequestContext) async throws -> MessageResponse {
+        let principal = try context.requirePrincipal()
+        let chatId = try Validation.pathId("chatId", in: context)
+        let messageId = try Validation.pathId("messageId", in: context)
+        let query = ViewQuery(request.uri.queryParameters)
+        let viewer = try query.viewer(for: principal)
+        let style = try query.labelStyle()
+        let timeZone = try query.timeZone()
+
+        guard let found = try await self.store.message(tenant: principal.tenantId, chat: chatId, id: messageId, viewer: viewer) else {
+            throw APIError.notFound("no such message")
+        }
+        try Self.requireMember(viewer, of: found.roster)
+        guard let viewer, found.message.senderId == viewer else { return MessageResponse(found.message) }
+        return MessageResponse(
+            found.message,
+            receipt: ReceiptRules.summary(
+                of: found.message.receipts, in: found.roster, style: style,
+                isViewersMostRecent: found.isViewersMostRecent, timeZone: timeZone
+            ),
+            recipients: ReceiptRules.recipientStatuses(of: found.message.receipts, in: found.roster)
+        )
+    }
+
+    private static func requireMember(_ viewer: String?, of roster: ChatRoster) throws {
+        if let viewer, !roster.currentMembers.contains(viewer) {
+            throw APIError.forbidden("\(viewer) is not a member of this chat")
+        }
+    }
+}

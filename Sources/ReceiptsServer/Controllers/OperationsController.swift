@@ -1,0 +1,26 @@
+import Hummingbird
+import Postgres
+
+/// `/metrics` (Prometheus text) and `/openapi.yaml`.
+struct OperationsController {
+    let metrics: ServiceMetrics
+    let pool: PostgresConnectionPool
+
+    func addRoutes(to router: Router<ReceiptsRequestContext>) {
+        router.get("metrics", use: self.prometheus)
+        router.get("openapi.yaml", use: self.openAPI)
+    }
+
+    @Sendable func prometheus(_ request: Request, context: ReceiptsRequestContext) async throws -> Response {
+        self.metrics.recordPoolUsage(self.pool.usage)
+        var headers = HTTPFields()
+        headers[.contentType] = "text/plain; version=0.0.4; charset=utf-8"
+        return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: self.metrics.exposition())))
+    }
+
+    @Sendable func openAPI(_ request: Request, context: ReceiptsRequestContext) async throws -> Response {
+        var headers = HTTPFields()
+        headers[.contentType] = "application/yaml; charset=utf-8"
+        return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(string: OpenAPIDocument.yaml)))
+    }
+}

@@ -1,0 +1,28 @@
+import Hummingbird
+import ReceiptsStore
+
+/// `/v1/users/{userId}`: unread counts and settings.
+struct UserController {
+    let store: ReceiptsStore
+
+    func addRoutes(to group: RouterGroup<ReceiptsRequestContext>) {
+        group.get("users/:userId/unread", use: self.unread)
+        group.put("users/:userId/settings", use: self.settings)
+    }
+
+    @Sendable func unread(_ request: Request, context: ReceiptsRequestContext) async throws -> UnreadListResponse {
+        let principal = try context.requirePrincipal()
+        let user = try Validation.pathId("userId", in: context)
+        try principal.requireActing(as: user)
+        return UnreadListResponse(try await self.store.unreadChats(tenant: principal.tenantId, user: user))
+    }
+
+    @Sendable func settings(_ request: Request, context: ReceiptsRequestContext) async throws -> SettingsResponse {
+        let principal = try context.requirePrincipal()
+        let user = try Validation.pathId("userId", in: context)
+        try principal.requireActing(as: user)
+        let body = try await request.decode(as: SettingsRequest.self, context: context)
+        try await self.store.setReadReceipts(tenant: principal.tenantId, user: user, enabled: body.readReceipts)
+        return SettingsResponse(userId: user, readReceipts: body.readReceipts)
+    }
+}

@@ -1,0 +1,53 @@
+import CoreMetrics
+import Prometheus
+
+/// The service's Prometheus metrics, kept in a registry of its own (not the global
+/// `MetricsSystem`), so that each application, in tests too, has its own.
+///
+/// Labels are bounded: method, route pattern (never an id), status.
+public final class ServiceMetrics: Sendable {
+    private let registry = PrometheusCollectorRegistry()
+    private let factory: PrometheusMetricsFactory
+    private let poolOpen: CoreMetrics.Gauge
+    private let poolLeased: CoreMetrics.Gauge
+    private let poolWaiting: CoreMetrics.Gauge
+
+    public init() {
+        var factory = PrometheusMetricsFactory(registry: self.registry)
+        factory.defaultDurationHistogramBuckets = [
+            .microseconds(500), .milliseconds(1), .milliseconds(2), .milliseconds(5), .milliseconds(10),
+            .milliseconds(25), .milliseconds(50), .milliseconds(100), .milliseconds(250), .milliseconds(500),
+            .seconds(1), .seconds(2.5), .seconds(5),
+        ]
+        self.factory = factory
+        self.poolOpen = CoreMetrics.Gauge(label: "receipts_db_pool_connections_open", factory: factory)
+        self.poolLeased = CoreMetrics.Gauge(label: "receipts_db_pool_connections_leased", factory: factory)
+        self.poolWaiting = CoreMetrics.Gauge(label: "receipts_db_pool_waiting_leases", factory: factory)
+    }
+
+    /// Counts a finished request and records its duration.
+    func recordRequest(method: String, route: String, status: Int, duration: Duration) {
+        let dimensions = [("method", method), ("route", route), ("status", String(status))]
+        Counter(label: "receipts_http_requests_total", dimensions: dimensions, factory: self.factory).increment()
+        Timer(label: "receipts_http_request_duration_seconds", dimensions: dimensions, factory: self.factory)
+            .recordNanoseconds(duration.nanoseconds)
+    }
+
+    func recordPoolUsage(_ usage: (open: Int, leased: Int, waiting: Int)) {
+        self.poolOpen.record(usage.open)
+        self.poolLeased.record(usage.leased)
+        self.poolWaiting.record(usage.waiting)
+    }
+
+    /// Everything in the Prometheus text format.
+    func exposition() -> [UInt8] {
+        self.registry.emitToBuffer()
+    }
+}
+
+extension Duration {
+    var nanoseconds: Int64 {
+        let (seconds, attoseconds) = self.components
+        return seconds * 1_000_000_000 + attoseconds / 1_000_000_000
+    }
+}

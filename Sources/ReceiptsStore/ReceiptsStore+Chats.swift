@@ -1,0 +1,88 @@
+import Foundation
+import Postgres
+import ReceiptsCore
+
+extension ReceiptsStore {
+    /// Creates a chat with `members`, or confirms that it exists with that kind and those
+    /// current members.
+    public func putChat(tenant: String, chat: String, kind: ChatKind, members: [String]) async throws -> PutChatOutcome {
+        let rows = try await self.query("SELECT receipts.put_chat($1, $2, $3, $4)", [tenant, chat, kind.rawValue, members])
+        return try Self.outcome(PutChatOutcome.self, from: rows)
+    }
+
+    /// The chat and its current members, or nil when the tenant has no such chat.
+    public func chat(tenant: String, chat: String) async throws -> ChatRecord? {
+        try await self.withTenant(tenant, readOnly: true) { connection in
+            try await Self.chat(tenant: tenant, chat: chat, on: connection)
+        }
+    }
+
+    /// Adds `user` to a group chat.
+    public func join(tenant: String, chat: String, user: String) async throws -> JoinOutcome {
+        let rows = try await self.query("SELECT receipts.join_chat($1, $2, $3)", [tenant, chat, user])
+        return try Self.outcome(JoinOutcome.self, from: rows)
+    }
+
+    /// Ends `user`'s membership of a chat.
+    public func leave(tenant: String, chat: String, user: String) async throws -> LeaveOutcome {
+        let rows = try await self.query("SELECT receipts.leave_chat($1, $2, $3)", [tenant, chat, user])
+        return try Self.outcome(LeaveOutcome.self, from: rows)
+    }
+
+    /// The chat's kind and every membership period, past and present, for the receipt rules;
+    /// nil when there is no such chat.
+    static func roster(tenant: String, chat: String, on connection: PostgresConnection) async throws -> ChatRoster? {
+        let kindRows = try await connection.query(
+            "SELECT kind FROM receipts.chats WHERE tenant_id = $1 AND chat_id = $2",
+            [tenant, chat]
+        )
+        guard let kindRow = kindRows.first, let kind = ChatKind(rawValue: try kindRow.decode(column: 0)) else { return nil }
+        let rows = try await connection.query(
+            """
+            SELECT period.user_id, period.after_seq, period.until_seq, member.left_at IS NULL
+            FROM receipts.membership_periods AS period
+            JOIN receipts.chat_members AS member USING (tenant_id, chat_id, user_id)
+            WHERE period.tenant_id = $1 AND period.chat_id = $2
+            """,
+            [tenant, chat]
+        )
+        var periods: [MembershipPeriod] = []
+        var currentMembers: Set<String> = []
+        for row in rows {
+            let user = try row.decode(String.self, column: 0)
+            periods.append(MembershipPeriod(userId: user, afterSeq: try row.decode(column: 1), untilSeq: try row.decode(column: 2)))
+            if try row.decode(Bool.self, column: 3) { currentMembers.insert(user) }
+        }
+        return ChatRoster(kind: kind, periods: periods, currentMembers: currentMembers)
+    }
+
+    static func chat(tenant: String, chat: String, on connection: PostgresConnection) async throws -> ChatRecord? {
+        let rows = try await connection.query(
+            """
+            SELECT chat.kind, chat.created_at, member.user_id, member.joined_at
+            FROM receipts.chats AS chat
+            LEFT JOIN receipts.chat_members AS member
+                ON member.tenant_id = chat.tenant_id AND member.chat_id = chat.chat_id AND member.left_at IS NULL
+            WHERE chat.tenant_id = $1 AND chat.chat_id = $2
+            ORDER BY member.user_id
+            """,
+            [tenant, chat]
+        )
+        guard let first = rows.first, let kind = ChatKind(rawValue: try first.decode(column: 0)) else { return nil }
+        let members = try rows.compactMap { row -> ChatRecord.Member? in
+            guard let user = try row.decode(String?.self, column: 2) else { return nil }
+            return ChatRecord.Member(userId: user, joinedAt: try row.decode(column: 3))
+        }
+        return ChatRecord(id: chat, kind: kind, createdAt: try first.decode(column: 1), members: members)
+    }
+
+    /// Reads the text outcome a receipts.* function returns in its first column.
+    static func outcome<Outcome: RawRepresentable>(_ type: Outcome.Type, from rows: PostgresRows) throws -> Outcome
+    where Outcome.RawValue == String {
+        let text = try rows.scalar(String.self)
+        guard let outcome = Outcome(rawValue: text) else {
+            throw PostgresError(code: .invalidValue, message: "unexpected outcome \(text) from the database")
+        }
+        return outcome
+    }
+}

@@ -1,0 +1,143 @@
+import Foundation
+import Postgres
+import ReceiptsCore
+
+/// A page of messages with what is needed to compute their receipts.
+public struct MessagePage: Sendable {
+    public let roster: ChatRoster
+    /// Oldest first.
+    public let messages: [MessageRecord]
+    /// The id of the viewer's newest message in the chat (for the `imessage` labels).
+    public let viewersMostRecentMessageId: String?
+}
+
+/// Why a message page could not be read.
+public enum MessagePageFailure: Error, Sendable {
+    case chatNotFound
+    case beforeNotFound
+}
+
+extension ReceiptsStore {
+    /// Sends a message, idempotently on its id.
+    public func sendMessage(tenant: String, chat: String, id: String, sender: String, text: String) async throws -> SendOutcome {
+        let rows = try await self.query(
+            "SELECT outcome, seq, created_at FROM receipts.send_message($1, $2, $3, $4, $5)",
+            [tenant, chat, id, sender, text]
+        )
+        let row = rows[0]
+        switch try row.decode(String.self, column: 0) {
+        case "created":
+            let record = MessageRecord(
+                id: id, chatId: chat, senderId: sender, text: text, createdAt: try row.decode(column: 2),
+                receipts: MessageReceipts(seq: try row.decode(column: 1), senderId: sender, deliveries: [], visibleReads: [], hiddenReaders: [])
+            )
+            return .created(record)
+        case "existing":
+            guard let existing = try await self.message(tenant: tenant, chat: chat, id: id)?.message else { return .conflict }
+            return .existing(existing)
+        case "conflict": return .conflict
+        case "not_member": return .senderNotMember
+        default: return .chatNotFound
+        }
+    }
+
+    /// A page of messages, oldest first: the newest `limit` before `before` (or overall).
+    public func messages(
+        tenant: String,
+        chat: String,
+        before: String?,
+        limit: Int,
+        viewer: String?
+    ) async throws -> Result<MessagePage, MessagePageFailure> {
+        try await self.withTenant(tenant, readOnly: true) { connection in
+            guard let roster = try await Self.roster(tenant: tenant, chat: chat, on: connection) else {
+                return .failure(.chatNotFound)
+            }
+            var beforeSeq = Int64.max
+            if let before {
+                let rows = try await connection.query(
+                    "SELECT seq FROM receipts.messages WHERE tenant_id = $1 AND chat_id = $2 AND message_id = $3",
+                    [tenant, chat, before]
+                )
+                guard let row = rows.first else { return .failure(.beforeNotFound) }
+                beforeSeq = try row.decode(column: 0)
+            }
+            let rows = try await connection.query(
+                """
+                SELECT \(MessageRecord.columns) FROM receipts.messages
+                WHERE tenant_id = $1 AND chat_id = $2 AND seq < $3
+                ORDER BY seq DESC LIMIT $4
+                """,
+                [tenant, chat, beforeSeq, limit]
+            )
+            let messages = try rows.reversed().map { try MessageRecord(row: $0, chatId: chat) }
+            let mostRecent = try await viewer.asyncMap { try await Self.mostRecentMessageId(tenant: tenant, chat: chat, sender: $0, on: connection) } ?? nil
+            return .success(MessagePage(roster: roster, messages: messages, viewersMostRecentMessageId: mostRecent))
+        }
+    }
+
+    /// One message with its chat's roster; nil when the chat or the message does not exist.
+    public func message(
+        tenant: String,
+        chat: String,
+        id: String,
+        viewer: String? = nil
+    ) async throws -> (message: MessageRecord, roster: ChatRoster, isViewersMostRecent: Bool)? {
+        try await self.withTenant(tenant, readOnly: true) { connection in
+            guard let roster = try await Self.roster(tenant: tenant, chat: chat, on: connection) else { return nil }
+            let rows = try await connection.query(
+                "SELECT \(MessageRecord.columns) FROM receipts.messages WHERE tenant_id = $1 AND chat_id = $2 AND message_id = $3",
+                [tenant, chat, id]
+            )
+            guard let row = rows.first else { return nil }
+            let message = try MessageRecord(row: row, chatId: chat)
+            var isMostRecent = false
+            if let viewer {
+                isMostRecent = try await Self.mostRecentMessageId(tenant: tenant, chat: chat, sender: viewer, on: connection) == id
+            }
+            return (message, roster, isMostRecent)
+        }
+    }
+
+    /// Whether a chat exists and whether `user` is currently a member of it.
+    public func membership(tenant: String, chat: String, user: String) async throws -> Membership {
+        let rows = try await self.withTenant(tenant, readOnly: true) { connection in
+            try await connection.query(
+                """
+                SELECT member.left_at IS NULL FROM receipts.chats AS chat
+                LEFT JOIN receipts.chat_members AS member
+                    ON member.tenant_id = chat.tenant_id AND member.chat_id = chat.chat_id AND member.user_id = $3
+                WHERE chat.tenant_id = $1 AND chat.chat_id = $2
+                """,
+                [tenant, chat, user]
+            )
+        }
+        guard let row = rows.first else { return .chatNotFound }
+        return try row.decode(Bool?.self, column: 0) == true ? .member : .notMember
+    }
+
+    static func mostRecentMessageId(tenant: String, chat: String, sender: String, on connection: PostgresConnection) async throws -> String? {
+        try await connection.query(
+            """
+            SELECT message_id FROM receipts.messages
+            WHERE tenant_id = $1 AND chat_id = $2 AND sender_id = $3
+            ORDER BY seq DESC LIMIT 1
+            """,
+            [tenant, chat, sender]
+        ).first?.decode(String.self, column: 0)
+    }
+}
+
+/// A user's standing in a chat.
+public enum Membership: Sendable {
+    case member
+    case notMember
+    case chatNotFound
+}
+
+extension Optional {
+    fileprivate func asyncMap<T>(_ transform: (Wrapped) async throws -> T) async rethrows -> T? {
+        guard let value = self else { return nil }
+        return try await transform(value)
+    }
+}

@@ -1,0 +1,49 @@
+import Postgres
+
+/// A tenant's credentials, found from its API key.
+public struct TenantCredentials: Sendable {
+    public let tenantId: String
+    /// The key that signs this tenant's user tokens.
+    public let tokenSecret: [UInt8]
+}
+
+extension ReceiptsStore {
+    /// Registers a tenant. Only the hash of its API key is stored.
+    ///
+    /// - Returns: false when the id is taken.
+    public func createTenant(id: String, name: String, apiKeyHash: [UInt8], tokenSecret: [UInt8]) async throws -> Bool {
+        do {
+            _ = try await self.query(
+                "SELECT receipts.create_tenant($1, $2, $3, $4)",
+                [id, name, PostgresBytes(apiKeyHash), PostgresBytes(tokenSecret)]
+            )
+            return true
+        } catch let error as PostgresError where error.isUniqueViolation {
+            return false
+        }
+    }
+
+    /// Replaces a tenant's API key; false when there is no such tenant.
+    public func replaceAPIKey(tenant: String, apiKeyHash: [UInt8]) async throws -> Bool {
+        try await self.query("SELECT receipts.replace_api_key($1, $2)", [tenant, PostgresBytes(apiKeyHash)]).scalar(Bool.self)
+    }
+
+    /// The tenant whose API key hashes to `apiKeyHash`.
+    public func tenant(apiKeyHash: [UInt8]) async throws -> TenantCredentials? {
+        let rows = try await self.query(
+            "SELECT tenant_id, token_secret FROM receipts.tenant_for_api_key($1)",
+            [PostgresBytes(apiKeyHash)]
+        )
+        guard let row = rows.first else { return nil }
+        return TenantCredentials(
+            tenantId: try row.decode(column: 0),
+            tokenSecret: try row.decode(PostgresBytes.self, column: 1).bytes
+        )
+    }
+
+    /// The key that signs `tenant`'s user tokens, if the tenant exists.
+    public func tokenSecret(tenant: String) async throws -> [UInt8]? {
+        let rows = try await self.query("SELECT receipts.tenant_token_secret($1)", [tenant])
+        return try rows.first?.decode(PostgresBytes?.self, column: 0)?.bytes
+    }
+}

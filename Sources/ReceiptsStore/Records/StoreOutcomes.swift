@@ -1,0 +1,55 @@
+/// What creating or confirming a chat did.
+public enum PutChatOutcome: String, Sendable {
+    case created
+    /// Same kind and the same current members: nothing changed.
+    case unchanged
+    /// The chat exists with another kind or other members.
+    case conflict
+}
+
+/// What a join did.
+public enum JoinOutcome: String, Sendable {
+    case joined
+    case alreadyMember = "already_member"
+    case directChat = "direct_chat"
+    case chatNotFound = "chat_not_found"
+}
+
+/// What a leave did.
+public enum LeaveOutcome: String, Sendable {
+    case left
+    case notMember = "not_member"
+    case chatNotFound = "chat_not_found"
+}
+
+/// What sending a message did.
+public enum SendOutcome: Sendable {
+    case created(MessageRecord)
+    /// The same id was sent before with the same sender and text.
+    case existing(MessageRecord)
+    /// The id was used before for another message.
+    case conflict
+    case senderNotMember
+    case chatNotFound
+}
+
+/// Which messages a marking request is about.
+public enum MarkTarget: Sendable {
+    case messages([String])
+    case upTo(String)
+    case all
+}
+
+/// Why a marking request changed nothing.
+public enum MarkFailure: String, Error, Sendable {
+    case chatNotFound = "chat_not_found"
+    case notMember = "not_member"
+    case messageNotFound = "message_not_found"
+}
+
+/// The unread state of one of a user's chats.
+public struct UnreadChat: Sendable, Hashable {
+    public let chatId: String
+    public let unreadCount: Int
+    public let markedUnread: Bool
+}

@@ -1,0 +1,7 @@
+-- A user's unread counts, per chat and in total, as GET /v1/users/{userId}/unread answers.
+-- Usage: psql -v tenant=TENANT -v user=USER -f sql/admin/user_unread_counts.sql
+SELECT chat_id, unread_count, marked_unread
+FROM receipts.unread_counts(:'tenant', :'user');
+
+SELECT coalesce(sum(unread_count), 0) AS total
+FROM receipts.unread_counts(:'tenant', :'user');
