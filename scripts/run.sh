@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Runs receiptsd on 127.0.0.1:8080 (RECEIPTS_HOST / RECEIPTS_PORT to change) against a
 # local PostgreSQL under .receipts/, installing PostgreSQL, libpq-dev and pkg-config when
-# missing. Pending migrations are applied at start. Set DATABASE_URL to use your own
-# PostgreSQL instead. Extra arguments go to `receiptsd serve`.
+# missing. It applies pending migrations, prints the id and a fresh API key of the demo
+# tenant "demo" (each run replaces the key), and serves until Ctrl-C.
+# Set DATABASE_URL to use your own PostgreSQL instead. Extra arguments go to `receiptsd serve`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -14,4 +15,8 @@ if [[ -z "${DATABASE_URL:-}" ]]; then
 fi
 
 swift build --product receiptsd
-exec "$(swift build --show-bin-path)/receiptsd" serve "$@"
+receiptsd="$(swift build --show-bin-path)/receiptsd"
+"$receiptsd" migrate
+echo "Demo tenant (use the API key as: Authorization: Bearer <key>):"
+"$receiptsd" tenant create "Demo" --id demo --replace-key
+exec "$receiptsd" serve "$@"
