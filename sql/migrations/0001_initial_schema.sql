@@ -53,6 +53,7 @@ CREATE TABLE receipts.chat_members (
     read_seq      bigint      NOT NULL DEFAULT 0 CHECK (read_seq >= 0),
     delivered_seq bigint      NOT NULL DEFAULT 0 CHECK (delivered_seq >= 0),
     marked_unread boolean     NOT NULL DEFAULT false,
+    last_read_at  timestamptz,
     PRIMARY KEY (tenant_id, chat_id, user_id),
     FOREIGN KEY (tenant_id, chat_id) REFERENCES receipts.chats ON DELETE CASCADE
 );
@@ -60,6 +61,7 @@ COMMENT ON TABLE receipts.chat_members IS 'Everyone who is or was in a chat, wit
 COMMENT ON COLUMN receipts.chat_members.joined_at IS 'Start of the current (or last) membership.';
 COMMENT ON COLUMN receipts.chat_members.read_seq IS 'Read watermark: every message with seq <= read_seq is read by this user; unread counts look only above it.';
 COMMENT ON COLUMN receipts.chat_members.delivered_seq IS 'Delivery watermark: every message with seq <= delivered_seq has reached this user.';
+COMMENT ON COLUMN receipts.chat_members.last_read_at IS 'When the user last marked something read here.';
 COMMENT ON COLUMN receipts.chat_members.marked_unread IS 'The user marked the chat unread: its count is at least 1 until they read.';
 CREATE INDEX chat_members_current_by_user ON receipts.chat_members (tenant_id, user_id) WHERE left_at IS NULL;
 
@@ -104,23 +106,23 @@ COMMENT ON COLUMN receipts.messages.read_at IS 'When each user of read_by read i
 COMMENT ON COLUMN receipts.messages.hidden_read_by IS 'Users who read it with read receipts off: it counts as read for them, and is shown to nobody.';
 
 CREATE TABLE receipts.events (
-    tenant_id      receipts.identifier NOT NULL,
-    event_id       bigint      GENERATED ALWAYS AS IDENTITY,
-    type           text        NOT NULL
+    tenant_id   receipts.identifier NOT NULL,
+    event_id    bigint      NOT NULL CHECK (event_id > 0),
+    type        text        NOT NULL
         CHECK (type IN ('message.created', 'receipt.delivered', 'receipt.read', 'unread.changed')),
-    chat_id        receipts.identifier NOT NULL,
-    user_id        receipts.identifier NOT NULL,
-    message_ids    text[]      NOT NULL DEFAULT '{}',
-    data           jsonb       NOT NULL DEFAULT '{}',
-    occurred_at    timestamptz NOT NULL DEFAULT now(),
-    transaction_id xid8        NOT NULL DEFAULT pg_current_xact_id(),
+    chat_id     receipts.identifier NOT NULL,
+    user_id     receipts.identifier NOT NULL,
+    message_ids text[]      NOT NULL DEFAULT '{}',
+    data        jsonb       NOT NULL DEFAULT '{}',
+    audience    text[]      NOT NULL,
+    occurred_at timestamptz NOT NULL DEFAULT now(),
     PRIMARY KEY (tenant_id, event_id)
 );
 COMMENT ON TABLE receipts.events IS 'Append-only log of receipt changes, written by triggers and relayed live to devices; pruned after the retention period.';
+COMMENT ON COLUMN receipts.events.event_id IS 'Position in the tenant''s stream: 1, 2, 3, ... in commit order (see receipts.event_streams).';
 COMMENT ON COLUMN receipts.events.user_id IS 'Who acted: the sender of message.created, the reader of receipt.*, the user whose count changed for unread.changed.';
 COMMENT ON COLUMN receipts.events.data IS 'Type-specific fields beyond the common ones (e.g. unreadCount).';
-COMMENT ON COLUMN receipts.events.transaction_id IS 'Writing transaction, so a reader can tell which events may still be uncommitted.';
-CREATE INDEX events_in_stream_order ON receipts.events (event_id);
+COMMENT ON COLUMN receipts.events.audience IS 'Users whose devices may see the event (the chat''s members when it happened, or the user of unread.changed); the tenant key sees all.';
 CREATE INDEX events_by_age ON receipts.events (occurred_at);
 
 -- Row-level security: a transaction sees only the rows of the tenant it set with
@@ -173,4 +175,3 @@ GRANT SELECT, INSERT, UPDATE, DELETE ON
     receipts.tenants, receipts.users, receipts.chats, receipts.chat_members,
     receipts.membership_periods, receipts.messages, receipts.events
     TO receipts_service;
-GRANT USAGE ON ALL SEQUENCES IN SCHEMA receipts TO receipts_service;

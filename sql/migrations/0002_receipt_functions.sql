@@ -275,9 +275,9 @@ COMMENT ON FUNCTION receipts.unread_counts(text, text) IS
 
 -- Marking ---------------------------------------------------------------------------------
 
-CREATE FUNCTION receipts.advance_watermarks(p_tenant text, p_chat text, p_user text, p_last_seq bigint)
-RETURNS void
-LANGUAGE plpgsql AS $$
+CREATE FUNCTION receipts.next_watermarks(p_tenant text, p_chat text, p_user text, p_last_seq bigint)
+RETURNS TABLE (read_seq bigint, delivered_seq bigint)
+LANGUAGE plpgsql STABLE AS $$
 #variable_conflict use_column
 DECLARE
     v_member receipts.chat_members;
@@ -299,14 +299,12 @@ BEGIN
       AND message.sender_id <> p_user
       AND NOT (p_user = ANY (message.delivered_to))
       AND receipts.is_recipient_seq(p_tenant, p_chat, p_user, message.seq);
-    UPDATE receipts.chat_members AS member
-    SET read_seq = greatest(member.read_seq, coalesce(v_read_seq, p_last_seq)),
-        delivered_seq = greatest(member.delivered_seq, coalesce(v_delivered_seq, p_last_seq))
-    WHERE member.tenant_id = p_tenant AND member.chat_id = p_chat AND member.user_id = p_user;
+    RETURN QUERY SELECT greatest(v_member.read_seq, coalesce(v_read_seq, p_last_seq)),
+                        greatest(v_member.delivered_seq, coalesce(v_delivered_seq, p_last_seq));
 END;
 $$;
-COMMENT ON FUNCTION receipts.advance_watermarks(text, text, text, bigint) IS
-    'Moves a member''s read and delivery watermarks up to just below their first unread / undelivered message.';
+COMMENT ON FUNCTION receipts.next_watermarks(text, text, text, bigint) IS
+    'Where a member''s read and delivery watermarks can move: just below their first unread / undelivered message.';
 
 CREATE FUNCTION receipts.mark_read(p_tenant text, p_chat text, p_user text, p_message_ids text[], p_up_to text)
 RETURNS TABLE (outcome text, marked integer, unread_count integer)
@@ -379,11 +377,12 @@ BEGIN
     END IF;
     GET DIAGNOSTICS v_marked = ROW_COUNT;
 
-    PERFORM receipts.advance_watermarks(p_tenant, p_chat, p_user, v_last_seq);
-    -- Reading clears a "marked unread".
-    UPDATE receipts.chat_members AS member SET marked_unread = false
-    WHERE member.tenant_id = p_tenant AND member.chat_id = p_chat AND member.user_id = p_user
-      AND member.marked_unread;
+    -- One update of the member: watermarks, and reading clears a "marked unread".
+    UPDATE receipts.chat_members AS member
+    SET read_seq = next.read_seq, delivered_seq = next.delivered_seq, marked_unread = false,
+        last_read_at = CASE WHEN v_marked > 0 THEN now() ELSE member.last_read_at END
+    FROM receipts.next_watermarks(p_tenant, p_chat, p_user, v_last_seq) AS next
+    WHERE member.tenant_id = p_tenant AND member.chat_id = p_chat AND member.user_id = p_user;
     RETURN QUERY SELECT 'marked', v_marked, receipts.unread_count(p_tenant, p_chat, p_user);
 END;
 $$;
@@ -447,7 +446,10 @@ BEGIN
           AND receipts.is_recipient_seq(p_tenant, p_chat, p_user, message.seq);
     END IF;
     GET DIAGNOSTICS v_marked = ROW_COUNT;
-    PERFORM receipts.advance_watermarks(p_tenant, p_chat, p_user, v_last_seq);
+    UPDATE receipts.chat_members AS member SET delivered_seq = next.delivered_seq
+    FROM receipts.next_watermarks(p_tenant, p_chat, p_user, v_last_seq) AS next
+    WHERE member.tenant_id = p_tenant AND member.chat_id = p_chat AND member.user_id = p_user
+      AND member.delivered_seq <> next.delivered_seq;
     RETURN QUERY SELECT 'marked', v_marked;
 END;
 $$;
