@@ -1,16 +1,17 @@
 import Hummingbird
+import HummingbirdWebSocket
 import Logging
 import Postgres
 import ReceiptsStore
 
-/// Assembles the service: database pool, migrations, routes.
+/// Assembles the service: database pool, event listener and hub, migrations, routes.
 ///
 /// `receiptsd serve` runs what this returns; tests build the same application.
 public func buildApplication(
     _ configuration: ReceiptsConfiguration,
     logger: Logger
 ) async throws -> some ApplicationProtocol {
-    let database = PostgresConfiguration(connectionString: configuration.databaseURL, applicationName: "receiptsd")
+    let database = PostgresConfiguration(connectionString: configuration.databaseURL, applicationName: configuration.instanceName)
     // Tenant work runs as receipts_service, which row-level security applies to.
     var serviceDatabase = database
     serviceDatabase.role = ReceiptsStore.serviceRole
@@ -19,19 +20,25 @@ public func buildApplication(
         options: .init(maximumConnections: configuration.databasePoolSize),
         logger: logger
     )
-    let router = buildRouter(
-        configuration: configuration,
-        pool: pool,
-        store: ReceiptsStore(pool: pool, logger: logger),
-        metrics: ServiceMetrics()
-    )
+    let store = ReceiptsStore(pool: pool, logger: logger)
+    var listenerDatabase = database
+    listenerDatabase.applicationName = "\(configuration.instanceName)-listener"
+    let listener = PostgresListener(configuration: listenerDatabase, channels: [EventHub.channel], logger: logger)
+    let hub = EventHub(store: store, listener: listener, options: .init(maximumLag: configuration.streamMaximumLag), logger: logger)
+    let components = ServiceComponents(configuration: configuration, pool: pool, store: store, hub: hub, metrics: ServiceMetrics())
+
     var app = Application(
-        router: router,
+        router: buildRouter(components),
+        server: .http1WebSocketUpgrade(webSocketRouter: buildWebSocketRouter(components)),
         configuration: .init(
             address: .hostname(configuration.host, port: configuration.port),
             serverName: "receiptsd"
         ),
-        services: [pool],
+        services: [
+            pool, listener, hub,
+            EventRetentionService(
+                store: store, retentionSeconds: configuration.eventRetentionSeconds, interval: .seconds(3600), logger: logger),
+        ],
         logger: logger
     )
     if configuration.runMigrations {
@@ -51,32 +58,59 @@ public func buildApplication(
     return app
 }
 
+/// What the routes share.
+public struct ServiceComponents: Sendable {
+    public let configuration: ReceiptsConfiguration
+    public let pool: PostgresConnectionPool
+    public let store: ReceiptsStore
+    public let hub: EventHub
+    public let metrics: ServiceMetrics
+    let authenticator: Authenticator
+    let userTokens: UserTokens
+
+    public init(
+        configuration: ReceiptsConfiguration,
+        pool: PostgresConnectionPool,
+        store: ReceiptsStore,
+        hub: EventHub,
+        metrics: ServiceMetrics
+    ) {
+        self.configuration = configuration
+        self.pool = pool
+        self.store = store
+        self.hub = hub
+        self.metrics = metrics
+        self.userTokens = UserTokens(store: store)
+        self.authenticator = Authenticator(store: store, userTokens: self.userTokens)
+    }
+}
+
 /// The HTTP routes and their middleware.
-public func buildRouter(
-    configuration: ReceiptsConfiguration,
-    pool: PostgresConnectionPool,
-    store: ReceiptsStore,
-    metrics: ServiceMetrics
-) -> Router<ReceiptsRequestContext> {
+public func buildRouter(_ components: ServiceComponents) -> Router<ReceiptsRequestContext> {
     let router = Router(context: ReceiptsRequestContext.self)
-    router.add(middleware: RequestMetricsMiddleware(metrics: metrics))
+    router.add(middleware: RequestMetricsMiddleware(metrics: components.metrics))
     router.add(middleware: ErrorMiddleware())
     router.add(middleware: BodyLimitMiddleware())
 
-    HealthController(pool: pool).addRoutes(to: router)
-    OperationsController(metrics: metrics, pool: pool).addRoutes(to: router)
+    HealthController(pool: components.pool, hub: components.hub).addRoutes(to: router)
+    OperationsController(metrics: components.metrics, pool: components.pool).addRoutes(to: router)
 
-    let userTokens = UserTokens(store: store)
-    AdminController(registration: TenantRegistration(store: store)).addRoutes(
-        to: router.group("admin/v1").add(middleware: AdminAuthenticationMiddleware(adminToken: configuration.adminToken))
+    AdminController(registration: TenantRegistration(store: components.store)).addRoutes(
+        to: router.group("admin/v1").add(middleware: AdminAuthenticationMiddleware(adminToken: components.configuration.adminToken))
     )
-    let api = router.group("v1").add(
-        middleware: AuthenticationMiddleware(authenticator: Authenticator(store: store, userTokens: userTokens))
-    )
-    TokenController(userTokens: userTokens).addRoutes(to: api)
-    ChatController(store: store).addRoutes(to: api)
-    MessageController(store: store).addRoutes(to: api)
-    MarkingController(store: store).addRoutes(to: api)
-    UserController(store: store).addRoutes(to: api)
+    let api = router.group("v1").add(middleware: AuthenticationMiddleware(authenticator: components.authenticator))
+    TokenController(userTokens: components.userTokens).addRoutes(to: api)
+    ChatController(store: components.store).addRoutes(to: api)
+    MessageController(store: components.store).addRoutes(to: api)
+    MarkingController(store: components.store).addRoutes(to: api)
+    UserController(store: components.store).addRoutes(to: api)
+    EventStreamController(hub: components.hub).addRoutes(to: api)
+    return router
+}
+
+/// The WebSocket route, `GET /v1/stream`.
+public func buildWebSocketRouter(_ components: ServiceComponents) -> Router<ReceiptsWebSocketContext> {
+    let router = Router(context: ReceiptsWebSocketContext.self)
+    WebSocketStream(hub: components.hub, store: components.store, authenticator: components.authenticator).addRoutes(to: router)
     return router
 }

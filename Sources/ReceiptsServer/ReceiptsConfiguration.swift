@@ -4,6 +4,9 @@ import Logging
 /// Everything the service can be configured with, read once at start (by `receiptsd`) and
 /// passed down; nothing deeper reads the environment.
 public struct ReceiptsConfiguration: Sendable {
+    /// Names this process's database sessions (`application_name`, `<name>-listener` for the
+    /// LISTEN connection) so that an operator can tell replicas apart in `pg_stat_activity`.
+    public var instanceName: String = "receiptsd"
     /// Listen address (`RECEIPTS_HOST`, default 127.0.0.1).
     public var host: String
     /// Listen port (`RECEIPTS_PORT`, default 8080; 0 picks a free port).
@@ -18,6 +21,12 @@ public struct ReceiptsConfiguration: Sendable {
     public var runMigrations: Bool
     /// Where the `NNNN_name.sql` migrations are (`RECEIPTS_MIGRATIONS_DIR`).
     public var migrationsDirectory: URL
+    /// How long events stay in the log for streams to resume from
+    /// (`RECEIPTS_EVENT_RETENTION_SECONDS`, default 7 days).
+    public var eventRetentionSeconds: Int
+    /// How many events a stream may fall behind before it is closed
+    /// (`RECEIPTS_STREAM_MAX_LAG`, default 5000).
+    public var streamMaximumLag: Int
 
     public init(
         host: String = "127.0.0.1",
@@ -26,8 +35,12 @@ public struct ReceiptsConfiguration: Sendable {
         adminToken: String? = nil,
         databasePoolSize: Int = 10,
         runMigrations: Bool = true,
-        migrationsDirectory: URL
+        migrationsDirectory: URL,
+        eventRetentionSeconds: Int = 7 * 24 * 3600,
+        streamMaximumLag: Int = 5000
     ) {
+        self.eventRetentionSeconds = eventRetentionSeconds
+        self.streamMaximumLag = streamMaximumLag
         self.host = host
         self.port = port
         self.databaseURL = databaseURL

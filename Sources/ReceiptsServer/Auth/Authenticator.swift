@@ -44,6 +44,14 @@ final class Authenticator: Sendable {
         return tenant
     }
 
+    /// The credential of a stream request: the bearer credential, or the `token` query
+    /// parameter that browsers must use for WebSocket and EventSource.
+    static func credential(of request: Request) -> String? {
+        if let bearer = bearerCredential(of: request) { return bearer }
+        guard let token = request.uri.queryParameters.get("token"), !token.isEmpty else { return nil }
+        return token
+    }
+
     /// The bearer credential of a request (`Authorization: Bearer …`).
     static func bearerCredential(of request: Request) -> String? {
         guard let header = request.headers[.authorization] else { return nil }
@@ -60,7 +68,9 @@ struct AuthenticationMiddleware: RouterMiddleware {
     let authenticator: Authenticator
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
-        guard let credential = Authenticator.bearerCredential(of: request) else {
+        // Only the event stream accepts ?token= (EventSource cannot set headers).
+        let isStream = request.uri.path == "/v1/events"
+        guard let credential = isStream ? Authenticator.credential(of: request) : Authenticator.bearerCredential(of: request) else {
             throw APIError.unauthorized("missing bearer credential")
         }
         var context = context

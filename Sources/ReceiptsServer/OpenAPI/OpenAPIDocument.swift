@@ -548,6 +548,81 @@ enum OpenAPIDocument {
             '413':
               $ref: '#/components/responses/PayloadTooLarge'
 
+      /v1/stream:
+        get:
+          tags: [events]
+          operationId: streamEvents
+          summary: Live events over WebSocket
+          description: |
+            Upgrades to a WebSocket that carries one event (an `Event` JSON object) per text
+            frame: `message.created` and `receipt.*` of the chats the user is a member of (all of
+            the tenant's with the tenant key), and the user's own `unread.changed`. A stream
+            without `after` receives every visible event committed after the handshake
+            response. `after` resumes after that id, replaying every later event exactly once,
+            in order; an unknown or expired id gets one `resync.required` event carrying the
+            current id, then the stream continues live. The client may send
+            `{"type":"delivered","chatId":"…","messageIds":["…"]}` to acknowledge delivery as
+            its user (ignored for chats it is not a member of). A client that falls too far
+            behind is closed (code 1008) with a reason and may resume.
+          security:
+            - tenantKey: []
+            - userToken: []
+          parameters:
+            - name: token
+              in: query
+              description: The credential, for clients that cannot set headers (browsers).
+              schema:
+                type: string
+            - name: after
+              in: query
+              description: Resume after this event id.
+              schema:
+                type: string
+          responses:
+            '101':
+              description: Switching to the WebSocket protocol; frames carry `Event` objects.
+            '401':
+              $ref: '#/components/responses/Unauthorized'
+
+      /v1/events:
+        get:
+          tags: [events]
+          operationId: eventSource
+          summary: Live events as Server-Sent Events
+          description: |
+            The same events as `/v1/stream`, as `text/event-stream`: each event is an `id:` line
+            (the event's id) and a `data:` line (the `Event` JSON). `Last-Event-ID` (or `after`)
+            resumes; a comment line every 15 seconds keeps the connection alive.
+          security:
+            - tenantKey: []
+            - userToken: []
+          parameters:
+            - name: Last-Event-ID
+              in: header
+              description: Resume after this event id.
+              schema:
+                type: string
+            - name: after
+              in: query
+              description: Resume after this event id (when the header cannot be set).
+              schema:
+                type: string
+            - name: token
+              in: query
+              description: The credential, for EventSource clients that cannot set headers.
+              schema:
+                type: string
+          responses:
+            '200':
+              description: An endless event stream.
+              content:
+                text/event-stream:
+                  schema:
+                    type: string
+                    description: '`id: <id>` and `data: <Event JSON>` lines, blank-line separated.'
+            '401':
+              $ref: '#/components/responses/Unauthorized'
+
       /healthz:
         get:
           tags: [operations]
@@ -770,6 +845,33 @@ enum OpenAPIDocument {
                 $ref: '#/components/schemas/Error'
 
       schemas:
+        Event:
+          type: object
+          description: |
+            One change, as streams deliver it. `id` is opaque and URL-safe (at most 64 characters
+            of [A-Za-z0-9._:-]), in stream order: store the last one and send it back to resume,
+            never compare ids. `unread.changed` also carries `unreadCount` and `markedUnread`.
+          required: [id, type]
+          properties:
+            id:
+              type: string
+            type:
+              type: string
+              enum: [message.created, receipt.delivered, receipt.read, unread.changed, resync.required]
+            chatId:
+              $ref: '#/components/schemas/Id'
+            userId:
+              $ref: '#/components/schemas/Id'
+            messageIds:
+              type: array
+              items:
+                $ref: '#/components/schemas/Id'
+            at:
+              $ref: '#/components/schemas/Timestamp'
+            unreadCount:
+              type: integer
+            markedUnread:
+              type: boolean
         Error:
           type: object
           description: The body of every 4xx/5xx answer.

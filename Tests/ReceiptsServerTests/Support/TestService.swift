@@ -12,20 +12,29 @@ enum TestService {
     static let adminToken = "test-admin-token"
 
     static func configuration(adminToken: String? = TestService.adminToken) -> ReceiptsConfiguration {
-        ReceiptsConfiguration(
+        var configuration = ReceiptsConfiguration(
             port: 0,
             databaseURL: TestDatabase.url,
             adminToken: adminToken,
             databasePoolSize: 4,
             migrationsDirectory: TestDatabase.packageRoot.appendingPathComponent("sql/migrations")
         )
+        configuration.instanceName = TestDatabase.uniqueName("receiptsd")
+        return configuration
     }
 
     /// Runs `body` against a freshly built service listening on a free port.
-    static func run(adminToken: String? = TestService.adminToken, _ body: @Sendable (APIClient) async throws -> Void) async throws {
-        let app = try await buildApplication(configuration(adminToken: adminToken), logger: TestDatabase.logger)
+    static func run(
+        adminToken: String? = TestService.adminToken,
+        configure: (inout ReceiptsConfiguration) -> Void = { _ in },
+        _ body: @Sendable (APIClient) async throws -> Void
+    ) async throws {
+        var configuration = configuration(adminToken: adminToken)
+        configure(&configuration)
+        let app = try await buildApplication(configuration, logger: TestDatabase.logger)
+        let instanceName = configuration.instanceName
         try await app.test(.live) { client in
-            try await body(APIClient(client: client))
+            try await body(APIClient(client: client, instanceName: instanceName))
         }
     }
 }
@@ -54,6 +63,11 @@ struct APIResponse: Sendable {
 /// A client of the running service.
 struct APIClient: Sendable {
     let client: any TestClientProtocol
+    /// The service's `application_name` in `pg_stat_activity`.
+    var instanceName = "receiptsd"
+
+    /// The port the service listens on.
+    var port: Int { self.client.port! }
 
     func request(
         _ method: HTTPRequest.Method,

@@ -1,0 +1,58 @@
+import ServiceLifecycle
+
+/// One open stream's view of the hub: wake-ups, and the events after its position.
+struct EventSubscription: Sendable {
+    let hub: EventHub
+    let id: Int
+    let tenant: String
+    let principal: Principal
+    /// Set when the client asked to resume from an unknown or expired id.
+    let resyncId: Int64?
+    /// Yields when there may be new events; finishes when the subscription is closed.
+    let wakeups: AsyncStream<Void>
+
+    /// Sends everything the subscriber may see, in order, until the subscription is closed
+    /// or `send` throws.
+    ///
+    /// - Returns: why the hub closed the subscription.
+    /// On graceful shutdown of the server (SIGTERM), the stream ends with `.shuttingDown`:
+    /// the server waits for open connections, so streams must not wait for the hub.
+    func relay(
+        _ send: (_ id: Int64, _ json: String) async throws -> Void,
+        whenIdle: () async throws -> Void = {}
+    ) async throws -> EventHub.CloseReason {
+        try await withGracefulShutdownHandler {
+            try await self.relayUntilClosed(send, whenIdle: whenIdle)
+        } onGracefulShutdown: {
+            self.hub.close(self, .shuttingDown)
+        }
+    }
+
+    private func relayUntilClosed(
+        _ send: (_ id: Int64, _ json: String) async throws -> Void,
+        whenIdle: () async throws -> Void
+    ) async throws -> EventHub.CloseReason {
+        if let resyncId {
+            try await send(resyncId, LiveEvent.resyncRequired(currentId: resyncId))
+        }
+        do {
+            for await _ in self.wakeups {
+                while true {
+                    let events = try await self.hub.nextEvents(for: self)
+                    if events.isEmpty { break }
+                    for event in events { try await send(event.id, event.json) }
+                }
+                try await whenIdle()
+            }
+            // The wake-ups end when the hub closes the subscription; this throws its reason.
+            _ = try await self.hub.nextEvents(for: self)
+            return .shuttingDown
+        } catch let reason as EventHub.CloseReason {
+            return reason
+        }
+    }
+
+    func cancel() {
+        self.hub.unsubscribe(self)
+    }
+}

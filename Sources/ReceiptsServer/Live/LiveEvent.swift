@@ -1,0 +1,53 @@
+import Foundation
+import Postgres
+import ReceiptsStore
+
+/// An event as streams send it: JSON encoded once, however many devices get it.
+struct LiveEvent: Sendable {
+    /// Position in the tenant's stream; sent as the opaque string id.
+    let id: Int64
+    /// Users whose devices may see it (the tenant key sees all).
+    let audience: Set<String>
+    /// The JSON object of one WebSocket text frame or SSE `data:` line.
+    let json: String
+
+    private struct Body: Encodable {
+        let id: String
+        let type: String
+        let chatId: String
+        let userId: String
+        let messageIds: [String]
+        let at: Date
+    }
+
+    init(_ event: StoredEvent) {
+        self.id = event.id
+        self.audience = Set(event.audience)
+        let body = Body(
+            id: String(event.id), type: event.type, chatId: event.chatId, userId: event.userId,
+            messageIds: event.messageIds, at: event.occurredAt
+        )
+        let encoded = (try? JSONCoding.makeEncoder().encode(body)).map { String(decoding: $0, as: UTF8.self) } ?? "{}"
+        self.json = Self.merging(encoded, with: event.data.text)
+    }
+
+    /// Whether `principal` may see the event: the tenant key sees all, a user what names them.
+    func isVisible(to principal: Principal) -> Bool {
+        guard let user = principal.tokenUser else { return true }
+        return self.audience.contains(user)
+    }
+
+    /// `{"id":"<current>","type":"resync.required"}`: the asked-for position is unknown or
+    /// expired; the client should reload state and continue from the current id.
+    static func resyncRequired(currentId: Int64) -> String {
+        #"{"id":"\#(currentId)","type":"resync.required"}"#
+    }
+
+    /// Adds the fields of the JSON object `extra` (the event's type-specific data) to the
+    /// JSON object `object`.
+    private static func merging(_ object: String, with extra: String) -> String {
+        let inner = extra.trimmingCharacters(in: .whitespaces).dropFirst().dropLast().trimmingCharacters(in: .whitespaces)
+        guard object.hasSuffix("}"), !inner.isEmpty else { return object }
+        return object.dropLast() + "," + inner + "}"
+    }
+}

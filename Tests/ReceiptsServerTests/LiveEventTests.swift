@@ -1,0 +1,238 @@
+import Foundation
+import HTTPTypes
+import Postgres
+import TestSupport
+import Testing
+
+@Suite("Live events over WebSocket and SSE")
+struct LiveEventTests {
+    @Test("the sender's WebSocket receives receipt.read for a read made through HTTP, and nobody else's stream does")
+    func senderSeesRead() async throws {
+        try await TestService.run { client in
+            let tenant = try await client.createTenant()
+            let other = try await client.createTenant(name: "other")
+            try await tenant.createChat("dm", kind: "direct", members: ["alice", "bob"])
+            try await tenant.createChat("elsewhere", members: ["carol", "dave"])
+            let aliceToken = try await tenant.token(for: "alice")
+            let carolToken = try await tenant.token(for: "carol")
+
+            try await StreamClients.withWebSocket(port: client.port, credential: aliceToken) { alice, _ in
+                try await StreamClients.withWebSocket(port: client.port, credential: carolToken) { carol, _ in
+                    try await StreamClients.withWebSocket(port: client.port, credential: other.apiKey) { otherTenant, _ in
+                        let id = try await tenant.send(in: "dm", from: "alice")
+                        let created = await alice.next()
+                        #expect(created?["type"] as? String == "message.created")
+                        #expect(created?["messageIds"] as? [String] == [id])
+                        try await tenant.read(in: "dm", by: "bob")
+                        let read = await alice.next()
+                        #expect(read?["type"] as? String == "receipt.read")
+                        #expect(read?["chatId"] as? String == "dm")
+                        #expect(read?["userId"] as? String == "bob")
+                        #expect(read?["messageIds"] as? [String] == [id])
+                        #expect((read?["id"] as? String).map { $0.count <= 64 } == true)
+                        #expect(read?["at"] as? String != nil)
+
+                        // Carol and the other tenant see their own events first: nothing of "dm" came before.
+                        try await tenant.send(in: "elsewhere", from: "dave")
+                        #expect((await carol.next())?["chatId"] as? String == "elsewhere")
+                        try await other.createChat("x", members: ["y"])
+                        try await other.send(in: "x", from: "y")
+                        #expect((await otherTenant.next())?["chatId"] as? String == "x")
+                    }
+                }
+            }
+        }
+    }
+
+    @Test("one read-all over 300 messages is one receipt.read event, and the reader's devices get unread.changed")
+    func oneEventForReadAll() async throws {
+        try await TestService.run { client in
+            let tenant = try await client.createTenant()
+            try await tenant.createChat("busy", kind: "direct", members: ["a", "b"])
+            var ids: [String] = []
+            for index in 0..<300 { ids.append(try await tenant.send(in: "busy", from: "a", text: "\(index)")) }
+            let readerToken = try await tenant.token(for: "b")
+            try await StreamClients.withWebSocket(port: client.port, credential: tenant.apiKey) { all, _ in
+                try await StreamClients.withWebSocket(port: client.port, credential: readerToken) { readerDevice, _ in
+                    try await tenant.read(in: "busy", by: "b")
+                    let events = await all.take(2)
+                    #expect(events.map { $0["type"] as? String } == ["receipt.read", "unread.changed"])
+                    #expect((events.first?["messageIds"] as? [String]) == ids)
+                    let own = await readerDevice.take(2)
+                    #expect(own.last?["type"] as? String == "unread.changed")
+                    #expect(own.last?["unreadCount"] as? Int == 0)
+                    #expect(own.last?["userId"] as? String == "b")
+                    // Nothing else followed: the next event is a new marker.
+                    try await tenant.send(in: "busy", from: "a", text: "marker")
+                    #expect((await all.next())?["type"] as? String == "message.created")
+                }
+            }
+        }
+    }
+
+    @Test("WebSocket ?after= and SSE Last-Event-ID replay exactly the missed events, in order, once")
+    func resume() async throws {
+        try await TestService.run { client in
+            let tenant = try await client.createTenant()
+            try await tenant.createChat("g", members: ["a", "b"])
+            var lastSeen = ""
+            try await StreamClients.withWebSocket(port: client.port, credential: tenant.apiKey) { stream, _ in
+                try await tenant.send(in: "g", from: "a", text: "seen")
+                lastSeen = try #require(await stream.next()?["id"] as? String)
+            }
+            var missed: [String] = []
+            for index in 0..<5 { missed.append(try await tenant.send(in: "g", from: "a", text: "missed \(index)")) }
+
+            try await StreamClients.withWebSocket(port: client.port, credential: tenant.apiKey, after: lastSeen) { stream, _ in
+                let replayed = await stream.take(5)
+                #expect(replayed.compactMap { ($0["messageIds"] as? [String])?.first } == missed)
+                let marker = try await tenant.send(in: "g", from: "b", text: "after the replay")
+                #expect((await stream.next())?["messageIds"] as? [String] == [marker])
+            }
+            try await StreamClients.withEventSource(port: client.port, credential: tenant.apiKey, lastEventID: lastSeen) { stream in
+                let replayed = await stream.take(6)
+                #expect(replayed.compactMap { ($0["messageIds"] as? [String])?.first }.prefix(5) == missed[...])
+                #expect(replayed.allSatisfy { $0["sseId"] as? String == $0["id"] as? String })
+            }
+        }
+    }
+
+    @Test("an unknown or expired id answers resync.required with the current id, then the stream goes on")
+    func resyncRequired() async throws {
+        try await TestService.run { client in
+            let tenant = try await client.createTenant()
+            try await tenant.createChat("g", members: ["a", "b"])
+            for _ in 0..<3 { try await tenant.send(in: "g", from: "a") }
+            // Expire the first two events of this tenant, as retention would.
+            try await TestDatabase.pool.execute("DELETE FROM receipts.events WHERE tenant_id = $1 AND event_id <= 2", [tenant.id])
+            for (index, after) in ["1", "999999", "not-a-number"].enumerated() {
+                try await StreamClients.withWebSocket(port: client.port, credential: tenant.apiKey, after: after) { stream, _ in
+                    let first = await stream.next()
+                    #expect(first?["type"] as? String == "resync.required", "after=\(after)")
+                    #expect(first?["id"] as? String == String(3 + index))  // each round sends one more
+                    let id = try await tenant.send(in: "g", from: "b")
+                    #expect((await stream.next())?["messageIds"] as? [String] == [id])
+                }
+            }
+            // Still resumable from the oldest retained event's predecessor, with nothing repeated.
+            try await StreamClients.withWebSocket(port: client.port, credential: tenant.apiKey, after: "2") { stream, _ in
+                #expect(await stream.take(4).map { $0["id"] as? String } == ["3", "4", "5", "6"])
+            }
+        }
+    }
+
+    @Test("8 writers on 8 chats, 15 reads each: the tenant stream gets every read exactly once, per chat in order")
+    func concurrentWriters() async throws {
+        try await TestService.run { client in
+            let tenant = try await client.createTenant()
+            var messages: [String: [String]] = [:]
+            for chat in (0..<8).map({ "chat\($0)" }) {
+                try await tenant.createChat(chat, kind: "direct", members: ["sender-\(chat)", "reader-\(chat)"])
+                var ids: [String] = []
+                for index in 0..<15 { ids.append(try await tenant.send(in: chat, from: "sender-\(chat)", text: "\(index)")) }
+                messages[chat] = ids
+            }
+            let expected = messages
+            try await StreamClients.withWebSocket(port: client.port, credential: tenant.apiKey) { stream, _ in
+                try await withThrowingTaskGroup(of: Void.self) { group in
+                    for (chat, ids) in expected {
+                        group.addTask {
+                            for id in ids { try await tenant.read(in: chat, by: "reader-\(chat)", ["messageIds": [id]]) }
+                        }
+                    }
+                    try await group.waitForAll()
+                }
+                var reads: [String: [String]] = [:]
+                var eventIds: [Int] = []
+                while reads.values.reduce(0, { $0 + $1.count }) < 120, let event = await stream.next() {
+                    eventIds.append(Int(event["id"] as? String ?? "") ?? -1)
+                    guard event["type"] as? String == "receipt.read", let chat = event["chatId"] as? String else { continue }
+                    reads[chat, default: []].append(contentsOf: event["messageIds"] as? [String] ?? [])
+                }
+                #expect(reads == expected)
+                #expect(eventIds == eventIds.sorted())
+                #expect(Set(eventIds).count == eventIds.count)
+            }
+        }
+    }
+
+    @Test("the listener's connection killed mid-stream: nothing is lost")
+    func listenerKilled() async throws {
+        try await TestService.run { client in
+            let tenant = try await client.createTenant()
+            try await tenant.createChat("g", members: ["a", "b"])
+            try await StreamClients.withWebSocket(port: client.port, credential: tenant.apiKey) { stream, _ in
+                let first = try await tenant.send(in: "g", from: "a", text: "before")
+                #expect((await stream.next())?["messageIds"] as? [String] == [first])
+                let killed = try await TestDatabase.pool.query(
+                    "SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = $1",
+                    ["\(client.instanceName)-listener"]
+                ).scalar(Int.self)
+                #expect(killed == 1)
+                var sent: [String] = []
+                for index in 0..<5 { sent.append(try await tenant.send(in: "g", from: "a", text: "during \(index)")) }
+                let received = await stream.take(5)
+                #expect(received.compactMap { ($0["messageIds"] as? [String])?.first } == sent)
+            }
+        }
+    }
+
+    @Test("a delivery acknowledged over the WebSocket marks delivery as the token's user")
+    func acknowledgeDelivery() async throws {
+        try await TestService.run { client in
+            let tenant = try await client.createTenant()
+            try await tenant.createChat("dm", kind: "direct", members: ["alice", "bob"])
+            try await tenant.createChat("not-bobs", kind: "direct", members: ["alice", "carol"])
+            let id = try await tenant.send(in: "dm", from: "alice")
+            let other = try await tenant.send(in: "not-bobs", from: "alice")
+            let bobToken = try await tenant.token(for: "bob")
+            try await StreamClients.withWebSocket(port: client.port, credential: tenant.apiKey) { all, _ in
+                try await StreamClients.withWebSocket(port: client.port, credential: bobToken, useQueryToken: true) { _, send in
+                    try await send(#"{"type":"delivered","chatId":"not-bobs","messageIds":["\#(other)"]}"#)
+                    try await send(#"{"type":"delivered","chatId":"dm","messageIds":["\#(id)"]}"#)
+                    let event = await all.next()
+                    #expect(event?["type"] as? String == "receipt.delivered")
+                    #expect(event?["userId"] as? String == "bob")
+                    #expect(event?["messageIds"] as? [String] == [id])
+                }
+            }
+            #expect(try await tenant.message(id, in: "dm", viewer: "alice").deliveredTo == ["bob"])
+            #expect(try await tenant.message(other, in: "not-bobs", viewer: "alice").deliveredTo == [])
+        }
+    }
+
+    @Test("two replicas on one database relay each other's writes")
+    func replicas() async throws {
+        try await TestService.run { replicaA in
+            try await TestService.run { replicaB in
+                let tenant = try await replicaA.createTenant()
+                try await tenant.createChat("g", members: ["a", "b"])
+                let token = try await tenant.token(for: "a")
+                try await StreamClients.withWebSocket(port: replicaB.port, credential: token) { stream, _ in
+                    let id = try await tenant.send(in: "g", from: "a")
+                    try await tenant.read(in: "g", by: "b")
+                    let events = await stream.take(2)
+                    #expect(events.map { $0["type"] as? String } == ["message.created", "receipt.read"])
+                    #expect(events.last?["messageIds"] as? [String] == [id])
+                }
+            }
+        }
+    }
+
+    @Test("streams need a credential; a user token works as ?token=")
+    func streamAuthentication() async throws {
+        try await TestService.run { client in
+            let tenant = try await client.createTenant()
+            let missing = try await client.request(.get, "/v1/events", as: nil)
+            #expect(missing.status == .unauthorized)
+            let wrong = try await client.request(.get, "/v1/events?token=nope", as: nil)
+            #expect(wrong.status == .unauthorized)
+            try await tenant.createChat("g", members: ["a", "b"])
+            let token = try await tenant.token(for: "a")
+            try await StreamClients.withWebSocket(port: client.port, credential: token, useQueryToken: true) { stream, _ in
+                let id = try await tenant.send(in: "g", from: "b")
+                #expect((await stream.next())?["messageIds"] as? [String] == [id])
+            }
+        }
+    }
+}
