@@ -127,6 +127,7 @@ let package = Package(
             name: "ReceiptsServerTests",
             dependencies: [
                 "Postgres",
+                "ReceiptsCore",
                 "ReceiptsServer",
                 "ReceiptsStore",
                 "TestSupport",

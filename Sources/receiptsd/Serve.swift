@@ -26,7 +26,9 @@ struct Serve: AsyncParsableCommand {
             adminToken: environment["RECEIPTS_ADMIN_TOKEN"],
             databasePoolSize: try environment.integer("RECEIPTS_DATABASE_POOL_SIZE", default: 10),
             runMigrations: !self.noMigrate,
-            migrationsDirectory: environment.migrationsDirectory()
+            migrationsDirectory: environment.migrationsDirectory(),
+            eventRetentionSeconds: try environment.integer("RECEIPTS_EVENT_RETENTION_SECONDS", default: 7 * 24 * 3600),
+            streamMaximumLag: try environment.integer("RECEIPTS_STREAM_MAX_LAG", default: 5000)
         )
         let app = try await buildApplication(configuration, logger: logger)
         try await app.runService()

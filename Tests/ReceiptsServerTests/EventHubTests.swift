@@ -1,0 +1,47 @@
+import Foundation
+import Postgres
+import ReceiptsCore
+@testable import ReceiptsServer
+import ReceiptsStore
+import TestSupport
+import Testing
+
+@Suite("Event hub")
+struct EventHubTests {
+    @Test("a subscriber that falls too far behind is closed with a reason; one that keeps up is not")
+    func slowSubscriberIsClosed() async throws {
+        var configuration = TestDatabase.configuration
+        configuration.role = ReceiptsStore.serviceRole
+        let pool = PostgresConnectionPool(configuration: configuration, logger: TestDatabase.logger)
+        let store = ReceiptsStore(pool: pool, logger: TestDatabase.logger)
+        let tenant = TestDatabase.uniqueName("tenant")
+        #expect(try await store.createTenant(id: tenant, name: "hub test", apiKeyHash: Array(tenant.utf8), tokenSecret: [1]))
+        #expect(try await store.putChat(tenant: tenant, chat: "g", kind: .group, members: ["a", "b"]) == .created)
+        // Not run: the test drives refreshes itself, as notifications would.
+        let listener = PostgresListener(configuration: configuration, channels: [], logger: TestDatabase.logger)
+        let hub = EventHub(store: store, listener: listener, options: .init(maximumLag: 10), logger: TestDatabase.logger)
+
+        let start = try await hub.start(tenant: tenant, after: nil)
+        let fast = await hub.subscribe(.tenant(tenant), from: start)
+        let slow = await hub.subscribe(.user(tenant: tenant, user: "a"), from: start)
+        var received: [Int64] = []
+        for round in 0..<6 {
+            for index in 0..<4 {
+                _ = try await store.sendMessage(tenant: tenant, chat: "g", id: "m\(round)-\(index)", sender: "b", text: "x")
+            }
+            await hub.refresh(tenant: tenant)
+            while case let events = try await hub.nextEvents(for: fast), !events.isEmpty {
+                received += events.map(\.id)
+            }
+        }
+        #expect(received == Array(1...24))
+        await #expect(throws: EventHub.CloseReason.tooSlow) { try await hub.nextEvents(for: slow) }
+        let reason = try await slow.relay { _, _ in }
+        #expect(reason == .tooSlow)
+        #expect(hub.subscriberCount == 2)
+        slow.cancel()
+        fast.cancel()
+        #expect(hub.subscriberCount == 0)
+        await pool.close()
+    }
+}
