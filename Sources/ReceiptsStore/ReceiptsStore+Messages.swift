@@ -99,23 +99,6 @@ extension ReceiptsStore {
         }
     }
 
-    /// Whether a chat exists and whether `user` is currently a member of it.
-    public func membership(tenant: String, chat: String, user: String) async throws -> Membership {
-        let rows = try await self.withTenant(tenant, readOnly: true) { connection in
-            try await connection.query(
-                """
-                SELECT member.left_at IS NULL FROM receipts.chats AS chat
-                LEFT JOIN receipts.chat_members AS member
-                    ON member.tenant_id = chat.tenant_id AND member.chat_id = chat.chat_id AND member.user_id = $3
-                WHERE chat.tenant_id = $1 AND chat.chat_id = $2
-                """,
-                [tenant, chat, user]
-            )
-        }
-        guard let row = rows.first else { return .chatNotFound }
-        return try row.decode(Bool?.self, column: 0) == true ? .member : .notMember
-    }
-
     static func mostRecentMessageId(tenant: String, chat: String, sender: String, on connection: PostgresConnection) async throws -> String? {
         try await connection.query(
             """
@@ -126,13 +109,6 @@ extension ReceiptsStore {
             [tenant, chat, sender]
         ).first?.decode(String.self, column: 0)
     }
-}
-
-/// A user's standing in a chat.
-public enum Membership: Sendable {
-    case member
-    case notMember
-    case chatNotFound
 }
 
 extension Optional {
