@@ -1,0 +1,97 @@
+import Foundation
+import Logging
+import NIOCore
+import NIOHTTP1
+import Postgres
+
+/// Where the benchmark runs: the local PostgreSQL of scripts/postgres.sh by default.
+enum BenchEnvironment {
+    static func localDatabaseURL() throws -> String {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "scripts/postgres.sh")
+        process.arguments = ["url"]
+        let output = Pipe()
+        process.standardOutput = output
+        try process.run()
+        let data = output.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        guard process.terminationStatus == 0 else { throw BenchFailure("scripts/postgres.sh url failed; pass --database-url") }
+        return String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+}
+
+/// An empty database of its own for one benchmark run, dropped afterwards.
+struct BenchDatabase: Sendable {
+    let name: String
+    let url: String
+    let admin: PostgresConnectionPool
+    /// Connections to the benchmark database as its owner (setup and the raw reference).
+    let pool: PostgresConnectionPool
+
+    static func create(on serverURL: String, logger: Logger) async throws -> BenchDatabase {
+        let name = "receipts_bench_\(ProcessInfo.processInfo.processIdentifier)"
+        let admin = PostgresConnectionPool(configuration: .init(connectionString: serverURL, applicationName: "receipts-bench"), logger: logger)
+        // A database name is an identifier; this one is made of [a-z0-9_] only.
+        try await admin.withConnection { _ = try await $0.executeScript("DROP DATABASE IF EXISTS \(name) WITH (FORCE)") }
+        try await admin.withConnection { _ = try await $0.executeScript("CREATE DATABASE \(name)") }
+        guard var components = URLComponents(string: serverURL), serverURL.contains("://") else {
+            throw BenchFailure("the benchmark needs a postgresql:// URL")
+        }
+        components.path = "/" + name
+        let url = components.string!
+        let pool = PostgresConnectionPool(
+            configuration: .init(connectionString: url, applicationName: "receipts-bench"),
+            options: .init(maximumConnections: 64, leaseTimeout: .seconds(60)),
+            logger: logger
+        )
+        return BenchDatabase(name: name, url: url, admin: admin, pool: pool)
+    }
+
+    func drop() async {
+        await self.pool.close()
+        _ = try? await self.admin.withConnection { _ = try await $0.executeScript("DROP DATABASE IF EXISTS \(self.name) WITH (FORCE)") }
+        await self.admin.close()
+    }
+}
+
+/// The service under test: started from the release build, or given by URL.
+struct BenchService: Sendable {
+    let baseURL: String
+    let adminToken: String
+    let process: Process?
+
+    static func start(executable: String, databaseURL: String) async throws -> BenchService {
+        guard FileManager.default.isExecutableFile(atPath: executable) else {
+            throw BenchFailure("\(executable) not found: run `swift build -c release --product receiptsd` first")
+        }
+        let port = Int.random(in: 20_000...40_000)
+        let adminToken = UUID().uuidString
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: executable)
+        process.arguments = ["serve"]
+        process.environment = ProcessInfo.processInfo.environment.merging([
+            "DATABASE_URL": databaseURL, "RECEIPTS_PORT": String(port), "RECEIPTS_ADMIN_TOKEN": adminToken,
+            "RECEIPTS_DATABASE_POOL_SIZE": "32", "LOG_LEVEL": "error",
+        ]) { $1 }
+        try process.run()
+        let service = BenchService(baseURL: "http://127.0.0.1:\(port)", adminToken: adminToken, process: process)
+        let client = BenchClient(baseURL: service.baseURL, concurrency: 1)
+        for _ in 0..<300 {
+            if let (status, _) = try? await client.send(.GET, "/readyz", as: nil, body: nil), status == 200 {
+                try await client.shutdown()
+                return service
+            }
+            guard process.isRunning else { break }
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        try? await client.shutdown()
+        process.terminate()
+        throw BenchFailure("receiptsd did not become ready")
+    }
+
+    func stop() {
+        guard let process, process.isRunning else { return }
+        process.terminate()
+        process.waitUntilExit()
+    }
+}

@@ -1,0 +1,231 @@
+import Foundation
+import HummingbirdWSClient
+import Logging
+import NIOConcurrencyHelpers
+import NIOHTTP1
+import Postgres
+
+/// The measurements. Setup that is not being measured (thousands of messages, a thousand
+/// chats) goes straight to the SQL functions; everything measured goes through the service.
+struct BenchScenarios {
+    let client: BenchClient
+    let tenant: (id: String, apiKey: String)
+    let database: BenchDatabase
+    let scale: Double
+    let concurrency: Int
+
+    func count(_ full: Int, minimum: Int = 10) -> Int { max(minimum, Int(Double(full) * self.scale)) }
+
+    func runAll(into results: inout BenchResults) async throws {
+        try await self.readToSender(into: &results)
+        let messages = try await self.sendThroughput(into: &results)
+        try await self.markReadSingle(messages: messages, into: &results)
+        try await self.markReadBatches(into: &results)
+        try await self.rawReference(into: &results)
+        try await self.readAll(into: &results)
+        try await self.unreadCounts(into: &results)
+    }
+
+    // MARK: - Read to sender
+
+    /// A recipient's read request until the sender's WebSocket has the receipt.read.
+    func readToSender(into results: inout BenchResults) async throws {
+        let key = self.tenant.apiKey
+        try await self.client.expect(201, .PUT, "/v1/chats/latency", as: key, body: ["kind": "direct", "members": ["alice", "bob"]])
+        let token = try await self.client.expect(201, .POST, "/v1/tokens", as: key, body: ["userId": "alice"])["token"] as! String
+        let reads = self.count(300, minimum: 20)
+        let inbox = NIOLockedValueBox([String: ContinuousClock.Instant]())
+        let url = self.client.baseURL.replacingOccurrences(of: "http://", with: "ws://") + "/v1/stream?token=\(token)"
+        let client = self.client
+        var latencies: [Double] = []
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            let opened = NIOLockedValueBox(false)
+            group.addTask {
+                try await WebSocketClient.connect(url: url, logger: Logger(label: "bench-ws")) { inbound, _, _ in
+                    opened.withLockedValue { $0 = true }
+                    for try await message in inbound.messages(maxSize: 1 << 20) {
+                        guard case .text(let text) = message,
+                            let event = try? JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any],
+                            event["type"] as? String == "receipt.read", let ids = event["messageIds"] as? [String]
+                        else { continue }
+                        let now = ContinuousClock.now
+                        inbox.withLockedValue { for id in ids { $0[id] = now } }
+                    }
+                }
+            }
+            while !opened.withLockedValue({ $0 }) { try await Task.sleep(for: .milliseconds(5)) }
+            for index in 0..<(reads + 20) {
+                let message = try await client.expect(201, .POST, "/v1/chats/latency/messages", as: key, body: ["senderId": "alice", "text": "x"])
+                let id = message["id"] as! String
+                let start = ContinuousClock.now
+                try await client.expect(200, .POST, "/v1/chats/latency/read", as: key, body: ["userId": "bob", "messageIds": [id]])
+                var arrived: ContinuousClock.Instant?
+                while arrived == nil {
+                    arrived = inbox.withLockedValue { $0[id] }
+                    if arrived == nil { await Task.yield() }
+                }
+                if index >= 20 { latencies.append(Double((arrived! - start) / .microseconds(1)) / 1000) }
+            }
+            group.cancelAll()
+        }
+        results.add("read-to-sender latency, idle", latencies: latencies, target: "p50 ≤ 2, p99 ≤ 5")
+    }
+
+    // MARK: - Throughput
+
+    /// Messages sent per second by `concurrency` clients, each in a chat of its own.
+    /// Returns the ids per chat, for the mark-read figures.
+    func sendThroughput(into results: inout BenchResults) async throws -> [String: [String]] {
+        let key = self.tenant.apiKey
+        let perClient = self.count(20_000, minimum: 100) / self.concurrency + 1
+        for index in 0..<self.concurrency {
+            try await self.client.expect(201, .PUT, "/v1/chats/send\(index)", as: key, body: ["kind": "direct", "members": ["s\(index)", "r\(index)"]])
+        }
+        let client = self.client
+        let start = ContinuousClock.now
+        let sent = try await withThrowingTaskGroup(of: (String, [String]).self) { group in
+            for index in 0..<self.concurrency {
+                group.addTask {
+                    var ids: [String] = []
+                    for _ in 0..<perClient {
+                        let message = try await client.expect(201, .POST, "/v1/chats/send\(index)/messages", as: key, body: ["senderId": "s\(index)", "text": "benchmark"])
+                        ids.append(message["id"] as! String)
+                    }
+                    return ("send\(index)", ids)
+                }
+            }
+            return try await group.reduce(into: [String: [String]]()) { $0[$1.0] = $1.1 }
+        }
+        let seconds = Double((ContinuousClock.now - start) / .microseconds(1)) / 1_000_000
+        results.add("send throughput", unit: "messages/s", value: Double(perClient * self.concurrency) / seconds, target: "≥ 5,000",
+                    note: "\(self.concurrency) clients")
+        return sent
+    }
+
+    /// Single-message mark-read requests per second, `concurrency` clients.
+    func markReadSingle(messages: [String: [String]], into results: inout BenchResults) async throws {
+        let key = self.tenant.apiKey
+        let client = self.client
+        let start = ContinuousClock.now
+        let requests = try await withThrowingTaskGroup(of: Int.self) { group in
+            for (chat, ids) in messages {
+                let reader = "r" + chat.dropFirst(4)
+                group.addTask {
+                    for id in ids {
+                        try await client.expect(200, .POST, "/v1/chats/\(chat)/read", as: key, body: ["userId": reader, "messageIds": [id]])
+                    }
+                    return ids.count
+                }
+            }
+            return try await group.reduce(0, +)
+        }
+        let seconds = Double((ContinuousClock.now - start) / .microseconds(1)) / 1_000_000
+        results.add("mark-read, one message per request", unit: "requests/s", value: Double(requests) / seconds, target: "≥ 5,000",
+                    note: "\(self.concurrency) clients")
+    }
+
+    /// Receipts per second when each request marks 100 messages.
+    func markReadBatches(into results: inout BenchResults) async throws {
+        let key = self.tenant.apiKey
+        let perChat = max(100, self.count(100_000, minimum: 100) / self.concurrency / 100 * 100)
+        var messages: [String: [String]] = [:]
+        for index in 0..<self.concurrency {
+            let chat = "batch\(index)"
+            try await self.client.expect(201, .PUT, "/v1/chats/\(chat)", as: key, body: ["kind": "direct", "members": ["s\(index)", "r\(index)"]])
+            try await self.insertMessages(chat: chat, sender: "s\(index)", count: perChat)
+            messages[chat] = (1...perChat).map { "\(chat)-\($0)" }
+        }
+        let client = self.client
+        let start = ContinuousClock.now
+        let marked = try await withThrowingTaskGroup(of: Int.self) { group in
+            for (chat, ids) in messages {
+                let reader = "r" + chat.dropFirst(5)
+                group.addTask {
+                    var marked = 0
+                    for batch in stride(from: 0, to: ids.count, by: 100) {
+                        let answer = try await client.expect(
+                            200, .POST, "/v1/chats/\(chat)/read", as: key,
+                            body: ["userId": reader, "messageIds": Array(ids[batch..<min(ids.count, batch + 100)])])
+                        marked += answer["marked"] as? Int ?? 0
+                    }
+                    return marked
+                }
+            }
+            return try await group.reduce(0, +)
+        }
+        let seconds = Double((ContinuousClock.now - start) / .microseconds(1)) / 1_000_000
+        results.add("mark-read in batches of 100", unit: "receipts/s", value: Double(marked) / seconds, target: "≥ 50,000",
+                    note: "\(marked) receipts")
+    }
+
+    /// The service's single mark-read, called straight at PostgreSQL with the same
+    /// concurrency: the database's share of a request.
+    func rawReference(into results: inout BenchResults) async throws {
+        let perClient = self.count(20_000, minimum: 100) / self.concurrency + 1
+        for index in 0..<self.concurrency {
+            try await self.client.expect(201, .PUT, "/v1/chats/raw\(index)", as: self.tenant.apiKey,
+                                         body: ["kind": "direct", "members": ["s\(index)", "r\(index)"]])
+            try await self.insertMessages(chat: "raw\(index)", sender: "s\(index)", count: perClient)
+        }
+        let tenant = self.tenant.id
+        let pool = self.database.pool
+        let start = ContinuousClock.now
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for index in 0..<self.concurrency {
+                group.addTask {
+                    for message in 1...perClient {
+                        try await pool.query(
+                            "SELECT outcome, marked, unread_count FROM receipts.mark_read($1, $2, $3, $4, NULL)",
+                            [tenant, "raw\(index)", "r\(index)", ["raw\(index)-\(message)"]])
+                    }
+                }
+            }
+            try await group.waitForAll()
+        }
+        let seconds = Double((ContinuousClock.now - start) / .microseconds(1)) / 1_000_000
+        results.add("raw reference: receipts.mark_read via libpq", unit: "calls/s", value: Double(perClient * self.concurrency) / seconds,
+                    target: "service ≥ 0.6 × this", note: "\(self.concurrency) connections")
+    }
+
+    // MARK: - Read all, unread counts
+
+    /// One request marking 10,000 unread messages read.
+    func readAll(into results: inout BenchResults) async throws {
+        let count = self.count(10_000, minimum: 100)
+        try await self.client.expect(201, .PUT, "/v1/chats/big", as: self.tenant.apiKey, body: ["kind": "direct", "members": ["a", "b"]])
+        try await self.insertMessages(chat: "big", sender: "a", count: count)
+        let start = ContinuousClock.now
+        let answer = try await self.client.expect(200, .POST, "/v1/chats/big/read", as: self.tenant.apiKey, body: ["userId": "b"])
+        let milliseconds = Double((ContinuousClock.now - start) / .microseconds(1)) / 1000
+        guard answer["marked"] as? Int == count else { throw BenchFailure("read-all marked \(answer["marked"] ?? "?"), not \(count)") }
+        results.add("read all of \(count) unread messages", unit: "ms", value: milliseconds, target: "≤ 100 (10,000)")
+    }
+
+    /// `GET /v1/users/{id}/unread` for a user in 1,000 chats with unread messages.
+    func unreadCounts(into results: inout BenchResults) async throws {
+        let chats = self.count(1000, minimum: 10)
+        try await self.database.pool.query(
+            """
+            SELECT receipts.put_chat($1, 'many-' || g, 'direct', ARRAY['many-user', 'friend-' || g]),
+                   receipts.send_message($1, 'many-' || g, 'm1', 'friend-' || g, 'hello'),
+                   receipts.send_message($1, 'many-' || g, 'm2', 'friend-' || g, 'hello again')
+            FROM generate_series(1, $2::int) AS g
+            """,
+            [self.tenant.id, chats])
+        var latencies: [Double] = []
+        for _ in 0..<50 {
+            let start = ContinuousClock.now
+            let answer = try await self.client.expect(200, .GET, "/v1/users/many-user/unread", as: self.tenant.apiKey)
+            latencies.append(Double((ContinuousClock.now - start) / .microseconds(1)) / 1000)
+            guard answer["total"] as? Int == 2 * chats else { throw BenchFailure("unread total \(answer["total"] ?? "?")") }
+        }
+        results.add("unread counts, user in \(chats) chats", latencies: latencies, target: "p50 ≤ 10 (1,000 chats)")
+    }
+
+    /// Inserts `count` messages `<chat>-1…` straight through the SQL function (setup only).
+    private func insertMessages(chat: String, sender: String, count: Int) async throws {
+        try await self.database.pool.query(
+            "SELECT receipts.send_message($1, $2, $2 || '-' || g, $3, 'benchmark') FROM generate_series(1, $4::int) AS g",
+            [self.tenant.id, chat, sender, count])
+    }
+}

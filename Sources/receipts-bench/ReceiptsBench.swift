@@ -1,0 +1,76 @@
+import ArgumentParser
+import Foundation
+import Logging
+import Postgres
+
+/// `receipts-bench`: measures the service end to end (HTTP and WebSocket on loopback) and
+/// the same guarded statement straight at PostgreSQL, and prints one table.
+///
+/// It creates an empty database, starts the release-built `receiptsd` on it (or uses
+/// `--url` with `--admin-token`), and drives it with the figures of BENCHMARKS.md.
+@main
+struct ReceiptsBench: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "receipts-bench",
+        abstract: "Benchmark Receipts against a real service and PostgreSQL."
+    )
+
+    @Option(help: "Use the service at this URL instead of starting one (needs --admin-token and --database-url).")
+    var url: String?
+
+    @Option(help: "The admin token of the service at --url.")
+    var adminToken: String?
+
+    @Option(help: "PostgreSQL server to create the benchmark database on (default: DATABASE_URL, else scripts/postgres.sh url).")
+    var databaseURL: String?
+
+    @Option(help: "The receiptsd executable to start (default: .build/release/receiptsd).")
+    var receiptsd: String = ".build/release/receiptsd"
+
+    @Option(help: "Scale factor: 1 is the full run; CI smoke tests use 0.02.")
+    var scale: Double = 1
+
+    @Option(help: "Concurrent clients for the throughput figures.")
+    var concurrency: Int = 32
+
+    @Option(help: "Write the results as JSON to this file.")
+    var json: String?
+
+    func run() async throws {
+        var logger = Logger(label: "receipts-bench")
+        logger.logLevel = .warning
+        let serverURL = try self.databaseURL ?? ProcessInfo.processInfo.environment["DATABASE_URL"] ?? BenchEnvironment.localDatabaseURL()
+        let database = try await BenchDatabase.create(on: serverURL, logger: logger)
+        let service: BenchService
+        do {
+            if let url {
+                guard let adminToken else { throw ValidationError("--url needs --admin-token") }
+                service = BenchService(baseURL: url, adminToken: adminToken, process: nil)
+            } else {
+                service = try await BenchService.start(executable: self.receiptsd, databaseURL: database.url)
+            }
+        } catch {
+            await database.drop()
+            throw error
+        }
+        let client = BenchClient(baseURL: service.baseURL, concurrency: self.concurrency)
+        var results = BenchResults()
+        do {
+            let tenant = try await client.createTenant(adminToken: service.adminToken)
+            let scenarios = BenchScenarios(
+                client: client, tenant: tenant, database: database, scale: self.scale, concurrency: self.concurrency)
+            try await scenarios.runAll(into: &results)
+        } catch {
+            try? await client.shutdown()
+            service.stop()
+            await database.drop()
+            throw error
+        }
+        try await client.shutdown()
+        service.stop()
+        await database.drop()
+
+        print(results.table())
+        if let json { try results.jsonData().write(to: URL(fileURLWithPath: json)) }
+    }
+}
