@@ -118,6 +118,7 @@ let package = Package(
             name: "TestSupport",
             dependencies: [
                 "Postgres",
+                "ReceiptsStore",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
             ],

@@ -10,6 +10,7 @@ import Testing
 struct EventHubTests {
     @Test("a subscriber that falls too far behind is closed with a reason; one that keeps up is not")
     func slowSubscriberIsClosed() async throws {
+        try await TestDatabase.ensureMigrated()
         var configuration = TestDatabase.configuration
         configuration.role = ReceiptsStore.serviceRole
         let pool = PostgresConnectionPool(configuration: configuration, logger: TestDatabase.logger)

@@ -2,6 +2,7 @@ import NIOCore
 import Foundation
 import Logging
 import Postgres
+import ReceiptsStore
 
 /// The PostgreSQL that tests run against.
 ///
@@ -168,5 +169,22 @@ extension TestDatabase {
         ]
         return candidates.first { FileManager.default.isExecutableFile(atPath: $0.path) }?.path
             ?? candidates.last!.path
+    }
+}
+
+extension TestDatabase {
+    /// Applies the migrations of `sql/migrations` to the test database, for tests that use
+    /// the schema without starting the service (which would apply them). Safe to call from
+    /// many tests at once: the runner serialises on an advisory lock.
+    public static func ensureMigrated() async throws {
+        let migrations = try Migration.load(from: packageRoot.appendingPathComponent("sql/migrations"))
+        let connection = try await PostgresConnection.connect(to: configuration, logger: logger)
+        do {
+            try await MigrationRunner(migrations: migrations, logger: logger).applyPending(on: connection)
+        } catch {
+            await connection.close()
+            throw error
+        }
+        await connection.close()
     }
 }
