@@ -120,23 +120,14 @@ final class LibPQConnection: @unchecked Sendable {
 
     // MARK: - Statements
 
-    /// Runs one statement with parameters and returns its rows in binary format.
-    ///
-    /// With `prepared`, the statement is parsed once per connection and reused.
-    func execute(_ sql: String, bindings: PostgresBindings, prepared: Bool) throws(PostgresError) -> PostgresRows {
-        let count = Int32(bindings.values.count)
-        let statementName: String? = prepared ? try self.preparedStatementName(for: sql, types: bindings.types) : nil
+    /// Runs one statement with parameters and returns its rows in binary format. The
+    /// statement is parsed once per connection and reused.
+    func execute(_ sql: String, bindings: PostgresBindings) throws(PostgresError) -> PostgresRows {
+        let statementName = try self.preparedStatementName(for: sql, types: bindings.types)
         let values = bindings.values.map { $0.map { strdup($0) } ?? nil }
         defer { values.forEach { free($0) } }
         let valuePointers = values.map { UnsafePointer($0) }
-        let result: OpaquePointer? =
-            if let statementName {
-                PQexecPrepared(self.handle, statementName, count, valuePointers, nil, nil, 1)
-            } else {
-                bindings.types.withUnsafeBufferPointer { types in
-                    PQexecParams(self.handle, sql, count, types.baseAddress, valuePointers, nil, nil, 1)
-                }
-            }
+        let result = PQexecPrepared(self.handle, statementName, Int32(values.count), valuePointers, nil, nil, 1)
         return try self.consume(result)
     }
 

@@ -59,7 +59,7 @@ public final class PostgresConnection: @unchecked Sendable {
     public func query(_ sql: String, _ parameters: [any PostgresEncodable] = []) async throws -> PostgresRows {
         let bindings = try PostgresBindings(parameters)
         return try await self.onThread { connection throws(PostgresError) in
-            try connection.execute(sql, bindings: bindings, prepared: true)
+            try connection.execute(sql, bindings: bindings)
         }
     }
 
@@ -67,16 +67,6 @@ public final class PostgresConnection: @unchecked Sendable {
     @discardableResult
     public func execute(_ sql: String, _ parameters: [any PostgresEncodable] = []) async throws -> Int {
         try await self.query(sql, parameters).affectedRows
-    }
-
-    /// Runs a statement with parameters without preparing it: for statements that run once
-    /// per connection, where a cached prepared statement would only use memory.
-    @discardableResult
-    public func queryUnprepared(_ sql: String, _ parameters: [any PostgresEncodable] = []) async throws -> PostgresRows {
-        let bindings = try PostgresBindings(parameters)
-        return try await self.onThread { connection throws(PostgresError) in
-            try connection.execute(sql, bindings: bindings, prepared: false)
-        }
     }
 
     /// Runs a script of one or more statements that take no parameters (a migration file,

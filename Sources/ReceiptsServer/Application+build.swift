@@ -45,14 +45,7 @@ public func buildApplication(
         let migrations = try Migration.load(from: configuration.migrationsDirectory)
         app.beforeServerStarts {
             // As the login role (the tables' owner), not receipts_service.
-            let connection = try await PostgresConnection.connect(to: database, logger: logger)
-            do {
-                try await MigrationRunner(migrations: migrations, logger: logger).applyPending(on: connection)
-            } catch {
-                await connection.close()
-                throw error
-            }
-            await connection.close()
+            try await MigrationRunner(migrations: migrations, logger: logger).applyPending(to: database)
         }
     }
     return app
@@ -104,7 +97,10 @@ public func buildRouter(_ components: ServiceComponents) -> Router<ReceiptsReque
     MessageController(store: components.store).addRoutes(to: api)
     MarkingController(store: components.store).addRoutes(to: api)
     UserController(store: components.store).addRoutes(to: api)
-    EventStreamController(hub: components.hub).addRoutes(to: api)
+    EventStreamController(hub: components.hub).addRoutes(
+        to: router.group("v1/events").add(
+            middleware: AuthenticationMiddleware(authenticator: components.authenticator, acceptsTokenParameter: true))
+    )
     return router
 }
 

@@ -35,6 +35,20 @@ public struct MigrationRunner: Sendable {
         }
     }
 
+    /// Applies what is pending over a connection of its own, closed afterwards.
+    @discardableResult
+    public func applyPending(to database: PostgresConfiguration) async throws -> [Migration] {
+        let connection = try await PostgresConnection.connect(to: database, logger: self.logger)
+        do {
+            let applied = try await self.applyPending(on: connection)
+            await connection.close()
+            return applied
+        } catch {
+            await connection.close()
+            throw error
+        }
+    }
+
     /// The versions recorded as applied.
     public func appliedVersions(on connection: PostgresConnection) async throws -> [Int] {
         try await self.createBookkeeping(on: connection)

@@ -1,12 +1,5 @@
 import Postgres
 
-/// A tenant's credentials, found from its API key.
-public struct TenantCredentials: Sendable {
-    public let tenantId: String
-    /// The key that signs this tenant's user tokens.
-    public let tokenSecret: [UInt8]
-}
-
 extension ReceiptsStore {
     /// Registers a tenant. Only the hash of its API key is stored.
     ///
@@ -28,17 +21,9 @@ extension ReceiptsStore {
         try await self.query("SELECT receipts.replace_api_key($1, $2)", [tenant, PostgresBytes(apiKeyHash)]).scalar(Bool.self)
     }
 
-    /// The tenant whose API key hashes to `apiKeyHash`.
-    public func tenant(apiKeyHash: [UInt8]) async throws -> TenantCredentials? {
-        let rows = try await self.query(
-            "SELECT tenant_id, token_secret FROM receipts.tenant_for_api_key($1)",
-            [PostgresBytes(apiKeyHash)]
-        )
-        guard let row = rows.first else { return nil }
-        return TenantCredentials(
-            tenantId: try row.decode(column: 0),
-            tokenSecret: try row.decode(PostgresBytes.self, column: 1).bytes
-        )
+    /// The id of the tenant whose API key hashes to `apiKeyHash`.
+    public func tenant(apiKeyHash: [UInt8]) async throws -> String? {
+        try await self.query("SELECT receipts.tenant_for_api_key($1)", [PostgresBytes(apiKeyHash)]).scalar(String?.self)
     }
 
     /// The key that signs `tenant`'s user tokens, if the tenant exists.

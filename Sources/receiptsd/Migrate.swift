@@ -17,14 +17,7 @@ struct Migrate: AsyncParsableCommand {
             connectionString: try environment.databaseURL(logger: logger),
             applicationName: "receiptsd-migrate"
         )
-        let connection = try await PostgresConnection.connect(to: configuration, logger: logger)
-        do {
-            let applied = try await MigrationRunner(migrations: migrations, logger: logger).applyPending(on: connection)
-            print(applied.isEmpty ? "Database is up to date." : "Applied \(applied.count) migration(s): " + applied.map { "\($0.version)_\($0.name)" }.joined(separator: ", "))
-        } catch {
-            await connection.close()
-            throw error
-        }
-        await connection.close()
+        let applied = try await MigrationRunner(migrations: migrations, logger: logger).applyPending(to: configuration)
+        print(applied.isEmpty ? "Database is up to date." : "Applied \(applied.count) migration(s): " + applied.map { "\($0.version)_\($0.name)" }.joined(separator: ", "))
     }
 }

@@ -178,13 +178,6 @@ extension TestDatabase {
     /// many tests at once: the runner serialises on an advisory lock.
     public static func ensureMigrated() async throws {
         let migrations = try Migration.load(from: packageRoot.appendingPathComponent("sql/migrations"))
-        let connection = try await PostgresConnection.connect(to: configuration, logger: logger)
-        do {
-            try await MigrationRunner(migrations: migrations, logger: logger).applyPending(on: connection)
-        } catch {
-            await connection.close()
-            throw error
-        }
-        await connection.close()
+        try await MigrationRunner(migrations: migrations, logger: logger).applyPending(to: configuration)
     }
 }

@@ -58,10 +58,9 @@ COMMENT ON FUNCTION receipts.replace_api_key(text, bytea) IS 'Gives a tenant a n
 -- Looking a key up must search every tenant, before any tenant is known: these two run as
 -- their owner, beyond row-level security, and reveal only what the caller proves to know.
 CREATE FUNCTION receipts.tenant_for_api_key(p_api_key_hash bytea)
-RETURNS TABLE (tenant_id text, token_secret bytea)
+RETURNS text
 LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
-    SELECT tenant.tenant_id, tenant.token_secret FROM receipts.tenants AS tenant
-    WHERE tenant.api_key_hash = p_api_key_hash;
+    SELECT tenant.tenant_id FROM receipts.tenants AS tenant WHERE tenant.api_key_hash = p_api_key_hash;
 $$;
 COMMENT ON FUNCTION receipts.tenant_for_api_key(bytea) IS 'The tenant whose API key has this SHA-256, if any.';
 

@@ -10,7 +10,7 @@ final class Authenticator: Sendable {
     let userTokens: UserTokens
     /// Tenants by API key hash. Keys are never revoked today, so entries stay valid; the
     /// cache is bounded so that guessed keys cannot grow it.
-    private let tenantsByKeyHash = NIOLockedValueBox([[UInt8]: TenantCredentials]())
+    private let tenantsByKeyHash = NIOLockedValueBox([[UInt8]: String]())
     private static let cacheLimit = 10_000
 
     init(store: ReceiptsStore, userTokens: UserTokens) {
@@ -24,7 +24,7 @@ final class Authenticator: Sendable {
     func principal(for credential: String) async throws -> Principal {
         if credential.hasPrefix(APIKeys.prefix) {
             guard let tenant = try await self.tenant(apiKey: credential) else { throw APIError.unauthorized() }
-            return .tenant(tenant.tenantId)
+            return .tenant(tenant)
         }
         guard let (tenant, user) = await self.userTokens.verify(credential) else {
             throw APIError.unauthorized("invalid or expired token")
@@ -32,8 +32,8 @@ final class Authenticator: Sendable {
         return .user(tenant: tenant, user: user)
     }
 
-    /// The tenant of an API key, with its token secret.
-    func tenant(apiKey: String) async throws -> TenantCredentials? {
+    /// The tenant id of an API key.
+    func tenant(apiKey: String) async throws -> String? {
         let hash = APIKeys.hash(apiKey)
         if let cached = self.tenantsByKeyHash.withLockedValue({ $0[hash] }) { return cached }
         guard let tenant = try await self.store.tenant(apiKeyHash: hash) else { return nil }
@@ -66,11 +66,13 @@ final class Authenticator: Sendable {
 struct AuthenticationMiddleware: RouterMiddleware {
     typealias Context = ReceiptsRequestContext
     let authenticator: Authenticator
+    /// Whether `?token=` is accepted too: only for the event stream, as EventSource cannot
+    /// set headers.
+    var acceptsTokenParameter = false
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
-        // Only the event stream accepts ?token= (EventSource cannot set headers).
-        let isStream = request.uri.path == "/v1/events"
-        guard let credential = isStream ? Authenticator.credential(of: request) : Authenticator.bearerCredential(of: request) else {
+        let found = self.acceptsTokenParameter ? Authenticator.credential(of: request) : Authenticator.bearerCredential(of: request)
+        guard let credential = found else {
             throw APIError.unauthorized("missing bearer credential")
         }
         var context = context

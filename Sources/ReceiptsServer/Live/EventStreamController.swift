@@ -13,7 +13,7 @@ struct EventStreamController {
     let hub: EventHub
 
     func addRoutes(to group: RouterGroup<ReceiptsRequestContext>) {
-        group.get("events", use: self.events)
+        group.get(use: self.events)
     }
 
     @Sendable func events(_ request: Request, context: ReceiptsRequestContext) async throws -> Response {
