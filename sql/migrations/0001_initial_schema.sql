@@ -53,6 +53,7 @@ CREATE TABLE receipts.chat_members (
     read_seq      bigint      NOT NULL DEFAULT 0 CHECK (read_seq >= 0),
     delivered_seq bigint      NOT NULL DEFAULT 0 CHECK (delivered_seq >= 0),
     marked_unread boolean     NOT NULL DEFAULT false,
+    reads_above   bigint      NOT NULL DEFAULT 0 CHECK (reads_above >= 0),
     last_read_at  timestamptz,
     PRIMARY KEY (tenant_id, chat_id, user_id),
     FOREIGN KEY (tenant_id, chat_id) REFERENCES receipts.chats ON DELETE CASCADE
@@ -62,6 +63,7 @@ COMMENT ON COLUMN receipts.chat_members.joined_at IS 'Start of the current (or l
 COMMENT ON COLUMN receipts.chat_members.read_seq IS 'Read watermark: every message with seq <= read_seq is read by this user; unread counts look only above it.';
 COMMENT ON COLUMN receipts.chat_members.delivered_seq IS 'Delivery watermark: every message with seq <= delivered_seq has reached this user.';
 COMMENT ON COLUMN receipts.chat_members.last_read_at IS 'When the user last marked something read here.';
+COMMENT ON COLUMN receipts.chat_members.reads_above IS 'How many messages above read_seq this user has read (out of order), so an unread count is arithmetic, not a scan.';
 COMMENT ON COLUMN receipts.chat_members.marked_unread IS 'The user marked the chat unread: its count is at least 1 until they read.';
 CREATE INDEX chat_members_current_by_user ON receipts.chat_members (tenant_id, user_id) WHERE left_at IS NULL;
 
@@ -104,6 +106,8 @@ COMMENT ON COLUMN receipts.messages.delivered_at IS 'When each user of delivered
 COMMENT ON COLUMN receipts.messages.read_by IS 'Users who read it, visibly.';
 COMMENT ON COLUMN receipts.messages.read_at IS 'When each user of read_by read it (same positions).';
 COMMENT ON COLUMN receipts.messages.hidden_read_by IS 'Users who read it with read receipts off: it counts as read for them, and is shown to nobody.';
+CREATE INDEX messages_by_sender ON receipts.messages (tenant_id, chat_id, sender_id, seq);
+COMMENT ON INDEX receipts.messages_by_sender IS 'Counts a user''s own messages above their read watermark (they are never unread for them).';
 
 CREATE TABLE receipts.events (
     tenant_id   receipts.identifier NOT NULL,

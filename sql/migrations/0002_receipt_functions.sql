@@ -14,18 +14,31 @@ COMMENT ON FUNCTION receipts.enter_tenant(text) IS
     'Scopes the current transaction to one tenant: row-level security shows and accepts only its rows.';
 
 -- Membership ------------------------------------------------------------------------------
+--
+-- A user is a recipient of the messages sent during their membership periods (after_seq <
+-- seq <= until_seq). Counting and marking work on seq ranges of those periods, never one
+-- function call per message.
 
-CREATE FUNCTION receipts.is_recipient_seq(p_tenant text, p_chat text, p_user text, p_seq bigint)
-RETURNS boolean
+CREATE FUNCTION receipts.recipient_seqs(p_tenant text, p_chat text, p_user text, p_after bigint, p_through bigint)
+RETURNS bigint
 LANGUAGE sql STABLE AS $$
-    SELECT EXISTS (
-        SELECT FROM receipts.membership_periods AS period
-        WHERE period.tenant_id = p_tenant AND period.chat_id = p_chat AND period.user_id = p_user
-          AND p_seq > period.after_seq AND (period.until_seq IS NULL OR p_seq <= period.until_seq)
-    );
+    SELECT coalesce(sum(greatest(0,
+               least(coalesce(period.until_seq, p_through), p_through) - greatest(period.after_seq, p_after))), 0)::bigint
+    FROM receipts.membership_periods AS period
+    WHERE period.tenant_id = p_tenant AND period.chat_id = p_chat AND period.user_id = p_user;
 $$;
-COMMENT ON FUNCTION receipts.is_recipient_seq(text, text, text, bigint) IS
-    'Whether the user was a member when the message with this seq was sent (in any membership period).';
+COMMENT ON FUNCTION receipts.recipient_seqs(text, text, text, bigint, bigint) IS
+    'How many messages with p_after < seq <= p_through were sent while the user was a member (own messages included).';
+
+CREATE FUNCTION receipts.own_messages(p_tenant text, p_chat text, p_user text, p_after bigint, p_through bigint)
+RETURNS bigint
+LANGUAGE sql STABLE AS $$
+    SELECT count(*) FROM receipts.messages AS message
+    WHERE message.tenant_id = p_tenant AND message.chat_id = p_chat AND message.sender_id = p_user
+      AND message.seq > p_after AND message.seq <= p_through;
+$$;
+COMMENT ON FUNCTION receipts.own_messages(text, text, text, bigint, bigint) IS
+    'How many messages with p_after < seq <= p_through the user sent (they are never unread for them).';
 
 -- Tenants ---------------------------------------------------------------------------------
 
@@ -138,8 +151,10 @@ BEGIN
     IF v_kind = 'direct' THEN
         RETURN 'direct_chat';
     END IF;
+    -- A new member has nothing to read from before they joined: their watermarks start
+    -- there. A rejoining member keeps theirs (earlier periods may still hold unread messages).
     INSERT INTO receipts.chat_members AS member (tenant_id, chat_id, user_id, read_seq, delivered_seq)
-    VALUES (p_tenant, p_chat, p_user, 0, 0)
+    VALUES (p_tenant, p_chat, p_user, v_last_seq, v_last_seq)
     ON CONFLICT (tenant_id, chat_id, user_id) DO UPDATE SET left_at = NULL, joined_at = now();
     INSERT INTO receipts.membership_periods AS period (tenant_id, chat_id, user_id, after_seq)
     VALUES (p_tenant, p_chat, p_user, v_last_seq)
@@ -232,24 +247,26 @@ COMMENT ON FUNCTION receipts.send_message(text, text, text, text, text) IS
     'Sends a message: created | existing (same id, same sender and text) | conflict (same id, other content) | not_member | chat_not_found.';
 
 -- Unread counts ---------------------------------------------------------------------------
+--
+-- Everything at or below a member's read watermark (read_seq) is read; above it, the member
+-- keeps how many messages they read out of order (reads_above). So a count is arithmetic:
+--   messages above the watermark sent while a member - their own among them - reads_above
+-- which costs a few index lookups, whatever the length of the history or the number unread.
 
 CREATE FUNCTION receipts.unread_count(p_tenant text, p_chat text, p_user text)
 RETURNS integer
 LANGUAGE sql STABLE AS $$
     SELECT CASE WHEN member.left_at IS NOT NULL THEN 0 ELSE greatest(
-        (SELECT count(*) FROM receipts.messages AS message
-         WHERE message.tenant_id = member.tenant_id AND message.chat_id = member.chat_id
-           AND message.seq > member.read_seq
-           AND message.sender_id <> member.user_id
-           AND NOT (member.user_id = ANY (message.read_by))
-           AND NOT (member.user_id = ANY (message.hidden_read_by))
-           AND receipts.is_recipient_seq(member.tenant_id, member.chat_id, member.user_id, message.seq)),
-        CASE WHEN member.marked_unread THEN 1 ELSE 0 END)::integer END
+               receipts.recipient_seqs(p_tenant, p_chat, p_user, member.read_seq, chat.last_seq)
+               - receipts.own_messages(p_tenant, p_chat, p_user, member.read_seq, chat.last_seq)
+               - member.reads_above,
+               CASE WHEN member.marked_unread THEN 1 ELSE 0 END)::integer END
     FROM receipts.chat_members AS member
+    JOIN receipts.chats AS chat USING (tenant_id, chat_id)
     WHERE member.tenant_id = p_tenant AND member.chat_id = p_chat AND member.user_id = p_user;
 $$;
 COMMENT ON FUNCTION receipts.unread_count(text, text, text) IS
-    'Unread messages of one chat for a user: from others, sent while a member, above the read watermark and not read; at least 1 while marked unread. Looks only above the watermark.';
+    'Unread messages of one chat for a user: from others, sent while a member, not read; at least 1 while marked unread. Constant cost: arithmetic on the read watermark.';
 
 CREATE FUNCTION receipts.unread_counts(p_tenant text, p_user text)
 RETURNS TABLE (chat_id text, unread_count integer, marked_unread boolean)
@@ -273,49 +290,60 @@ COMMENT ON FUNCTION receipts.unread_counts(text, text) IS
     'A user''s chats with unread messages or marked unread, with their counts. From psql: SELECT * FROM receipts.unread_counts(''tenant'', ''user'');';
 
 -- Marking ---------------------------------------------------------------------------------
+--
+-- Each marking is one guarded UPDATE that array_appends the user where it is missing, only
+-- on messages of others sent during one of the user's membership periods. Under concurrent
+-- readers of one message, each UPDATE re-checks the guard on the newest row version, so no
+-- reader is lost and none is added twice. The member row, locked first, serialises one
+-- user's markings in one chat, so their watermarks and reads_above stay exact.
 
-CREATE FUNCTION receipts.next_watermarks(p_tenant text, p_chat text, p_user text, p_last_seq bigint)
-RETURNS TABLE (read_seq bigint, delivered_seq bigint)
-LANGUAGE plpgsql STABLE AS $$
-#variable_conflict use_column
-DECLARE
-    v_member receipts.chat_members;
-    v_read_seq bigint;
-    v_delivered_seq bigint;
-BEGIN
-    SELECT * INTO v_member FROM receipts.chat_members AS member
-    WHERE member.tenant_id = p_tenant AND member.chat_id = p_chat AND member.user_id = p_user;
-    -- The new watermark sits just below the first message still unread (or undelivered);
-    -- only messages above the current watermark are looked at.
-    SELECT min(message.seq) - 1 INTO v_read_seq FROM receipts.messages AS message
-    WHERE message.tenant_id = p_tenant AND message.chat_id = p_chat AND message.seq > v_member.read_seq
+CREATE FUNCTION receipts.first_unread_seq(p_tenant text, p_chat text, p_user text, p_after bigint, p_through bigint)
+RETURNS bigint
+LANGUAGE sql STABLE AS $$
+    SELECT message.seq
+    FROM receipts.membership_periods AS period
+    JOIN receipts.messages AS message
+      ON message.tenant_id = period.tenant_id AND message.chat_id = period.chat_id
+     AND message.seq > greatest(period.after_seq, p_after)
+     AND message.seq <= least(coalesce(period.until_seq, p_through), p_through)
+    WHERE period.tenant_id = p_tenant AND period.chat_id = p_chat AND period.user_id = p_user
       AND message.sender_id <> p_user
       AND NOT (p_user = ANY (message.read_by)) AND NOT (p_user = ANY (message.hidden_read_by))
-      AND receipts.is_recipient_seq(p_tenant, p_chat, p_user, message.seq);
-    SELECT min(message.seq) - 1 INTO v_delivered_seq FROM receipts.messages AS message
-    WHERE message.tenant_id = p_tenant AND message.chat_id = p_chat
-      AND message.seq > greatest(v_member.delivered_seq, v_member.read_seq)
+    ORDER BY message.seq
+    LIMIT 1;
+$$;
+COMMENT ON FUNCTION receipts.first_unread_seq(text, text, text, bigint, bigint) IS
+    'The first message in (p_after, p_through] the user still has to read, or null. Scans only what lies before it.';
+
+CREATE FUNCTION receipts.first_undelivered_seq(p_tenant text, p_chat text, p_user text, p_after bigint, p_through bigint)
+RETURNS bigint
+LANGUAGE sql STABLE AS $$
+    SELECT message.seq
+    FROM receipts.membership_periods AS period
+    JOIN receipts.messages AS message
+      ON message.tenant_id = period.tenant_id AND message.chat_id = period.chat_id
+     AND message.seq > greatest(period.after_seq, p_after)
+     AND message.seq <= least(coalesce(period.until_seq, p_through), p_through)
+    WHERE period.tenant_id = p_tenant AND period.chat_id = p_chat AND period.user_id = p_user
       AND message.sender_id <> p_user
       AND NOT (p_user = ANY (message.delivered_to))
-      AND receipts.is_recipient_seq(p_tenant, p_chat, p_user, message.seq);
-    RETURN QUERY SELECT greatest(v_member.read_seq, coalesce(v_read_seq, p_last_seq)),
-                        greatest(v_member.delivered_seq, coalesce(v_delivered_seq, p_last_seq));
-END;
+    ORDER BY message.seq
+    LIMIT 1;
 $$;
-COMMENT ON FUNCTION receipts.next_watermarks(text, text, text, bigint) IS
-    'Where a member''s read and delivery watermarks can move: just below their first unread / undelivered message.';
+COMMENT ON FUNCTION receipts.first_undelivered_seq(text, text, text, bigint, bigint) IS
+    'The first message in (p_after, p_through] that has not reached the user yet, or null.';
 
 CREATE FUNCTION receipts.mark_read(p_tenant text, p_chat text, p_user text, p_message_ids text[], p_up_to text)
 RETURNS TABLE (outcome text, marked integer, unread_count integer)
 LANGUAGE plpgsql AS $$
 #variable_conflict use_column
 DECLARE
+    v_member receipts.chat_members;
     v_last_seq bigint;
-    v_read_seq bigint;
-    v_left_at timestamptz;
     v_up_to_seq bigint;
     v_visible boolean;
     v_marked integer;
+    v_read_seq bigint;
 BEGIN
     PERFORM receipts.enter_tenant(p_tenant);
     SELECT chat.last_seq INTO v_last_seq FROM receipts.chats AS chat
@@ -324,11 +352,10 @@ BEGIN
         RETURN QUERY SELECT 'chat_not_found', 0, 0;
         RETURN;
     END IF;
-    -- Locking the member row serialises one user's markings in one chat (the watermark).
-    SELECT member.read_seq, member.left_at INTO v_read_seq, v_left_at FROM receipts.chat_members AS member
+    SELECT * INTO v_member FROM receipts.chat_members AS member
     WHERE member.tenant_id = p_tenant AND member.chat_id = p_chat AND member.user_id = p_user
     FOR UPDATE;
-    IF NOT FOUND OR v_left_at IS NOT NULL THEN
+    IF NOT FOUND OR v_member.left_at IS NOT NULL THEN
         RETURN QUERY SELECT 'not_member', 0, 0;
         RETURN;
     END IF;
@@ -346,9 +373,6 @@ BEGIN
                      WHERE setting.tenant_id = p_tenant AND setting.user_id = p_user), true)
     INTO v_visible;
 
-    -- The guarded append: only messages of others, sent while the user was a member, not
-    -- yet read by them. Under concurrent readers, each UPDATE re-checks the guard on the
-    -- newest row version, so no reader is lost and none is added twice.
     IF p_message_ids IS NOT NULL THEN
         UPDATE receipts.messages AS message SET
             read_by        = CASE WHEN v_visible THEN array_append(message.read_by, p_user) ELSE message.read_by END,
@@ -356,11 +380,13 @@ BEGIN
             hidden_read_by = CASE WHEN v_visible THEN message.hidden_read_by ELSE array_append(message.hidden_read_by, p_user) END,
             delivered_to   = CASE WHEN p_user = ANY (message.delivered_to) THEN message.delivered_to ELSE array_append(message.delivered_to, p_user) END,
             delivered_at   = CASE WHEN p_user = ANY (message.delivered_to) THEN message.delivered_at ELSE array_append(message.delivered_at, now()) END
+        FROM receipts.membership_periods AS period
         WHERE message.tenant_id = p_tenant AND message.chat_id = p_chat
           AND message.message_id = ANY (p_message_ids)
           AND message.sender_id <> p_user
           AND NOT (p_user = ANY (message.read_by)) AND NOT (p_user = ANY (message.hidden_read_by))
-          AND receipts.is_recipient_seq(p_tenant, p_chat, p_user, message.seq);
+          AND period.tenant_id = p_tenant AND period.chat_id = p_chat AND period.user_id = p_user
+          AND message.seq > period.after_seq AND (period.until_seq IS NULL OR message.seq <= period.until_seq);
     ELSE
         UPDATE receipts.messages AS message SET
             read_by        = CASE WHEN v_visible THEN array_append(message.read_by, p_user) ELSE message.read_by END,
@@ -368,19 +394,30 @@ BEGIN
             hidden_read_by = CASE WHEN v_visible THEN message.hidden_read_by ELSE array_append(message.hidden_read_by, p_user) END,
             delivered_to   = CASE WHEN p_user = ANY (message.delivered_to) THEN message.delivered_to ELSE array_append(message.delivered_to, p_user) END,
             delivered_at   = CASE WHEN p_user = ANY (message.delivered_to) THEN message.delivered_at ELSE array_append(message.delivered_at, now()) END
+        FROM receipts.membership_periods AS period
         WHERE message.tenant_id = p_tenant AND message.chat_id = p_chat
-          AND message.seq > v_read_seq AND message.seq <= v_up_to_seq
+          AND message.seq > v_member.read_seq AND message.seq <= v_up_to_seq
           AND message.sender_id <> p_user
           AND NOT (p_user = ANY (message.read_by)) AND NOT (p_user = ANY (message.hidden_read_by))
-          AND receipts.is_recipient_seq(p_tenant, p_chat, p_user, message.seq);
+          AND period.tenant_id = p_tenant AND period.chat_id = p_chat AND period.user_id = p_user
+          AND message.seq > period.after_seq AND (period.until_seq IS NULL OR message.seq <= period.until_seq);
     END IF;
     GET DIAGNOSTICS v_marked = ROW_COUNT;
 
-    -- One update of the member: watermarks, and reading clears a "marked unread".
-    UPDATE receipts.chat_members AS member
-    SET read_seq = next.read_seq, delivered_seq = next.delivered_seq, marked_unread = false,
-        last_read_at = CASE WHEN v_marked > 0 THEN now() ELSE member.last_read_at END
-    FROM receipts.next_watermarks(p_tenant, p_chat, p_user, v_last_seq) AS next
+    -- Every message this statement could mark has seq <= the chat's last_seq read now.
+    -- The watermark moves to just below the first message still unread; what it passes
+    -- was read (now or out of order before), so reads_above drops by that many.
+    SELECT chat.last_seq INTO v_last_seq FROM receipts.chats AS chat
+    WHERE chat.tenant_id = p_tenant AND chat.chat_id = p_chat;
+    v_read_seq := coalesce(receipts.first_unread_seq(p_tenant, p_chat, p_user, v_member.read_seq, v_last_seq) - 1, v_last_seq);
+    UPDATE receipts.chat_members AS member SET
+        read_seq      = v_read_seq,
+        delivered_seq = greatest(member.delivered_seq, v_read_seq),
+        reads_above   = member.reads_above + v_marked
+                        - (receipts.recipient_seqs(p_tenant, p_chat, p_user, v_member.read_seq, v_read_seq)
+                           - receipts.own_messages(p_tenant, p_chat, p_user, v_member.read_seq, v_read_seq)),
+        marked_unread = false,
+        last_read_at  = CASE WHEN v_marked > 0 THEN now() ELSE member.last_read_at END
     WHERE member.tenant_id = p_tenant AND member.chat_id = p_chat AND member.user_id = p_user;
     RETURN QUERY SELECT 'marked', v_marked, receipts.unread_count(p_tenant, p_chat, p_user);
 END;
@@ -429,26 +466,33 @@ BEGIN
         UPDATE receipts.messages AS message SET
             delivered_to = array_append(message.delivered_to, p_user),
             delivered_at = array_append(message.delivered_at, now())
+        FROM receipts.membership_periods AS period
         WHERE message.tenant_id = p_tenant AND message.chat_id = p_chat
           AND message.message_id = ANY (p_message_ids)
           AND message.sender_id <> p_user
           AND NOT (p_user = ANY (message.delivered_to))
-          AND receipts.is_recipient_seq(p_tenant, p_chat, p_user, message.seq);
+          AND period.tenant_id = p_tenant AND period.chat_id = p_chat AND period.user_id = p_user
+          AND message.seq > period.after_seq AND (period.until_seq IS NULL OR message.seq <= period.until_seq);
     ELSE
         UPDATE receipts.messages AS message SET
             delivered_to = array_append(message.delivered_to, p_user),
             delivered_at = array_append(message.delivered_at, now())
+        FROM receipts.membership_periods AS period
         WHERE message.tenant_id = p_tenant AND message.chat_id = p_chat
           AND message.seq > v_from_seq AND message.seq <= v_up_to_seq
           AND message.sender_id <> p_user
           AND NOT (p_user = ANY (message.delivered_to))
-          AND receipts.is_recipient_seq(p_tenant, p_chat, p_user, message.seq);
+          AND period.tenant_id = p_tenant AND period.chat_id = p_chat AND period.user_id = p_user
+          AND message.seq > period.after_seq AND (period.until_seq IS NULL OR message.seq <= period.until_seq);
     END IF;
     GET DIAGNOSTICS v_marked = ROW_COUNT;
-    UPDATE receipts.chat_members AS member SET delivered_seq = next.delivered_seq
-    FROM receipts.next_watermarks(p_tenant, p_chat, p_user, v_last_seq) AS next
-    WHERE member.tenant_id = p_tenant AND member.chat_id = p_chat AND member.user_id = p_user
-      AND member.delivered_seq <> next.delivered_seq;
+    IF v_marked > 0 THEN
+        SELECT chat.last_seq INTO v_last_seq FROM receipts.chats AS chat
+        WHERE chat.tenant_id = p_tenant AND chat.chat_id = p_chat;
+        UPDATE receipts.chat_members AS member
+        SET delivered_seq = coalesce(receipts.first_undelivered_seq(p_tenant, p_chat, p_user, v_from_seq, v_last_seq) - 1, v_last_seq)
+        WHERE member.tenant_id = p_tenant AND member.chat_id = p_chat AND member.user_id = p_user;
+    END IF;
     RETURN QUERY SELECT 'marked', v_marked;
 END;
 $$;
