@@ -1,22 +1,59 @@
 import Postgres
 
 extension ReceiptsStore {
-    /// The tenant's events after `position`, oldest first.
-    public func events(tenant: String, after position: Int64, limit: Int) async throws -> [StoredEvent] {
+    /// Every tenant's visible events after `position`, in id order, with the snapshot that
+    /// decided what is visible (for the hub's listener; beyond row-level security).
+    public func eventLog(after position: Int64, limit: Int) async throws -> EventLogPage {
         let rows = try await self.query(
             """
-            SELECT event_id, type, chat_id, user_id, message_ids, data, audience, occurred_at
-            FROM receipts.events_after($1, $2, $3)
+            SELECT snapshot, event_id, transaction_id, tenant_id, type, chat_id, user_id, message_ids, data,
+                   audience, occurred_at
+            FROM receipts.events_since($1, $2)
             """,
-            [tenant, position, Int32(limit)]
+            [position, Int32(limit)]
         )
-        return try rows.map(StoredEvent.init(row:))
+        guard let first = rows.first, let snapshot = TransactionSnapshot(try first.decode(String.self, column: 0)) else {
+            throw PostgresError(code: .invalidValue, message: "receipts.events_since returned no snapshot")
+        }
+        var events: [StoredEvent] = []
+        for row in rows where try row.decode(Int64?.self, column: 1) != nil {
+            events.append(try StoredEvent(row: row, from: 1))
+        }
+        return EventLogPage(snapshot: snapshot, events: events)
     }
 
-    /// The newest and oldest retained event ids of the tenant.
-    public func eventPositions(tenant: String) async throws -> EventPositions {
-        let row = try await self.query("SELECT last_event_id, oldest_event_id FROM receipts.event_positions($1)", [tenant])[0]
-        return EventPositions(last: try row.decode(column: 0), oldest: try row.decode(column: 1))
+    /// Where the event log stands now, for a stream of `tenant` about to start (nil: for
+    /// the hub's own start, where retention does not matter).
+    public func eventLogPosition(tenant: String?) async throws -> EventLogPosition {
+        let row = try await self.query(
+            "SELECT snapshot, newest_visible, last_allocated, pruned_through, running FROM receipts.event_log_position($1)",
+            [tenant]
+        )[0]
+        guard let snapshot = TransactionSnapshot(try row.decode(String.self, column: 0)) else {
+            throw PostgresError(code: .invalidValue, message: "receipts.event_log_position returned no snapshot")
+        }
+        return EventLogPosition(
+            snapshot: snapshot, newestVisible: try row.decode(column: 1), lastAllocated: try row.decode(column: 2),
+            prunedThrough: try row.decode(column: 3), running: Set(try row.decode([Int64].self, column: 4)))
+    }
+
+    /// Every transaction that has an id and is running now. A snapshot lists running
+    /// transactions only below its xmax; this finds the newer ones too (from `pg_locks`).
+    public func runningTransactions() async throws -> Set<Int64> {
+        Set(try await self.query("SELECT receipts.running_transactions()", []).scalar([Int64].self))
+    }
+
+    /// The tenant's events in `(position, through]`, oldest first (what a resuming stream
+    /// replays; every event up to `through` has committed).
+    public func events(tenant: String, after position: Int64, through: Int64, limit: Int) async throws -> [StoredEvent] {
+        let rows = try await self.query(
+            """
+            SELECT event_id, transaction_id, tenant_id, type, chat_id, user_id, message_ids, data, audience, occurred_at
+            FROM receipts.events_after($1, $2, $3, $4)
+            """,
+            [tenant, position, through, Int32(limit)]
+        )
+        return try rows.map { try StoredEvent(row: $0) }
     }
 
     /// Deletes events older than `retentionSeconds`; returns how many.

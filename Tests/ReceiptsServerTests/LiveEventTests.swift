@@ -102,21 +102,69 @@ struct LiveEventTests {
         try await TestService.run { client in
             let tenant = try await client.createTenant()
             try await tenant.createChat("g", members: ["a", "b"])
-            for _ in 0..<3 { try await tenant.send(in: "g", from: "a") }
-            // Expire the first two events of this tenant, as retention would.
-            try await TestDatabase.pool.execute("DELETE FROM receipts.events WHERE tenant_id = $1 AND event_id <= 2", [tenant.id])
-            for (index, after) in ["1", "999999", "not-a-number"].enumerated() {
+            var ids: [String] = []
+            try await StreamClients.withWebSocket(port: client.port, credential: tenant.apiKey) { stream, _ in
+                for _ in 0..<3 { try await tenant.send(in: "g", from: "a") }
+                ids = await stream.take(3).compactMap { $0["id"] as? String }
+            }
+            try #require(ids.count == 3)
+            // Retention deletes the first two, as it would after the retention period.
+            try await TestDatabase.pool.execute(
+                "UPDATE receipts.events SET occurred_at = now() - interval '2 days' WHERE tenant_id = $1 AND event_id <= $2::int8",
+                [tenant.id, ids[1]])
+            try await TestDatabase.pool.query("SELECT receipts.prune_events(interval '1 day')")
+
+            var currentIds: [String] = []
+            var sentAfterResync: [String] = []
+            for after in [ids[0], "9223372036854775000", "not-a-number"] {
                 try await StreamClients.withWebSocket(port: client.port, credential: tenant.apiKey, after: after) { stream, _ in
                     let first = await stream.next()
                     #expect(first?["type"] as? String == "resync.required", "after=\(after)")
-                    #expect(first?["id"] as? String == String(3 + index))  // each round sends one more
+                    currentIds.append(first?["id"] as? String ?? "")
                     let id = try await tenant.send(in: "g", from: "b")
+                    sentAfterResync.append(id)
                     #expect((await stream.next())?["messageIds"] as? [String] == [id])
                 }
             }
-            // Still resumable from the oldest retained event's predecessor, with nothing repeated.
-            try await StreamClients.withWebSocket(port: client.port, credential: tenant.apiKey, after: "2") { stream, _ in
-                #expect(await stream.take(4).map { $0["id"] as? String } == ["3", "4", "5", "6"])
+            // The current id of a resync.required resumes: everything after it comes, once.
+            try await StreamClients.withWebSocket(port: client.port, credential: tenant.apiKey, after: currentIds[0]) { stream, _ in
+                let replayed = await stream.take(3)
+                #expect(replayed.compactMap { ($0["messageIds"] as? [String])?.first } == sentAfterResync)
+            }
+            // Still resumable from the newest deleted event, with nothing repeated.
+            try await StreamClients.withWebSocket(port: client.port, credential: tenant.apiKey, after: ids[1]) { stream, _ in
+                let replayed = await stream.take(4)
+                #expect(replayed.first?["id"] as? String == ids[2])
+                #expect(replayed.dropFirst().compactMap { ($0["messageIds"] as? [String])?.first } == sentAfterResync)
+            }
+        }
+    }
+
+    @Test("an event that commits late comes before the later ids that committed first; none is skipped")
+    func lateCommit() async throws {
+        try await TestService.run { client in
+            let tenant = try await client.createTenant()
+            try await tenant.createChat("slow", members: ["a", "b"])
+            try await tenant.createChat("fast", members: ["a", "b"])
+            try await StreamClients.withWebSocket(port: client.port, credential: tenant.apiKey) { stream, _ in
+                var fast = ""
+                try await TestDatabase.pool.withTransaction { connection in
+                    // Takes an event id now and commits only at the end of this block.
+                    try await connection.query("SELECT receipts.send_message($1, 'slow', 'late', 'a', 'x')", [tenant.id])
+                    fast = try await tenant.send(in: "fast", from: "b")
+                    // The later id has committed, but relaying it now could skip the earlier one.
+                    #expect(await stream.next(within: .milliseconds(300)) == nil)
+                }
+                let events = await stream.take(2)
+                #expect(events.compactMap { ($0["messageIds"] as? [String])?.first } == ["late", fast])
+                let ids = events.compactMap { $0["id"] as? String }
+                try #require(ids.count == 2)
+                // Resuming after the first replays the second, once.
+                try await StreamClients.withWebSocket(port: client.port, credential: tenant.apiKey, after: ids[0]) { resumed, _ in
+                    #expect((await resumed.next())?["id"] as? String == ids[1])
+                    let marker = try await tenant.send(in: "fast", from: "a")
+                    #expect((await resumed.next())?["messageIds"] as? [String] == [marker])
+                }
             }
         }
     }

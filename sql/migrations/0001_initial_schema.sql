@@ -112,6 +112,7 @@ COMMENT ON INDEX receipts.messages_by_sender IS 'Counts a user''s own messages a
 CREATE TABLE receipts.events (
     tenant_id   receipts.identifier NOT NULL,
     event_id    bigint      NOT NULL CHECK (event_id > 0),
+    transaction_id xid8     NOT NULL,
     type        text        NOT NULL
         CHECK (type IN ('message.created', 'receipt.delivered', 'receipt.read', 'unread.changed')),
     chat_id     receipts.identifier NOT NULL,
@@ -123,11 +124,14 @@ CREATE TABLE receipts.events (
     PRIMARY KEY (tenant_id, event_id)
 );
 COMMENT ON TABLE receipts.events IS 'Append-only log of receipt changes, written by triggers and relayed live to devices; pruned after the retention period.';
-COMMENT ON COLUMN receipts.events.event_id IS 'Position in the tenant''s stream: 1, 2, 3, ... in commit order (see receipts.event_streams).';
+COMMENT ON COLUMN receipts.events.event_id IS 'Position in the stream, from the sequence receipts.event_ids (shared by all tenants). Transactions commit out of order; see 0003_event_log.sql for how readers never skip one.';
+COMMENT ON COLUMN receipts.events.transaction_id IS 'The writing transaction, taken before event_id: readers use it with pg_current_snapshot() to tell a gap that may still fill from one that never will.';
 COMMENT ON COLUMN receipts.events.user_id IS 'Who acted: the sender of message.created, the reader of receipt.*, the user whose count changed for unread.changed.';
 COMMENT ON COLUMN receipts.events.data IS 'Type-specific fields beyond the common ones (e.g. unreadCount).';
 COMMENT ON COLUMN receipts.events.audience IS 'Users whose devices may see the event (the chat''s members when it happened, or the user of unread.changed); the tenant key sees all.';
 CREATE INDEX events_by_age ON receipts.events (occurred_at);
+CREATE INDEX events_in_order ON receipts.events (event_id);
+COMMENT ON INDEX receipts.events_in_order IS 'The listener reads every tenant''s new events in id order.';
 
 -- Row-level security: a transaction sees only the rows of the tenant it set with
 -- set_config('receipts.tenant_id', <tenant>, true). Without the setting, no rows.

@@ -1,38 +1,53 @@
 -- 0003: the event log. Statement-level triggers turn every receipt-changing statement into
 -- events (one per chat and user per statement) and wake the service's listener.
 --
--- Ordering: each tenant's events are numbered 1, 2, 3, ... by a counter row in
--- receipts.event_streams that the writing transaction updates and keeps locked until it
--- commits. So a tenant's events become visible in id order, gap-free: a reader that asks for
--- "ids after the last one I saw" can never skip an event that commits late. The price is
--- that a tenant's event-writing transactions commit one at a time from their trigger on
--- (other tenants are not affected).
+-- Ordering without a lock: event ids come from one sequence, so writers never wait for
+-- each other, but transactions commit out of order: id 7 may be visible while id 6 is
+-- still in flight. Each event records its transaction (taken before its id), and readers
+-- (the service's EventHub) read with pg_current_snapshot():
+--   * the ids up to a position P are complete once every id <= P is either visible or
+--     provably never will be;
+--   * a missing id g below a visible one was taken by a transaction that had its id, and
+--     was running or already aborted, when the reader's snapshot was taken. The snapshot
+--     lists running transactions only below its xmax, so the reader asks for every
+--     transaction running right after the read (receipts.running_transactions: the
+--     transaction-id locks of pg_locks). Once all of those have finished, g either became
+--     visible or never will: the reader moves past it.
+-- So a stream position means "every event up to here", and a client that resumes from it
+-- gets each later event exactly once (the design's out-of-order-commit pitfall). This is
+-- PgQ's snapshot rule applied per gap; unlike a per-tenant counter row locked until commit,
+-- it lets one tenant's writers commit in parallel (group commit).
 
-CREATE TABLE receipts.event_streams (
-    tenant_id     receipts.identifier PRIMARY KEY REFERENCES receipts.tenants ON DELETE CASCADE,
-    last_event_id bigint NOT NULL CHECK (last_event_id >= 0)
+CREATE SEQUENCE receipts.event_ids AS bigint;
+COMMENT ON SEQUENCE receipts.event_ids IS 'Event ids, shared by all tenants; stream positions are these ids.';
+GRANT USAGE ON SEQUENCE receipts.event_ids TO receipts_service;
+
+CREATE TABLE receipts.event_retention (
+    tenant_id      receipts.identifier PRIMARY KEY REFERENCES receipts.tenants ON DELETE CASCADE,
+    pruned_through bigint NOT NULL CHECK (pruned_through >= 0)
 );
-COMMENT ON TABLE receipts.event_streams IS
-    'Per tenant, the id of its newest event. The row stays locked by a writer until it commits, so ids are assigned in commit order.';
-ALTER TABLE receipts.event_streams ENABLE ROW LEVEL SECURITY;
-CREATE POLICY tenant_isolation ON receipts.event_streams
+COMMENT ON TABLE receipts.event_retention IS
+    'Per tenant, the newest event id that retention deleted: a stream can resume only from a later position.';
+ALTER TABLE receipts.event_retention ENABLE ROW LEVEL SECURITY;
+CREATE POLICY tenant_isolation ON receipts.event_retention
     USING (tenant_id = current_setting('receipts.tenant_id', true))
     WITH CHECK (tenant_id = current_setting('receipts.tenant_id', true));
-GRANT SELECT, INSERT, UPDATE ON receipts.event_streams TO receipts_service;
+GRANT SELECT ON receipts.event_retention TO receipts_service;
 
--- Appends events of one tenant (rows of a temporary set) with the next ids and notifies.
+-- Appends one event and notifies.
 CREATE FUNCTION receipts.append_events(
     p_tenant text, p_type text, p_chat text, p_user text, p_message_ids text[], p_data jsonb, p_audience text[])
 RETURNS bigint
 LANGUAGE plpgsql AS $$
 DECLARE
+    v_transaction_id xid8;
     v_event_id bigint;
 BEGIN
-    INSERT INTO receipts.event_streams AS stream (tenant_id, last_event_id) VALUES (p_tenant, 1)
-    ON CONFLICT (tenant_id) DO UPDATE SET last_event_id = stream.last_event_id + 1
-    RETURNING stream.last_event_id INTO v_event_id;
-    INSERT INTO receipts.events (tenant_id, event_id, type, chat_id, user_id, message_ids, data, audience)
-    VALUES (p_tenant, v_event_id, p_type, p_chat, p_user, p_message_ids, p_data, p_audience);
+    -- The transaction id first, then the event id: readers rely on that order.
+    v_transaction_id := pg_current_xact_id();
+    v_event_id := nextval('receipts.event_ids');
+    INSERT INTO receipts.events (tenant_id, event_id, transaction_id, type, chat_id, user_id, message_ids, data, audience)
+    VALUES (p_tenant, v_event_id, v_transaction_id, p_type, p_chat, p_user, p_message_ids, p_data, p_audience);
     -- The payload is only the tenant: the listener reads the rows. Identical payloads of one
     -- transaction are folded into one notification.
     PERFORM pg_notify('receipts_events', p_tenant);
@@ -40,7 +55,7 @@ BEGIN
 END;
 $$;
 COMMENT ON FUNCTION receipts.append_events(text, text, text, text, text[], jsonb, text[]) IS
-    'Appends one event with the tenant''s next id and notifies receipts_events.';
+    'Appends one event with the next id and notifies receipts_events.';
 
 CREATE FUNCTION receipts.chat_audience(p_tenant text, p_chat text) RETURNS text[]
 LANGUAGE sql STABLE AS $$
@@ -137,48 +152,98 @@ COMMENT ON FUNCTION receipts.record_unread_changes() IS 'Trigger: unread.changed
 
 -- Reading the log ---------------------------------------------------------------------------
 
-CREATE FUNCTION receipts.events_after(p_tenant text, p_after bigint, p_limit integer)
-RETURNS TABLE (event_id bigint, type text, chat_id text, user_id text, message_ids text[],
-               data jsonb, audience text[], occurred_at timestamptz)
+-- The listener reads every tenant's events (it relays to all of them), so this runs as the
+-- owner, beyond row-level security. Always one row: the snapshot the read used, then the
+-- events (null columns when there are none).
+CREATE FUNCTION receipts.events_since(p_after bigint, p_limit integer)
+RETURNS TABLE (snapshot text, event_id bigint, transaction_id bigint, tenant_id text, type text, chat_id text,
+               user_id text, message_ids text[], data jsonb, audience text[], occurred_at timestamptz)
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+    SELECT pg_current_snapshot()::text, event.event_id, event.transaction_id::text::bigint, event.tenant_id::text,
+           event.type, event.chat_id::text, event.user_id::text, event.message_ids, event.data, event.audience,
+           event.occurred_at
+    FROM (SELECT) AS one
+    LEFT JOIN LATERAL (
+        SELECT * FROM receipts.events AS event WHERE event.event_id > p_after ORDER BY event.event_id LIMIT p_limit
+    ) AS event ON true
+    ORDER BY event.event_id;
+$$;
+COMMENT ON FUNCTION receipts.events_since(bigint, integer) IS
+    'Every tenant''s visible events after a position, in id order, with the snapshot that decided what is visible.';
+REVOKE ALL ON FUNCTION receipts.events_since(bigint, integer) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION receipts.events_since(bigint, integer) TO receipts_service;
+
+-- Every transaction that has an id and is running now, as xid8 (pg_locks shows 32-bit
+-- ids: the epoch comes from the current snapshot; running ids are within 2^31 of it).
+CREATE FUNCTION receipts.running_transactions()
+RETURNS bigint[]
+LANGUAGE sql VOLATILE SET search_path = pg_catalog, pg_temp AS $$
+    WITH current AS (SELECT pg_snapshot_xmax(pg_current_snapshot())::text::bigint AS next),
+    running AS (
+        SELECT ((current.next >> 32) << 32) + lock.transactionid::text::bigint AS candidate, current.next
+        FROM pg_locks AS lock, current
+        WHERE lock.locktype = 'transactionid' AND lock.mode = 'ExclusiveLock' AND lock.granted
+    )
+    SELECT coalesce(array_agg(DISTINCT CASE
+               WHEN candidate > next + 2147483648 THEN candidate - 4294967296
+               WHEN candidate < next - 2147483648 THEN candidate + 4294967296
+               ELSE candidate END), '{}')
+    FROM running;
+$$;
+COMMENT ON FUNCTION receipts.running_transactions() IS
+    'Every running transaction that has an id (from pg_locks), as xid8: what a missing event id may still be waiting for.';
+
+CREATE FUNCTION receipts.event_log_position(p_tenant text)
+RETURNS TABLE (snapshot text, newest_visible bigint, last_allocated bigint, pruned_through bigint, running bigint[])
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+    SELECT pg_current_snapshot()::text,
+           coalesce((SELECT max(event.event_id) FROM receipts.events AS event), 0),
+           coalesce(pg_sequence_last_value('receipts.event_ids'), 0),
+           coalesce((SELECT retention.pruned_through FROM receipts.event_retention AS retention
+                     WHERE retention.tenant_id = p_tenant), 0),
+           receipts.running_transactions();
+$$;
+COMMENT ON FUNCTION receipts.event_log_position(text) IS
+    'Where the log stands: the current snapshot, the newest visible and the last allocated event id, the newest id of the tenant that retention deleted, and the transactions running right after the snapshot.';
+REVOKE ALL ON FUNCTION receipts.event_log_position(text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION receipts.event_log_position(text) TO receipts_service;
+
+CREATE FUNCTION receipts.events_after(p_tenant text, p_after bigint, p_through bigint, p_limit integer)
+RETURNS TABLE (event_id bigint, transaction_id bigint, tenant_id text, type text, chat_id text, user_id text,
+               message_ids text[], data jsonb, audience text[], occurred_at timestamptz)
 LANGUAGE plpgsql AS $$
 #variable_conflict use_column
 BEGIN
     PERFORM receipts.enter_tenant(p_tenant);
     RETURN QUERY
-    SELECT event.event_id, event.type, event.chat_id::text, event.user_id::text, event.message_ids,
-           event.data, event.audience, event.occurred_at
+    SELECT event.event_id, event.transaction_id::text::bigint, event.tenant_id::text, event.type, event.chat_id::text,
+           event.user_id::text, event.message_ids, event.data, event.audience, event.occurred_at
     FROM receipts.events AS event
-    WHERE event.tenant_id = p_tenant AND event.event_id > p_after
+    WHERE event.tenant_id = p_tenant AND event.event_id > p_after AND event.event_id <= p_through
     ORDER BY event.event_id
     LIMIT p_limit;
 END;
 $$;
-COMMENT ON FUNCTION receipts.events_after(text, bigint, integer) IS
-    'A tenant''s events after a position, oldest first (what a stream replays and relays).';
-
-CREATE FUNCTION receipts.event_positions(p_tenant text)
-RETURNS TABLE (last_event_id bigint, oldest_event_id bigint)
-LANGUAGE plpgsql AS $$
-BEGIN
-    PERFORM receipts.enter_tenant(p_tenant);
-    RETURN QUERY SELECT
-        coalesce((SELECT stream.last_event_id FROM receipts.event_streams AS stream WHERE stream.tenant_id = p_tenant), 0),
-        (SELECT min(event.event_id) FROM receipts.events AS event WHERE event.tenant_id = p_tenant);
-END;
-$$;
-COMMENT ON FUNCTION receipts.event_positions(text) IS
-    'The id of a tenant''s newest event and of its oldest retained one (null when none is retained).';
+COMMENT ON FUNCTION receipts.events_after(text, bigint, bigint, integer) IS
+    'A tenant''s events in (p_after, p_through], oldest first: what a resuming stream replays.';
 
 -- Retention, across tenants: runs as the function's owner, beyond row-level security.
 CREATE FUNCTION receipts.prune_events(p_retention interval)
 RETURNS bigint
 LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
     WITH pruned AS (
-        DELETE FROM receipts.events WHERE occurred_at < now() - p_retention RETURNING 1
+        DELETE FROM receipts.events WHERE occurred_at < now() - p_retention RETURNING tenant_id, event_id
+    ),
+    recorded AS (
+        INSERT INTO receipts.event_retention AS retention (tenant_id, pruned_through)
+        SELECT tenant_id, max(event_id) FROM pruned GROUP BY tenant_id
+        ON CONFLICT (tenant_id) DO UPDATE
+            SET pruned_through = greatest(retention.pruned_through, excluded.pruned_through)
+        RETURNING 1
     )
     SELECT count(*) FROM pruned;
 $$;
 COMMENT ON FUNCTION receipts.prune_events(interval) IS
-    'Deletes events older than the retention period (default 7 days in the service); returns how many.';
+    'Deletes events older than the retention period (default 7 days in the service) and records, per tenant, the newest id it deleted; returns how many.';
 REVOKE ALL ON FUNCTION receipts.prune_events(interval) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION receipts.prune_events(interval) TO receipts_service;

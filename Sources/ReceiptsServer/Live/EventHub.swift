@@ -1,4 +1,5 @@
 import DequeModule
+import HTTPTypes
 import Logging
 import NIOConcurrencyHelpers
 import Postgres
@@ -7,16 +8,14 @@ import ServiceLifecycle
 
 /// Relays the event log to the streams of this process.
 ///
-/// One `PostgresListener` connection wakes the hub on `NOTIFY receipts_events, '<tenant>'`;
-/// the hub reads the tenant's new events once, keeps the most recent ones in memory, and
-/// wakes that tenant's subscribers. Each subscriber pulls what is after its own position,
-/// from memory or, when it is further behind, from the log, so a slow client never delays
-/// the others and memory stays bounded. A subscriber that falls more than `maximumLag`
-/// events behind is closed with a reason; it can resume from its last id.
-///
-/// Event ids are gap-free per tenant and visible in id order (see
-/// `sql/migrations/0003_event_log.sql`), so "everything after my position" never skips an
-/// event and never repeats one.
+/// One `PostgresListener` connection wakes the hub on `NOTIFY receipts_events`; the hub then
+/// reads every tenant's new events once, in id order, through an `EventLogCursor` (which
+/// never moves past an event that may still commit), keeps the most recent ones in memory
+/// for tenants with open streams, and wakes their subscribers. Each subscriber pulls what is
+/// after its own position, from memory or, when it is further behind, from the log, so a
+/// slow client never delays the others and memory stays bounded. A subscriber that falls
+/// more than `maximumLag` events behind is closed with a reason; it can resume from its
+/// last id.
 public final class EventHub: Service, Sendable {
     /// The channel the triggers notify.
     public static let channel = "receipts_events"
@@ -45,24 +44,55 @@ public final class EventHub: Service, Sendable {
 
     struct Subscriber {
         let principal: Principal
-        /// The last tenant event id this subscriber has been given (or skipped as invisible).
+        /// The last event id this subscriber has been given (or skipped as not its own).
         var position: Int64
+        /// For a new stream: events whose transaction had finished in this snapshot were
+        /// committed before the stream started, and are not sent.
+        let committedBefore: TransactionSnapshot?
         let wake: AsyncStream<Void>.Continuation
         var closeReason: CloseReason?
     }
 
+    /// A tenant's events in memory while it has subscribers.
     struct Feed {
-        /// The newest event id read from the log.
-        var cursor: Int64
-        /// The most recent events, contiguous ids ending at `cursor`.
+        /// `recent` holds every event of the tenant after this position (up to the cursor).
+        var coveredFrom: Int64
         var recent: Deque<LiveEvent> = []
         var subscribers: [Int: Subscriber] = [:]
+
+        /// The index in `recent` of the first event after `position`.
+        func firstIndex(after position: Int64) -> Int {
+            var low = 0
+            var high = self.recent.count
+            while low < high {
+                let middle = (low + high) / 2
+                if self.recent[middle].id <= position { low = middle + 1 } else { high = middle }
+            }
+            return low
+        }
+
+        /// How many events of the feed a subscriber at `position` has still to get.
+        func lag(of position: Int64) -> Int {
+            position < self.coveredFrom ? self.recent.count : self.recent.count - self.firstIndex(after: position)
+        }
     }
 
     struct State {
+        /// Nil until the hub has looked at the log for the first time.
+        var cursor: EventLogCursor?
         var feeds: [String: Feed] = [:]
         var nextSubscriberId = 0
         var isShuttingDown = false
+    }
+
+    /// What one look at the log found.
+    enum RefreshResult {
+        /// Up to date with what is visible.
+        case upToDate
+        /// Waiting for running transactions (a gap may still fill): look again soon.
+        case waiting
+        /// The log could not be read: try again later.
+        case failed
     }
 
     let store: ReceiptsStore
@@ -70,57 +100,103 @@ public final class EventHub: Service, Sendable {
     let options: Options
     let logger: Logger
     let state = NIOLockedValueBox(State())
+    private let refreshRequests: AsyncStream<Void>
+    private let requestRefresh: AsyncStream<Void>.Continuation
 
     public init(store: ReceiptsStore, listener: PostgresListener, options: Options = Options(), logger: Logger) {
         self.store = store
         self.listener = listener
         self.options = options
         self.logger = logger
+        (self.refreshRequests, self.requestRefresh) = AsyncStream.makeStream(bufferingPolicy: .bufferingNewest(1))
     }
 
-    /// Whether live events flow: the listener is connected.
-    public var isLive: Bool { self.listener.isListening }
+    /// Whether live events flow: the listener is connected and the hub knows its position.
+    public var isLive: Bool {
+        self.listener.isListening && self.state.withLockedValue { $0.cursor?.isReady ?? false }
+    }
 
     /// Relays notifications until graceful shutdown, then closes every stream.
     public func run() async throws {
         await cancelWhenGracefulShutdown {
-            for await event in self.listener.events {
-                switch event {
-                case .listening:
-                    // After a reconnect notifications may have been missed: catch up every feed.
-                    for tenant in self.state.withLockedValue({ Array($0.feeds.keys) }) {
-                        await self.refresh(tenant: tenant)
+            await withTaskGroup(of: Void.self) { group in
+                group.addTask { await self.followLog() }
+                group.addTask {
+                    for await event in self.listener.events {
+                        switch event {
+                        case .listening:
+                            // After a reconnect notifications may have been missed: read the log.
+                            self.requestRefresh.yield()
+                        case .notification(let notification) where notification.channel == Self.channel:
+                            self.requestRefresh.yield()
+                        case .notification:
+                            break
+                        }
                     }
-                case .notification(let notification) where notification.channel == Self.channel:
-                    await self.refresh(tenant: notification.payload)
-                case .notification:
-                    break
                 }
+                self.requestRefresh.yield()
+                await group.next()
+                group.cancelAll()
             }
         }
         self.closeAll(.shuttingDown)
     }
 
+    /// Reads the log whenever asked (notifications coalesce into one request), and again
+    /// after a short pause while the cursor waits for running transactions (a rollback sends
+    /// no notification), or the database cannot be reached. The pause starts at 1 ms and
+    /// grows only while nothing moves (to 20 ms; 1 s while the log cannot be read).
+    private func followLog() async {
+        for await _ in self.refreshRequests {
+            var pause = Duration.milliseconds(1)
+            while !Task.isCancelled {
+                let before = self.state.withLockedValue { $0.cursor?.position }
+                let result = await self.refresh()
+                if case .upToDate = result { break }
+                let moved = before != self.state.withLockedValue { $0.cursor?.position }
+                if moved { pause = .milliseconds(1) }
+                try? await Task.sleep(for: pause)
+                let longest: Duration = if case .failed = result { .seconds(1) } else { .milliseconds(20) }
+                pause = min(pause * 2, longest)
+            }
+        }
+    }
+
     // MARK: - Subscribing
 
-    /// Where a new stream starts: its position, and whether the client must resync first.
+    /// Where a new stream starts.
     public struct Start: Sendable {
         let tenant: String
         let position: Int64
+        /// See `Subscriber.committedBefore`.
+        let committedBefore: TransactionSnapshot?
         /// Set when the client's `after` was unknown or expired: the current id to send in
         /// `resync.required`.
         let resyncId: Int64?
     }
 
     /// Resolves where a stream starts, before the handshake response is sent: after `after`
-    /// when the log still has everything after it, else at the current end.
+    /// when the log still has everything after it; else with every event committed from now on.
     public func start(tenant: String, after: String?) async throws -> Start {
-        let positions = try await self.store.eventPositions(tenant: tenant)
-        guard let after else { return Start(tenant: tenant, position: positions.last, resyncId: nil) }
-        if let position = Int64(after), positions.canResume(after: position) {
-            return Start(tenant: tenant, position: position, resyncId: nil)
+        let current = try await self.readyPosition()
+        let log = try await self.store.eventLogPosition(tenant: tenant)
+        if let after, let position = Int64(after), log.canResume(after: position) {
+            return Start(tenant: tenant, position: position, committedBefore: nil, resyncId: nil)
         }
-        return Start(tenant: tenant, position: positions.last, resyncId: positions.last)
+        return Start(tenant: tenant, position: current, committedBefore: log.snapshot, resyncId: after == nil ? nil : current)
+    }
+
+    /// The cursor's position once the hub has settled where it stands in the log.
+    private func readyPosition() async throws -> Int64 {
+        let deadline = ContinuousClock.now + .seconds(10)
+        while true {
+            if let cursor = self.state.withLockedValue({ $0.cursor }), cursor.isReady { return cursor.position }
+            guard ContinuousClock.now < deadline else {
+                throw APIError(.serviceUnavailable, .unavailable, "the event stream is not ready yet")
+            }
+            self.requestRefresh.yield()
+            try await Task.sleep(for: .milliseconds(5))
+        }
     }
 
     /// Registers a stream; events after `start` are delivered through the subscription.
@@ -129,15 +205,15 @@ public final class EventHub: Service, Sendable {
         let id = self.state.withLockedValue { state -> Int in
             let id = state.nextSubscriberId
             state.nextSubscriberId += 1
-            var feed = state.feeds[start.tenant] ?? Feed(cursor: start.position)
-            feed.subscribers[id] = Subscriber(principal: principal, position: start.position, wake: wake, closeReason: nil)
+            var feed = state.feeds[start.tenant] ?? Feed(coveredFrom: state.cursor?.position ?? start.position)
+            feed.subscribers[id] = Subscriber(
+                principal: principal, position: start.position, committedBefore: start.committedBefore, wake: wake,
+                closeReason: nil)
             state.feeds[start.tenant] = feed
             if state.isShuttingDown { wake.finish() }
             return id
         }
         wake.yield()
-        // Events committed while the feed did not exist yet were not relayed: look now.
-        await self.refresh(tenant: start.tenant)
         return EventSubscription(hub: self, id: id, tenant: start.tenant, principal: principal, resyncId: start.resyncId, wakeups: wakeups)
     }
 
@@ -173,81 +249,124 @@ public final class EventHub: Service, Sendable {
 
     // MARK: - Delivering
 
+    /// The next events a subscription may see, oldest first.
+    struct Batch {
+        var events: [LiveEvent]
+        /// Nothing more is there for the subscription right now.
+        var isUpToDate: Bool
+    }
+
     private enum Pull {
-        case events([LiveEvent])
-        case fromLog(after: Int64)
+        case events([LiveEvent], isUpToDate: Bool)
+        case fromLog(after: Int64, through: Int64)
         case closed(CloseReason)
     }
 
-    /// The next events for a subscription that it may see, oldest first; empty when it is up
-    /// to date. Throws `CloseReason` when the subscription was closed.
-    func nextEvents(for subscription: EventSubscription) async throws -> [LiveEvent] {
+    /// The next events for a subscription. Throws `CloseReason` when it was closed.
+    func nextEvents(for subscription: EventSubscription) async throws -> Batch {
         let pull = self.state.withLockedValue { state -> Pull in
             guard var feed = state.feeds[subscription.tenant], var subscriber = feed.subscribers[subscription.id] else {
                 return .closed(.shuttingDown)
             }
             if let reason = subscriber.closeReason { return .closed(reason) }
-            guard subscriber.position < feed.cursor else { return .events([]) }
-            guard let first = feed.recent.first, first.id <= subscriber.position + 1 else {
-                return .fromLog(after: subscriber.position)
+            if subscriber.position < feed.coveredFrom {
+                return .fromLog(after: subscriber.position, through: feed.coveredFrom)
             }
-            let start = Int(subscriber.position + 1 - first.id)
+            let start = feed.firstIndex(after: subscriber.position)
             let end = min(feed.recent.count, start + self.options.pageSize)
+            guard start < end else { return .events([], isUpToDate: true) }
             let events = Array(feed.recent[start..<end])
-            subscriber.position = events.last?.id ?? subscriber.position
+            subscriber.position = events[events.count - 1].id
             feed.subscribers[subscription.id] = subscriber
             state.feeds[subscription.tenant] = feed
-            return .events(events)
+            return .events(events, isUpToDate: end == feed.recent.count)
+        }
+        let subscriber = self.state.withLockedValue { $0.feeds[subscription.tenant]?.subscribers[subscription.id] }
+        let committedBefore = subscriber?.committedBefore
+        func shown(_ events: [LiveEvent]) -> [LiveEvent] {
+            events.filter { event in
+                event.isVisible(to: subscription.principal) && !(committedBefore?.hasFinished(event.transactionId) ?? false)
+            }
         }
         switch pull {
         case .closed(let reason):
             throw reason
-        case .events(let events):
-            return events.filter { $0.isVisible(to: subscription.principal) }
-        case .fromLog(let position):
-            let stored = try await self.store.events(tenant: subscription.tenant, after: position, limit: self.options.pageSize)
-            let events = stored.map(LiveEvent.init)
-            guard let last = events.last else { return [] }
+        case .events(let events, let isUpToDate):
+            return Batch(events: shown(events), isUpToDate: isUpToDate)
+        case .fromLog(let position, let through):
+            let stored = try await self.store.events(tenant: subscription.tenant, after: position, through: through, limit: self.options.pageSize)
+            let reached = stored.count < self.options.pageSize ? through : stored[stored.count - 1].id
             self.state.withLockedValue { state in
-                if let subscriber = state.feeds[subscription.tenant]?.subscribers[subscription.id], subscriber.position == position {
-                    state.feeds[subscription.tenant]?.subscribers[subscription.id]?.position = last.id
+                if state.feeds[subscription.tenant]?.subscribers[subscription.id]?.position == position {
+                    state.feeds[subscription.tenant]?.subscribers[subscription.id]?.position = reached
                 }
             }
-            return events.filter { $0.isVisible(to: subscription.principal) }
+            return Batch(events: shown(stored.map(LiveEvent.init)), isUpToDate: false)
         }
     }
 
-    /// Reads the tenant's new events into its feed and wakes its subscribers.
-    func refresh(tenant: String) async {
-        while let cursor = self.state.withLockedValue({ $0.feeds[tenant]?.cursor }) {
-            let stored: [StoredEvent]
-            do {
-                stored = try await self.store.events(tenant: tenant, after: cursor, limit: self.options.pageSize)
-            } catch {
-                self.logger.error("reading the event log failed", metadata: ["receipts.tenant_id": "\(tenant)", "error": "\(error)"])
-                return
+    /// Reads every tenant's new events into the feeds and wakes their subscribers.
+    func refresh() async -> RefreshResult {
+        do {
+            if self.state.withLockedValue({ $0.cursor == nil }) {
+                let log = try await self.store.eventLogPosition(tenant: nil)
+                self.state.withLockedValue { state in
+                    if state.cursor == nil {
+                        state.cursor = EventLogCursor(after: log.newestVisible, running: log.snapshot.running.union(log.running))
+                    }
+                }
             }
-            let events = stored.map(LiveEvent.init)
-            let wakes = self.state.withLockedValue { state -> [AsyncStream<Void>.Continuation] in
-                guard var feed = state.feeds[tenant] else { return [] }
-                for event in events where event.id == feed.cursor + 1 {
-                    feed.recent.append(event)
-                    feed.cursor = event.id
+            while true {
+                guard let from = self.state.withLockedValue({ $0.cursor?.position }) else { return .failed }
+                let page = try await self.store.eventLog(after: from, limit: self.options.pageSize)
+                let (wakes, cursor) = self.state.withLockedValue { state -> ([AsyncStream<Void>.Continuation], EventLogCursor?) in
+                    // Another refresh (tests call it directly) may have moved on meanwhile.
+                    guard var cursor = state.cursor, cursor.position == from else { return ([], nil) }
+                    let accepted = cursor.advance(with: page)
+                    state.cursor = cursor
+                    return (self.append(accepted, to: &state), cursor)
                 }
-                if feed.recent.count > self.options.recentEvents {
-                    feed.recent.removeFirst(feed.recent.count - self.options.recentEvents)
+                for wake in wakes { wake.yield() }
+                guard let cursor else { return .waiting }
+                if cursor.needsRunningTransactions {
+                    // Asked after the read: whatever may still fill the gap is among these.
+                    let running = try await self.store.runningTransactions()
+                    self.state.withLockedValue { $0.cursor?.waitForGap(on: running) }
                 }
-                for (id, subscriber) in feed.subscribers
-                where subscriber.closeReason == nil && feed.cursor - subscriber.position > Int64(self.options.maximumLag) {
-                    feed.subscribers[id]?.closeReason = .tooSlow
-                    subscriber.wake.finish()
-                }
-                state.feeds[tenant] = feed
-                return feed.subscribers.values.map(\.wake)
+                if cursor.isWaiting { return .waiting }
+                if page.events.count < self.options.pageSize { return .upToDate }
             }
-            for wake in wakes { wake.yield() }
-            if stored.count < self.options.pageSize { return }
+        } catch {
+            self.logger.error("reading the event log failed", metadata: ["error": "\(error)"])
+            return .failed
         }
+    }
+
+    /// Adds events to the feeds of their tenants, closes subscribers that fell too far
+    /// behind, and returns the wake-ups of every subscriber that may have something new.
+    private func append(_ events: [StoredEvent], to state: inout State) -> [AsyncStream<Void>.Continuation] {
+        var touched = Set<String>()
+        for event in events where state.feeds[event.tenantId] != nil {
+            state.feeds[event.tenantId]!.recent.append(LiveEvent(event))
+            touched.insert(event.tenantId)
+        }
+        var wakes: [AsyncStream<Void>.Continuation] = []
+        for tenant in touched {
+            var feed = state.feeds[tenant]!
+            if feed.recent.count > self.options.recentEvents {
+                let excess = feed.recent.count - self.options.recentEvents
+                feed.coveredFrom = feed.recent[excess - 1].id
+                feed.recent.removeFirst(excess)
+            }
+            for (id, subscriber) in feed.subscribers
+            where subscriber.closeReason == nil && feed.lag(of: subscriber.position) > self.options.maximumLag {
+                feed.subscribers[id]?.closeReason = .tooSlow
+                subscriber.wake.finish()
+            }
+            state.feeds[tenant] = feed
+            wakes += feed.subscribers.values.map(\.wake)
+        }
+        return wakes
     }
 
     private func closeAll(_ reason: CloseReason) {

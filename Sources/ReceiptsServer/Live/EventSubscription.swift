@@ -38,9 +38,9 @@ struct EventSubscription: Sendable {
         do {
             for await _ in self.wakeups {
                 while true {
-                    let events = try await self.hub.nextEvents(for: self)
-                    if events.isEmpty { break }
-                    for event in events { try await send(event.id, event.json) }
+                    let batch = try await self.hub.nextEvents(for: self)
+                    for event in batch.events { try await send(event.id, event.json) }
+                    if batch.isUpToDate { break }
                 }
                 try await whenIdle()
             }

@@ -4,8 +4,10 @@ import ReceiptsStore
 
 /// An event as streams send it: JSON encoded once, however many devices get it.
 struct LiveEvent: Sendable {
-    /// Position in the tenant's stream; sent as the opaque string id.
+    /// Position in the stream; sent as the opaque string id.
     let id: Int64
+    /// The transaction that wrote it (see `EventHub.Subscriber.committedBefore`).
+    let transactionId: Int64
     /// Users whose devices may see it (the tenant key sees all).
     let audience: Set<String>
     /// The JSON object of one WebSocket text frame or SSE `data:` line.
@@ -22,6 +24,7 @@ struct LiveEvent: Sendable {
 
     init(_ event: StoredEvent) {
         self.id = event.id
+        self.transactionId = event.transactionId
         self.audience = Set(event.audience)
         let body = Body(
             id: String(event.id), type: event.type, chatId: event.chatId, userId: event.userId,

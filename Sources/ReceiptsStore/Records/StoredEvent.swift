@@ -3,8 +3,11 @@ import Postgres
 
 /// One row of the event log.
 public struct StoredEvent: Sendable {
-    /// Position in the tenant's stream (1, 2, 3, ... in commit order).
+    /// Position in the stream (ids are shared by all tenants; see `TransactionSnapshot`).
     public let id: Int64
+    /// The transaction that wrote it, to compare with a `TransactionSnapshot`.
+    public let transactionId: Int64
+    public let tenantId: String
     public let type: String
     public let chatId: String
     public let userId: String
@@ -14,33 +17,67 @@ public struct StoredEvent: Sendable {
     /// Users whose devices may see the event; the tenant key sees all.
     public let audience: [String]
     public let occurredAt: Date
-}
 
-extension StoredEvent {
-    init(row: PostgresRow) throws {
-        self.id = try row.decode(column: 0)
-        self.type = try row.decode(column: 1)
-        self.chatId = try row.decode(column: 2)
-        self.userId = try row.decode(column: 3)
-        self.messageIds = try row.decode(column: 4)
-        self.data = try row.decode(column: 5)
-        self.audience = try row.decode(column: 6)
-        self.occurredAt = try row.decode(column: 7)
+    public init(
+        id: Int64, transactionId: Int64, tenantId: String, type: String, chatId: String, userId: String,
+        messageIds: [String], data: PostgresJSON, audience: [String], occurredAt: Date
+    ) {
+        self.id = id
+        self.transactionId = transactionId
+        self.tenantId = tenantId
+        self.type = type
+        self.chatId = chatId
+        self.userId = userId
+        self.messageIds = messageIds
+        self.data = data
+        self.audience = audience
+        self.occurredAt = occurredAt
     }
 }
 
-/// Where a tenant's stream stands.
-public struct EventPositions: Sendable {
-    /// The newest event's id (0 before the first event).
-    public let last: Int64
-    /// The oldest retained event's id; nil when none is retained.
-    public let oldest: Int64?
+extension StoredEvent {
+    /// Decodes the columns `event_id, transaction_id, tenant_id, type, chat_id, user_id,
+    /// message_ids, data, audience, occurred_at`, starting at `first`.
+    init(row: PostgresRow, from first: Int = 0) throws {
+        self.init(
+            id: try row.decode(column: first), transactionId: try row.decode(column: first + 1),
+            tenantId: try row.decode(column: first + 2), type: try row.decode(column: first + 3),
+            chatId: try row.decode(column: first + 4), userId: try row.decode(column: first + 5),
+            messageIds: try row.decode(column: first + 6), data: try row.decode(column: first + 7),
+            audience: try row.decode(column: first + 8), occurredAt: try row.decode(column: first + 9))
+    }
+}
 
-    /// Whether a client that saw everything up to `position` can be brought up to date from
-    /// the log: the position is not in the future, and nothing after it was pruned.
+/// A read of every tenant's new events, with the snapshot that decided what was visible.
+public struct EventLogPage: Sendable {
+    public let snapshot: TransactionSnapshot
+    /// Visible events after the asked-for position, in id order.
+    public let events: [StoredEvent]
+
+    public init(snapshot: TransactionSnapshot, events: [StoredEvent]) {
+        self.snapshot = snapshot
+        self.events = events
+    }
+}
+
+/// Where the event log stands, for a stream that is about to start.
+public struct EventLogPosition: Sendable {
+    /// The snapshot of the moment: what had committed by then.
+    public let snapshot: TransactionSnapshot
+    /// The newest visible event id (0 when there is none).
+    public let newestVisible: Int64
+    /// The newest event id handed out; a higher position is unknown.
+    public let lastAllocated: Int64
+    /// The newest id of the tenant's events that retention deleted; a lower position has
+    /// lost events.
+    public let prunedThrough: Int64
+    /// The transactions running right after `snapshot` was taken (see
+    /// `ReceiptsStore.runningTransactions()`).
+    public let running: Set<Int64>
+
+    /// Whether a client that saw everything up to `position` can be brought up to date: the
+    /// position was handed out, and nothing of the tenant after it was deleted.
     public func canResume(after position: Int64) -> Bool {
-        guard position >= 0, position <= self.last else { return false }
-        if let oldest { return position >= oldest - 1 }
-        return position == self.last
+        position >= self.prunedThrough && position <= self.lastAllocated
     }
 }

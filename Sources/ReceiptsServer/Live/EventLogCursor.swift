@@ -1,0 +1,73 @@
+import ReceiptsStore
+
+/// Follows the event log in id order without ever skipping an event that commits late.
+///
+/// Event ids come from one sequence, but transactions commit out of order: id 7 can be
+/// visible while id 6 is still in flight. The cursor's `position` only moves past a missing
+/// id once that id can no longer appear. Its writer took a transaction id before the event
+/// id, and a later id had committed before the read that found the gap, so the writer was
+/// running then (or had rolled back). The owner asks PostgreSQL which transactions are
+/// running right after that read (`ReceiptsStore.runningTransactions()`: a snapshot lists
+/// only those below its xmax) and hands them to `waitForGap(on:)`; once every one of them
+/// has finished, the missing id either became visible or was rolled back for good.
+///
+/// So "everything up to `position`" is exact, which is what stream ids promise a client
+/// that resumes. A gap usually closes within a commit or two; a cursor that waits reports
+/// `isWaiting` so its owner reads again soon even without a notification (a rollback sends
+/// none).
+struct EventLogCursor: Sendable {
+    /// Every event with an id up to here has been accepted, or will never be visible.
+    private(set) var position: Int64
+    /// At start, the transactions that may still commit ids below `position`.
+    private var startingWaitsFor: Set<Int64>?
+    /// The first missing id after `position`, and the transactions it waits for (nil until
+    /// the owner has said which were running).
+    private var gap: (start: Int64, waitsFor: Set<Int64>?)?
+
+    /// A cursor after `newestVisible`, ready once `running` (the transactions running when
+    /// it was looked up, which may hold lower ids) have finished.
+    init(after newestVisible: Int64, running: Set<Int64>) {
+        self.position = newestVisible
+        self.startingWaitsFor = running.isEmpty ? nil : running
+    }
+
+    /// Whether `position` can be handed out: the start has settled.
+    var isReady: Bool { self.startingWaitsFor == nil }
+
+    /// Whether the cursor waits for running transactions, and should read again soon.
+    var isWaiting: Bool { self.startingWaitsFor != nil || self.gap != nil }
+
+    /// Whether the cursor found a gap and needs to know what was running (`waitForGap(on:)`).
+    var needsRunningTransactions: Bool { self.gap != nil && self.gap?.waitsFor == nil }
+
+    /// Takes a read of the events after `position`; returns those that are now in order,
+    /// oldest first, and moves past them.
+    mutating func advance(with page: EventLogPage) -> [StoredEvent] {
+        if let waitsFor = self.startingWaitsFor {
+            guard page.snapshot.hasFinished(all: waitsFor) else { return [] }
+            self.startingWaitsFor = nil
+        }
+        var accepted: [StoredEvent] = []
+        for event in page.events where event.id > self.position {
+            if event.id != self.position + 1 {
+                guard let gap, gap.start == self.position + 1 else {
+                    self.gap = (self.position + 1, nil)
+                    break
+                }
+                guard let waitsFor = gap.waitsFor, page.snapshot.hasFinished(all: waitsFor) else { break }
+                // Everything that could have filled the gap has finished: it was rolled back.
+            }
+            accepted.append(event)
+            self.position = event.id
+        }
+        if let gap, gap.start <= self.position { self.gap = nil }
+        return accepted
+    }
+
+    /// Records what the gap found by the last `advance` waits for: the transactions running
+    /// after that read.
+    mutating func waitForGap(on running: Set<Int64>) {
+        guard let gap, gap.waitsFor == nil else { return }
+        self.gap = (gap.start, running)
+    }
+}

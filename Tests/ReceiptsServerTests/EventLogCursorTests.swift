@@ -1,0 +1,92 @@
+import Foundation
+import Postgres
+@testable import ReceiptsServer
+import ReceiptsStore
+import Testing
+
+/// The cursor's rule for gaps, on made-up snapshots: ids that may still commit hold the
+/// cursor back; ids that can no longer appear do not.
+@Suite("Event log cursor")
+struct EventLogCursorTests {
+    func event(_ id: Int64, transaction: Int64 = 1) -> StoredEvent {
+        StoredEvent(
+            id: id, transactionId: transaction, tenantId: "t", type: "message.created", chatId: "c", userId: "u",
+            messageIds: [], data: PostgresJSON("{}"), audience: [], occurredAt: Date())
+    }
+
+    func snapshot(running: Set<Int64>, next: Int64 = 100) -> TransactionSnapshot {
+        TransactionSnapshot(lowestRunning: running.min() ?? next, firstUnassigned: next, running: running)
+    }
+
+    @Test("events in order are taken at once")
+    func inOrder() {
+        var cursor = EventLogCursor(after: 10, running: [])
+        #expect(cursor.isReady)
+        let taken = cursor.advance(with: EventLogPage(snapshot: self.snapshot(running: [50]), events: [self.event(11), self.event(12)]))
+        #expect(taken.map(\.id) == [11, 12])
+        #expect(cursor.position == 12)
+        #expect(!cursor.isWaiting)
+    }
+
+    @Test("a missing id whose writer is still running holds back the later ones, which follow it in order")
+    func gapThatFills() {
+        var cursor = EventLogCursor(after: 10, running: [])
+        var taken = cursor.advance(with: EventLogPage(snapshot: self.snapshot(running: [40]), events: [self.event(11), self.event(13)]))
+        #expect(taken.map(\.id) == [11])
+        #expect(cursor.isWaiting)
+        #expect(cursor.needsRunningTransactions)
+        cursor.waitForGap(on: [40, 41])
+        // Still running: still held.
+        taken = cursor.advance(with: EventLogPage(snapshot: self.snapshot(running: [40, 41]), events: [self.event(13)]))
+        #expect(taken.isEmpty)
+        // Committed: 12 is visible now and comes first.
+        taken = cursor.advance(with: EventLogPage(snapshot: self.snapshot(running: [41]), events: [self.event(12, transaction: 40), self.event(13)]))
+        #expect(taken.map(\.id) == [12, 13])
+        #expect(!cursor.isWaiting)
+    }
+
+    @Test("a missing id is passed once everything running after the read has finished (its writer rolled back)")
+    func gapThatWasRolledBack() {
+        var cursor = EventLogCursor(after: 10, running: [])
+        var taken = cursor.advance(with: EventLogPage(snapshot: self.snapshot(running: [], next: 41), events: [self.event(12)]))
+        // Nothing below the snapshot's xmax runs, but 41 (at or above it) may hold 11.
+        #expect(taken.isEmpty)
+        // Until the running transactions are known, even a snapshot with nothing running does not pass it.
+        taken = cursor.advance(with: EventLogPage(snapshot: self.snapshot(running: [], next: 50), events: [self.event(12)]))
+        #expect(taken.isEmpty)
+        cursor.waitForGap(on: [41, 42])
+        taken = cursor.advance(with: EventLogPage(snapshot: self.snapshot(running: [42, 45], next: 46), events: [self.event(12)]))
+        #expect(taken.isEmpty)
+        taken = cursor.advance(with: EventLogPage(snapshot: self.snapshot(running: [45], next: 46), events: [self.event(12), self.event(14)]))
+        // 12 is taken; 13 is a new gap, which waits again.
+        #expect(taken.map(\.id) == [12])
+        #expect(cursor.needsRunningTransactions)
+        cursor.waitForGap(on: [])
+        taken = cursor.advance(with: EventLogPage(snapshot: self.snapshot(running: [45], next: 46), events: [self.event(14)]))
+        #expect(taken.map(\.id) == [14])
+        #expect(!cursor.isWaiting)
+    }
+
+    @Test("at start, the cursor is not ready until what was running then has finished")
+    func start() {
+        var cursor = EventLogCursor(after: 10, running: [7, 60])
+        #expect(!cursor.isReady)
+        #expect(cursor.advance(with: EventLogPage(snapshot: self.snapshot(running: [7]), events: [self.event(11)])).isEmpty)
+        #expect(cursor.advance(with: EventLogPage(snapshot: self.snapshot(running: [], next: 60), events: [self.event(11)])).isEmpty)
+        #expect(!cursor.isReady)
+        let taken = cursor.advance(with: EventLogPage(snapshot: self.snapshot(running: [], next: 61), events: [self.event(11)]))
+        #expect(cursor.isReady)
+        #expect(taken.map(\.id) == [11])
+    }
+
+    @Test("snapshots parse from PostgreSQL's text form")
+    func parsing() {
+        let snapshot = TransactionSnapshot("748:752:748,750")
+        #expect(snapshot == TransactionSnapshot(lowestRunning: 748, firstUnassigned: 752, running: [748, 750]))
+        #expect(snapshot?.hasFinished(749) == true)
+        #expect(snapshot?.hasFinished(750) == false)
+        #expect(snapshot?.hasFinished(752) == false)
+        #expect(TransactionSnapshot("5:5:") == TransactionSnapshot(lowestRunning: 5, firstUnassigned: 5, running: []))
+        #expect(TransactionSnapshot("nonsense") == nil)
+    }
+}
