@@ -7,8 +7,10 @@
 -- an `outcome` text, so the service can answer 404/403/409 without parsing messages.
 
 CREATE FUNCTION receipts.enter_tenant(p_tenant text) RETURNS void
-LANGUAGE sql VOLATILE AS $$
-    SELECT set_config('receipts.tenant_id', p_tenant, true);
+LANGUAGE plpgsql VOLATILE AS $$
+BEGIN
+    PERFORM set_config('receipts.tenant_id', p_tenant, true);
+END;
 $$;
 COMMENT ON FUNCTION receipts.enter_tenant(text) IS
     'Scopes the current transaction to one tenant: row-level security shows and accepts only its rows.';
@@ -21,21 +23,29 @@ COMMENT ON FUNCTION receipts.enter_tenant(text) IS
 
 CREATE FUNCTION receipts.recipient_seqs(p_tenant text, p_chat text, p_user text, p_after bigint, p_through bigint)
 RETURNS bigint
-LANGUAGE sql STABLE AS $$
-    SELECT coalesce(sum(greatest(0,
-               least(coalesce(period.until_seq, p_through), p_through) - greatest(period.after_seq, p_after))), 0)::bigint
-    FROM receipts.membership_periods AS period
-    WHERE period.tenant_id = p_tenant AND period.chat_id = p_chat AND period.user_id = p_user;
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    RETURN (
+        SELECT coalesce(sum(greatest(0,
+                   least(coalesce(period.until_seq, p_through), p_through) - greatest(period.after_seq, p_after))), 0)::bigint
+        FROM receipts.membership_periods AS period
+        WHERE period.tenant_id = p_tenant AND period.chat_id = p_chat AND period.user_id = p_user
+    );
+END;
 $$;
 COMMENT ON FUNCTION receipts.recipient_seqs(text, text, text, bigint, bigint) IS
     'How many messages with p_after < seq <= p_through were sent while the user was a member (own messages included).';
 
 CREATE FUNCTION receipts.own_messages(p_tenant text, p_chat text, p_user text, p_after bigint, p_through bigint)
 RETURNS bigint
-LANGUAGE sql STABLE AS $$
-    SELECT count(*) FROM receipts.messages AS message
-    WHERE message.tenant_id = p_tenant AND message.chat_id = p_chat AND message.sender_id = p_user
-      AND message.seq > p_after AND message.seq <= p_through;
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    RETURN (
+        SELECT count(*) FROM receipts.messages AS message
+        WHERE message.tenant_id = p_tenant AND message.chat_id = p_chat AND message.sender_id = p_user
+          AND message.seq > p_after AND message.seq <= p_through
+    );
+END;
 $$;
 COMMENT ON FUNCTION receipts.own_messages(text, text, text, bigint, bigint) IS
     'How many messages with p_after < seq <= p_through the user sent (they are never unread for them).';
@@ -72,15 +82,23 @@ COMMENT ON FUNCTION receipts.replace_api_key(text, bytea) IS 'Gives a tenant a n
 -- their owner, beyond row-level security, and reveal only what the caller proves to know.
 CREATE FUNCTION receipts.tenant_for_api_key(p_api_key_hash bytea)
 RETURNS text
-LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
-    SELECT tenant.tenant_id FROM receipts.tenants AS tenant WHERE tenant.api_key_hash = p_api_key_hash;
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    RETURN (
+        SELECT tenant.tenant_id FROM receipts.tenants AS tenant WHERE tenant.api_key_hash = p_api_key_hash
+    );
+END;
 $$;
 COMMENT ON FUNCTION receipts.tenant_for_api_key(bytea) IS 'The tenant whose API key has this SHA-256, if any.';
 
 CREATE FUNCTION receipts.tenant_token_secret(p_tenant text)
 RETURNS bytea
-LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
-    SELECT tenant.token_secret FROM receipts.tenants AS tenant WHERE tenant.tenant_id = p_tenant;
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    RETURN (
+        SELECT tenant.token_secret FROM receipts.tenants AS tenant WHERE tenant.tenant_id = p_tenant
+    );
+END;
 $$;
 COMMENT ON FUNCTION receipts.tenant_token_secret(text) IS 'The key that signs the tenant''s user tokens, to verify one.';
 
@@ -255,15 +273,19 @@ COMMENT ON FUNCTION receipts.send_message(text, text, text, text, text) IS
 
 CREATE FUNCTION receipts.unread_count(p_tenant text, p_chat text, p_user text)
 RETURNS integer
-LANGUAGE sql STABLE AS $$
-    SELECT CASE WHEN member.left_at IS NOT NULL THEN 0 ELSE greatest(
-               receipts.recipient_seqs(p_tenant, p_chat, p_user, member.read_seq, chat.last_seq)
-               - receipts.own_messages(p_tenant, p_chat, p_user, member.read_seq, chat.last_seq)
-               - member.reads_above,
-               CASE WHEN member.marked_unread THEN 1 ELSE 0 END)::integer END
-    FROM receipts.chat_members AS member
-    JOIN receipts.chats AS chat USING (tenant_id, chat_id)
-    WHERE member.tenant_id = p_tenant AND member.chat_id = p_chat AND member.user_id = p_user;
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    RETURN (
+        SELECT CASE WHEN member.left_at IS NOT NULL THEN 0 ELSE greatest(
+                   receipts.recipient_seqs(p_tenant, p_chat, p_user, member.read_seq, chat.last_seq)
+                   - receipts.own_messages(p_tenant, p_chat, p_user, member.read_seq, chat.last_seq)
+                   - member.reads_above,
+                   CASE WHEN member.marked_unread THEN 1 ELSE 0 END)::integer END
+        FROM receipts.chat_members AS member
+        JOIN receipts.chats AS chat USING (tenant_id, chat_id)
+        WHERE member.tenant_id = p_tenant AND member.chat_id = p_chat AND member.user_id = p_user
+    );
+END;
 $$;
 COMMENT ON FUNCTION receipts.unread_count(text, text, text) IS
     'Unread messages of one chat for a user: from others, sent while a member, not read; at least 1 while marked unread. Constant cost: arithmetic on the read watermark.';
@@ -299,36 +321,44 @@ COMMENT ON FUNCTION receipts.unread_counts(text, text) IS
 
 CREATE FUNCTION receipts.first_unread_seq(p_tenant text, p_chat text, p_user text, p_after bigint, p_through bigint)
 RETURNS bigint
-LANGUAGE sql STABLE AS $$
-    SELECT message.seq
-    FROM receipts.membership_periods AS period
-    JOIN receipts.messages AS message
-      ON message.tenant_id = period.tenant_id AND message.chat_id = period.chat_id
-     AND message.seq > greatest(period.after_seq, p_after)
-     AND message.seq <= least(coalesce(period.until_seq, p_through), p_through)
-    WHERE period.tenant_id = p_tenant AND period.chat_id = p_chat AND period.user_id = p_user
-      AND message.sender_id <> p_user
-      AND NOT (p_user = ANY (message.read_by)) AND NOT (p_user = ANY (message.hidden_read_by))
-    ORDER BY message.seq
-    LIMIT 1;
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    RETURN (
+        SELECT message.seq
+        FROM receipts.membership_periods AS period
+        JOIN receipts.messages AS message
+          ON message.tenant_id = period.tenant_id AND message.chat_id = period.chat_id
+         AND message.seq > greatest(period.after_seq, p_after)
+         AND message.seq <= least(coalesce(period.until_seq, p_through), p_through)
+        WHERE period.tenant_id = p_tenant AND period.chat_id = p_chat AND period.user_id = p_user
+          AND message.sender_id <> p_user
+          AND NOT (p_user = ANY (message.read_by)) AND NOT (p_user = ANY (message.hidden_read_by))
+        ORDER BY message.seq
+        LIMIT 1
+    );
+END;
 $$;
 COMMENT ON FUNCTION receipts.first_unread_seq(text, text, text, bigint, bigint) IS
     'The first message in (p_after, p_through] the user still has to read, or null. Scans only what lies before it.';
 
 CREATE FUNCTION receipts.first_undelivered_seq(p_tenant text, p_chat text, p_user text, p_after bigint, p_through bigint)
 RETURNS bigint
-LANGUAGE sql STABLE AS $$
-    SELECT message.seq
-    FROM receipts.membership_periods AS period
-    JOIN receipts.messages AS message
-      ON message.tenant_id = period.tenant_id AND message.chat_id = period.chat_id
-     AND message.seq > greatest(period.after_seq, p_after)
-     AND message.seq <= least(coalesce(period.until_seq, p_through), p_through)
-    WHERE period.tenant_id = p_tenant AND period.chat_id = p_chat AND period.user_id = p_user
-      AND message.sender_id <> p_user
-      AND NOT (p_user = ANY (message.delivered_to))
-    ORDER BY message.seq
-    LIMIT 1;
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    RETURN (
+        SELECT message.seq
+        FROM receipts.membership_periods AS period
+        JOIN receipts.messages AS message
+          ON message.tenant_id = period.tenant_id AND message.chat_id = period.chat_id
+         AND message.seq > greatest(period.after_seq, p_after)
+         AND message.seq <= least(coalesce(period.until_seq, p_through), p_through)
+        WHERE period.tenant_id = p_tenant AND period.chat_id = p_chat AND period.user_id = p_user
+          AND message.sender_id <> p_user
+          AND NOT (p_user = ANY (message.delivered_to))
+        ORDER BY message.seq
+        LIMIT 1
+    );
+END;
 $$;
 COMMENT ON FUNCTION receipts.first_undelivered_seq(text, text, text, bigint, bigint) IS
     'The first message in (p_after, p_through] that has not reached the user yet, or null.';

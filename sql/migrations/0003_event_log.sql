@@ -58,10 +58,14 @@ COMMENT ON FUNCTION receipts.append_events(text, text, text, text, text[], jsonb
     'Appends one event with the next id and notifies receipts_events.';
 
 CREATE FUNCTION receipts.chat_audience(p_tenant text, p_chat text) RETURNS text[]
-LANGUAGE sql STABLE AS $$
-    SELECT coalesce(array_agg(member.user_id ORDER BY member.user_id), '{}')
-    FROM receipts.chat_members AS member
-    WHERE member.tenant_id = p_tenant AND member.chat_id = p_chat AND member.left_at IS NULL;
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    RETURN (
+        SELECT coalesce(array_agg(member.user_id ORDER BY member.user_id), '{}')
+        FROM receipts.chat_members AS member
+        WHERE member.tenant_id = p_tenant AND member.chat_id = p_chat AND member.left_at IS NULL
+    );
+END;
 $$;
 COMMENT ON FUNCTION receipts.chat_audience(text, text) IS 'The current members of a chat: who sees its events.';
 
@@ -158,7 +162,10 @@ COMMENT ON FUNCTION receipts.record_unread_changes() IS 'Trigger: unread.changed
 CREATE FUNCTION receipts.events_since(p_after bigint, p_limit integer)
 RETURNS TABLE (snapshot text, event_id bigint, transaction_id bigint, tenant_id text, type text, chat_id text,
                user_id text, message_ids text[], data jsonb, audience text[], occurred_at timestamptz)
-LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+#variable_conflict use_column
+BEGIN
+    RETURN QUERY
     SELECT pg_current_snapshot()::text, event.event_id, event.transaction_id::text::bigint, event.tenant_id::text,
            event.type, event.chat_id::text, event.user_id::text, event.message_ids, event.data, event.audience,
            event.occurred_at
@@ -167,6 +174,7 @@ LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
         SELECT * FROM receipts.events AS event WHERE event.event_id > p_after ORDER BY event.event_id LIMIT p_limit
     ) AS event ON true
     ORDER BY event.event_id;
+END;
 $$;
 COMMENT ON FUNCTION receipts.events_since(bigint, integer) IS
     'Every tenant''s visible events after a position, in id order, with the snapshot that decided what is visible.';
