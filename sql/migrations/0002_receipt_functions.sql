@@ -18,8 +18,24 @@ COMMENT ON FUNCTION receipts.enter_tenant(text) IS
 -- Membership ------------------------------------------------------------------------------
 --
 -- A user is a recipient of the messages sent during their membership periods (after_seq <
--- seq <= until_seq). Counting and marking work on seq ranges of those periods, never one
--- function call per message.
+-- seq <= until_seq). Counting works on seq ranges of those periods, never message by
+-- message.
+
+-- By id, marking looks up the few messages named and checks each against the periods;
+-- over a range (read all, up to), it joins the periods and scans only their seq ranges.
+CREATE FUNCTION receipts.was_member(p_tenant text, p_chat text, p_user text, p_seq bigint)
+RETURNS boolean
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    RETURN EXISTS (
+        SELECT FROM receipts.membership_periods AS period
+        WHERE period.tenant_id = p_tenant AND period.chat_id = p_chat AND period.user_id = p_user
+          AND p_seq > period.after_seq AND (period.until_seq IS NULL OR p_seq <= period.until_seq)
+    );
+END;
+$$;
+COMMENT ON FUNCTION receipts.was_member(text, text, text, bigint) IS
+    'Whether the user was a member when the message with this seq was sent (in any membership period).';
 
 CREATE FUNCTION receipts.recipient_seqs(p_tenant text, p_chat text, p_user text, p_after bigint, p_through bigint)
 RETURNS bigint
@@ -220,13 +236,16 @@ RETURNS TABLE (outcome text, seq bigint, created_at timestamptz)
 LANGUAGE plpgsql AS $$
 #variable_conflict use_column
 DECLARE
-    v_existing receipts.messages;
-    v_seq bigint;
-    v_created_at timestamptz;
+    v_existing_sender text;
+    v_existing_body text;
+    v_existing_seq bigint;
+    v_existing_created_at timestamptz;
+    v_is_member boolean;
 BEGIN
-    PERFORM receipts.enter_tenant(p_tenant);
+    PERFORM set_config('receipts.tenant_id', p_tenant, true);
     -- The chat row lock serialises sends (and joins, leaves) of one chat: seq is gap-free,
-    -- and a repeated id is seen by the second of two concurrent sends.
+    -- and a repeated id is seen by the second of two concurrent sends (the next statement
+    -- runs after the lock is granted, so it sees the first send's message).
     PERFORM FROM receipts.chats AS chat
     WHERE chat.tenant_id = p_tenant AND chat.chat_id = p_chat
     FOR UPDATE;
@@ -234,31 +253,35 @@ BEGIN
         RETURN QUERY SELECT 'chat_not_found', NULL::bigint, NULL::timestamptz;
         RETURN;
     END IF;
-    SELECT * INTO v_existing FROM receipts.messages AS message
-    WHERE message.tenant_id = p_tenant AND message.chat_id = p_chat AND message.message_id = p_message;
-    IF FOUND THEN
-        IF v_existing.sender_id = p_sender AND v_existing.body = p_body THEN
-            RETURN QUERY SELECT 'existing', v_existing.seq, v_existing.created_at;
+    SELECT existing.sender_id, existing.body, existing.seq, existing.created_at,
+           EXISTS (SELECT FROM receipts.chat_members AS member
+                   WHERE member.tenant_id = p_tenant AND member.chat_id = p_chat AND member.user_id = p_sender
+                     AND member.left_at IS NULL)
+    INTO v_existing_sender, v_existing_body, v_existing_seq, v_existing_created_at, v_is_member
+    FROM (SELECT) AS one
+    LEFT JOIN receipts.messages AS existing
+        ON existing.tenant_id = p_tenant AND existing.chat_id = p_chat AND existing.message_id = p_message;
+    IF v_existing_seq IS NOT NULL THEN
+        IF v_existing_sender = p_sender AND v_existing_body = p_body THEN
+            RETURN QUERY SELECT 'existing', v_existing_seq, v_existing_created_at;
         ELSE
-            RETURN QUERY SELECT 'conflict', v_existing.seq, v_existing.created_at;
+            RETURN QUERY SELECT 'conflict', v_existing_seq, v_existing_created_at;
         END IF;
         RETURN;
     END IF;
-    IF NOT EXISTS (
-        SELECT FROM receipts.chat_members AS member
-        WHERE member.tenant_id = p_tenant AND member.chat_id = p_chat AND member.user_id = p_sender
-          AND member.left_at IS NULL
-    ) THEN
+    IF NOT v_is_member THEN
         RETURN QUERY SELECT 'not_member', NULL::bigint, NULL::timestamptz;
         RETURN;
     END IF;
-    UPDATE receipts.chats AS chat SET last_seq = chat.last_seq + 1
-    WHERE chat.tenant_id = p_tenant AND chat.chat_id = p_chat
-    RETURNING chat.last_seq INTO v_seq;
-    INSERT INTO receipts.messages (tenant_id, chat_id, message_id, seq, sender_id, body)
-    VALUES (p_tenant, p_chat, p_message, v_seq, p_sender, p_body)
-    RETURNING created_at INTO v_created_at;
-    RETURN QUERY SELECT 'created', v_seq, v_created_at;
+    RETURN QUERY
+    WITH next AS (
+        UPDATE receipts.chats AS chat SET last_seq = chat.last_seq + 1
+        WHERE chat.tenant_id = p_tenant AND chat.chat_id = p_chat
+        RETURNING chat.last_seq
+    )
+    INSERT INTO receipts.messages AS message (tenant_id, chat_id, message_id, seq, sender_id, body)
+    SELECT p_tenant, p_chat, p_message, next.last_seq, p_sender, p_body FROM next
+    RETURNING 'created'::text, message.seq, message.created_at;
 END;
 $$;
 COMMENT ON FUNCTION receipts.send_message(text, text, text, text, text) IS
@@ -276,9 +299,16 @@ RETURNS integer
 LANGUAGE plpgsql STABLE AS $$
 BEGIN
     RETURN (
+        -- receipts.recipient_seqs - receipts.own_messages - reads_above, written out: this
+        -- runs on every read and in every unread.changed event.
         SELECT CASE WHEN member.left_at IS NOT NULL THEN 0 ELSE greatest(
-                   receipts.recipient_seqs(p_tenant, p_chat, p_user, member.read_seq, chat.last_seq)
-                   - receipts.own_messages(p_tenant, p_chat, p_user, member.read_seq, chat.last_seq)
+                   (SELECT coalesce(sum(greatest(0, least(coalesce(period.until_seq, chat.last_seq), chat.last_seq)
+                                                    - greatest(period.after_seq, member.read_seq))), 0)
+                    FROM receipts.membership_periods AS period
+                    WHERE period.tenant_id = p_tenant AND period.chat_id = p_chat AND period.user_id = p_user)
+                   - (SELECT count(*) FROM receipts.messages AS message
+                      WHERE message.tenant_id = p_tenant AND message.chat_id = p_chat AND message.sender_id = p_user
+                        AND message.seq > member.read_seq AND message.seq <= chat.last_seq)
                    - member.reads_above,
                    CASE WHEN member.marked_unread THEN 1 ELSE 0 END)::integer END
         FROM receipts.chat_members AS member
@@ -322,20 +352,32 @@ COMMENT ON FUNCTION receipts.unread_counts(text, text) IS
 CREATE FUNCTION receipts.first_unread_seq(p_tenant text, p_chat text, p_user text, p_after bigint, p_through bigint)
 RETURNS bigint
 LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    v_from bigint;
+    v_to bigint;
+    v_seq bigint;
 BEGIN
-    RETURN (
-        SELECT message.seq
+    -- Period by period, so each scan walks the seq index in order and stops at the first hit.
+    FOR v_from, v_to IN
+        SELECT greatest(period.after_seq, p_after), least(coalesce(period.until_seq, p_through), p_through)
         FROM receipts.membership_periods AS period
-        JOIN receipts.messages AS message
-          ON message.tenant_id = period.tenant_id AND message.chat_id = period.chat_id
-         AND message.seq > greatest(period.after_seq, p_after)
-         AND message.seq <= least(coalesce(period.until_seq, p_through), p_through)
         WHERE period.tenant_id = p_tenant AND period.chat_id = p_chat AND period.user_id = p_user
+          AND (period.until_seq IS NULL OR period.until_seq > p_after) AND period.after_seq < p_through
+        ORDER BY period.after_seq
+    LOOP
+        SELECT message.seq INTO v_seq
+        FROM receipts.messages AS message
+        WHERE message.tenant_id = p_tenant AND message.chat_id = p_chat
+          AND message.seq > v_from AND message.seq <= v_to
           AND message.sender_id <> p_user
           AND NOT (p_user = ANY (message.read_by)) AND NOT (p_user = ANY (message.hidden_read_by))
         ORDER BY message.seq
-        LIMIT 1
-    );
+        LIMIT 1;
+        IF FOUND THEN
+            RETURN v_seq;
+        END IF;
+    END LOOP;
+    RETURN NULL;
 END;
 $$;
 COMMENT ON FUNCTION receipts.first_unread_seq(text, text, text, bigint, bigint) IS
@@ -344,20 +386,32 @@ COMMENT ON FUNCTION receipts.first_unread_seq(text, text, text, bigint, bigint) 
 CREATE FUNCTION receipts.first_undelivered_seq(p_tenant text, p_chat text, p_user text, p_after bigint, p_through bigint)
 RETURNS bigint
 LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    v_from bigint;
+    v_to bigint;
+    v_seq bigint;
 BEGIN
-    RETURN (
-        SELECT message.seq
+    -- Period by period, so each scan walks the seq index in order and stops at the first hit.
+    FOR v_from, v_to IN
+        SELECT greatest(period.after_seq, p_after), least(coalesce(period.until_seq, p_through), p_through)
         FROM receipts.membership_periods AS period
-        JOIN receipts.messages AS message
-          ON message.tenant_id = period.tenant_id AND message.chat_id = period.chat_id
-         AND message.seq > greatest(period.after_seq, p_after)
-         AND message.seq <= least(coalesce(period.until_seq, p_through), p_through)
         WHERE period.tenant_id = p_tenant AND period.chat_id = p_chat AND period.user_id = p_user
+          AND (period.until_seq IS NULL OR period.until_seq > p_after) AND period.after_seq < p_through
+        ORDER BY period.after_seq
+    LOOP
+        SELECT message.seq INTO v_seq
+        FROM receipts.messages AS message
+        WHERE message.tenant_id = p_tenant AND message.chat_id = p_chat
+          AND message.seq > v_from AND message.seq <= v_to
           AND message.sender_id <> p_user
           AND NOT (p_user = ANY (message.delivered_to))
         ORDER BY message.seq
-        LIMIT 1
-    );
+        LIMIT 1;
+        IF FOUND THEN
+            RETURN v_seq;
+        END IF;
+    END LOOP;
+    RETURN NULL;
 END;
 $$;
 COMMENT ON FUNCTION receipts.first_undelivered_seq(text, text, text, bigint, bigint) IS
@@ -368,25 +422,30 @@ RETURNS TABLE (outcome text, marked integer, unread_count integer)
 LANGUAGE plpgsql AS $$
 #variable_conflict use_column
 DECLARE
-    v_member receipts.chat_members;
-    v_last_seq bigint;
-    v_up_to_seq bigint;
-    v_visible boolean;
-    v_marked integer;
     v_read_seq bigint;
+    v_last_seq bigint;
+    v_visible boolean;
+    v_up_to_seq bigint;
+    v_marked integer;
+    v_new_read_seq bigint;
+    v_unread integer;
 BEGIN
-    PERFORM receipts.enter_tenant(p_tenant);
-    SELECT chat.last_seq INTO v_last_seq FROM receipts.chats AS chat
-    WHERE chat.tenant_id = p_tenant AND chat.chat_id = p_chat;
-    IF NOT FOUND THEN
-        RETURN QUERY SELECT 'chat_not_found', 0, 0;
-        RETURN;
-    END IF;
-    SELECT * INTO v_member FROM receipts.chat_members AS member
+    PERFORM set_config('receipts.tenant_id', p_tenant, true);
+    SELECT member.read_seq, chat.last_seq,
+           coalesce((SELECT setting.read_receipts FROM receipts.users AS setting
+                     WHERE setting.tenant_id = p_tenant AND setting.user_id = p_user), true)
+    INTO v_read_seq, v_last_seq, v_visible
+    FROM receipts.chat_members AS member
+    JOIN receipts.chats AS chat USING (tenant_id, chat_id)
     WHERE member.tenant_id = p_tenant AND member.chat_id = p_chat AND member.user_id = p_user
-    FOR UPDATE;
-    IF NOT FOUND OR v_member.left_at IS NOT NULL THEN
-        RETURN QUERY SELECT 'not_member', 0, 0;
+      AND member.left_at IS NULL
+    FOR UPDATE OF member;
+    IF NOT FOUND THEN
+        IF EXISTS (SELECT FROM receipts.chats AS chat WHERE chat.tenant_id = p_tenant AND chat.chat_id = p_chat) THEN
+            RETURN QUERY SELECT 'not_member', 0, 0;
+        ELSE
+            RETURN QUERY SELECT 'chat_not_found', 0, 0;
+        END IF;
         RETURN;
     END IF;
     IF p_up_to IS NOT NULL THEN
@@ -399,9 +458,6 @@ BEGIN
     ELSE
         v_up_to_seq := v_last_seq;
     END IF;
-    SELECT coalesce((SELECT setting.read_receipts FROM receipts.users AS setting
-                     WHERE setting.tenant_id = p_tenant AND setting.user_id = p_user), true)
-    INTO v_visible;
 
     IF p_message_ids IS NOT NULL THEN
         UPDATE receipts.messages AS message SET
@@ -410,13 +466,11 @@ BEGIN
             hidden_read_by = CASE WHEN v_visible THEN message.hidden_read_by ELSE array_append(message.hidden_read_by, p_user) END,
             delivered_to   = CASE WHEN p_user = ANY (message.delivered_to) THEN message.delivered_to ELSE array_append(message.delivered_to, p_user) END,
             delivered_at   = CASE WHEN p_user = ANY (message.delivered_to) THEN message.delivered_at ELSE array_append(message.delivered_at, now()) END
-        FROM receipts.membership_periods AS period
         WHERE message.tenant_id = p_tenant AND message.chat_id = p_chat
           AND message.message_id = ANY (p_message_ids)
           AND message.sender_id <> p_user
           AND NOT (p_user = ANY (message.read_by)) AND NOT (p_user = ANY (message.hidden_read_by))
-          AND period.tenant_id = p_tenant AND period.chat_id = p_chat AND period.user_id = p_user
-          AND message.seq > period.after_seq AND (period.until_seq IS NULL OR message.seq <= period.until_seq);
+          AND receipts.was_member(p_tenant, p_chat, p_user, message.seq);
     ELSE
         UPDATE receipts.messages AS message SET
             read_by        = CASE WHEN v_visible THEN array_append(message.read_by, p_user) ELSE message.read_by END,
@@ -426,7 +480,7 @@ BEGIN
             delivered_at   = CASE WHEN p_user = ANY (message.delivered_to) THEN message.delivered_at ELSE array_append(message.delivered_at, now()) END
         FROM receipts.membership_periods AS period
         WHERE message.tenant_id = p_tenant AND message.chat_id = p_chat
-          AND message.seq > v_member.read_seq AND message.seq <= v_up_to_seq
+          AND message.seq > v_read_seq AND message.seq <= v_up_to_seq
           AND message.sender_id <> p_user
           AND NOT (p_user = ANY (message.read_by)) AND NOT (p_user = ANY (message.hidden_read_by))
           AND period.tenant_id = p_tenant AND period.chat_id = p_chat AND period.user_id = p_user
@@ -437,19 +491,24 @@ BEGIN
     -- Every message this statement could mark has seq <= the chat's last_seq read now.
     -- The watermark moves to just below the first message still unread; what it passes
     -- was read (now or out of order before), so reads_above drops by that many.
-    SELECT chat.last_seq INTO v_last_seq FROM receipts.chats AS chat
+    SELECT chat.last_seq, coalesce(receipts.first_unread_seq(p_tenant, p_chat, p_user, v_read_seq, chat.last_seq) - 1, chat.last_seq)
+    INTO v_last_seq, v_new_read_seq
+    FROM receipts.chats AS chat
     WHERE chat.tenant_id = p_tenant AND chat.chat_id = p_chat;
-    v_read_seq := coalesce(receipts.first_unread_seq(p_tenant, p_chat, p_user, v_member.read_seq, v_last_seq) - 1, v_last_seq);
     UPDATE receipts.chat_members AS member SET
-        read_seq      = v_read_seq,
-        delivered_seq = greatest(member.delivered_seq, v_read_seq),
+        read_seq      = v_new_read_seq,
+        delivered_seq = greatest(member.delivered_seq, v_new_read_seq),
         reads_above   = member.reads_above + v_marked
-                        - (receipts.recipient_seqs(p_tenant, p_chat, p_user, v_member.read_seq, v_read_seq)
-                           - receipts.own_messages(p_tenant, p_chat, p_user, v_member.read_seq, v_read_seq)),
+                        - (receipts.recipient_seqs(p_tenant, p_chat, p_user, v_read_seq, v_new_read_seq)
+                           - receipts.own_messages(p_tenant, p_chat, p_user, v_read_seq, v_new_read_seq)),
         marked_unread = false,
         last_read_at  = CASE WHEN v_marked > 0 THEN now() ELSE member.last_read_at END
-    WHERE member.tenant_id = p_tenant AND member.chat_id = p_chat AND member.user_id = p_user;
-    RETURN QUERY SELECT 'marked', v_marked, receipts.unread_count(p_tenant, p_chat, p_user);
+    WHERE member.tenant_id = p_tenant AND member.chat_id = p_chat AND member.user_id = p_user
+    RETURNING greatest(0, receipts.recipient_seqs(p_tenant, p_chat, p_user, member.read_seq, v_last_seq)
+                          - receipts.own_messages(p_tenant, p_chat, p_user, member.read_seq, v_last_seq)
+                          - member.reads_above)
+    INTO v_unread;
+    RETURN QUERY SELECT 'marked', v_marked, v_unread;
 END;
 $$;
 COMMENT ON FUNCTION receipts.mark_read(text, text, text, text[], text) IS
@@ -496,13 +555,11 @@ BEGIN
         UPDATE receipts.messages AS message SET
             delivered_to = array_append(message.delivered_to, p_user),
             delivered_at = array_append(message.delivered_at, now())
-        FROM receipts.membership_periods AS period
         WHERE message.tenant_id = p_tenant AND message.chat_id = p_chat
           AND message.message_id = ANY (p_message_ids)
           AND message.sender_id <> p_user
           AND NOT (p_user = ANY (message.delivered_to))
-          AND period.tenant_id = p_tenant AND period.chat_id = p_chat AND period.user_id = p_user
-          AND message.seq > period.after_seq AND (period.until_seq IS NULL OR message.seq <= period.until_seq);
+          AND receipts.was_member(p_tenant, p_chat, p_user, message.seq);
     ELSE
         UPDATE receipts.messages AS message SET
             delivered_to = array_append(message.delivered_to, p_user),

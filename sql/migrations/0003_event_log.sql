@@ -34,28 +34,11 @@ CREATE POLICY tenant_isolation ON receipts.event_retention
     WITH CHECK (tenant_id = current_setting('receipts.tenant_id', true));
 GRANT SELECT ON receipts.event_retention TO receipts_service;
 
--- Appends one event and notifies.
-CREATE FUNCTION receipts.append_events(
-    p_tenant text, p_type text, p_chat text, p_user text, p_message_ids text[], p_data jsonb, p_audience text[])
-RETURNS bigint
-LANGUAGE plpgsql AS $$
-DECLARE
-    v_transaction_id xid8;
-    v_event_id bigint;
-BEGIN
-    -- The transaction id first, then the event id: readers rely on that order.
-    v_transaction_id := pg_current_xact_id();
-    v_event_id := nextval('receipts.event_ids');
-    INSERT INTO receipts.events (tenant_id, event_id, transaction_id, type, chat_id, user_id, message_ids, data, audience)
-    VALUES (p_tenant, v_event_id, v_transaction_id, p_type, p_chat, p_user, p_message_ids, p_data, p_audience);
-    -- The payload is only the tenant: the listener reads the rows. Identical payloads of one
-    -- transaction are folded into one notification.
-    PERFORM pg_notify('receipts_events', p_tenant);
-    RETURN v_event_id;
-END;
-$$;
-COMMENT ON FUNCTION receipts.append_events(text, text, text, text, text[], jsonb, text[]) IS
-    'Appends one event with the next id and notifies receipts_events.';
+-- Each trigger below writes its events with one INSERT ... SELECT: ids from the sequence
+-- in event order, the transaction id beside each (the statement that fired the trigger
+-- changed rows, so the transaction already has its id, taken before any event id), and
+-- then one NOTIFY. The payload is empty: the listener reads the rows, and identical
+-- notifications of one transaction are folded into one.
 
 CREATE FUNCTION receipts.chat_audience(p_tenant text, p_chat text) RETURNS text[]
 LANGUAGE plpgsql STABLE AS $$
@@ -73,13 +56,17 @@ COMMENT ON FUNCTION receipts.chat_audience(text, text) IS 'The current members o
 CREATE FUNCTION receipts.record_messages_created() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
-    PERFORM receipts.append_events(
-        created.tenant_id, 'message.created', created.chat_id, created.sender_id, created.message_ids,
-        '{}', receipts.chat_audience(created.tenant_id, created.chat_id))
+    INSERT INTO receipts.events (tenant_id, event_id, transaction_id, type, chat_id, user_id, message_ids, audience)
+    SELECT created.tenant_id, nextval('receipts.event_ids'), pg_current_xact_id(), 'message.created',
+           created.chat_id, created.sender_id, created.message_ids,
+           receipts.chat_audience(created.tenant_id, created.chat_id)
     FROM (
         SELECT tenant_id, chat_id, sender_id, array_agg(message_id ORDER BY seq) AS message_ids
         FROM inserted GROUP BY tenant_id, chat_id, sender_id ORDER BY tenant_id, chat_id, sender_id
     ) AS created;
+    IF FOUND THEN
+        PERFORM pg_notify('receipts_events', '');
+    END IF;
     RETURN NULL;
 END;
 $$;
@@ -95,9 +82,10 @@ CREATE TRIGGER record_messages_created
 CREATE FUNCTION receipts.record_receipts() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
-    PERFORM receipts.append_events(
-        change.tenant_id, change.type, change.chat_id, change.user_id, change.message_ids,
-        '{}', receipts.chat_audience(change.tenant_id, change.chat_id))
+    INSERT INTO receipts.events (tenant_id, event_id, transaction_id, type, chat_id, user_id, message_ids, audience)
+    SELECT change.tenant_id, nextval('receipts.event_ids'), pg_current_xact_id(), change.type,
+           change.chat_id, change.user_id, change.message_ids,
+           receipts.chat_audience(change.tenant_id, change.chat_id)
     FROM (
         WITH added AS (
             SELECT after.tenant_id, after.chat_id, after.message_id, after.seq,
@@ -118,6 +106,9 @@ BEGIN
         FROM receipts GROUP BY tenant_id, chat_id, user_id, type
         ORDER BY tenant_id, chat_id, user_id, type
     ) AS change;
+    IF FOUND THEN
+        PERFORM pg_notify('receipts_events', '');
+    END IF;
     RETURN NULL;
 END;
 $$;
@@ -131,17 +122,22 @@ CREATE TRIGGER record_receipts
 CREATE FUNCTION receipts.record_unread_changes() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
-    PERFORM receipts.append_events(
-        after.tenant_id, 'unread.changed', after.chat_id, after.user_id, '{}',
-        jsonb_build_object('unreadCount', receipts.unread_count(after.tenant_id, after.chat_id, after.user_id),
-                           'markedUnread', after.marked_unread),
-        ARRAY[after.user_id::text])
+    INSERT INTO receipts.events (tenant_id, event_id, transaction_id, type, chat_id, user_id, data, audience)
+    SELECT after.tenant_id, nextval('receipts.event_ids'), pg_current_xact_id(), 'unread.changed',
+           after.chat_id, after.user_id,
+           jsonb_build_object('unreadCount', receipts.unread_count(after.tenant_id, after.chat_id, after.user_id),
+                              'markedUnread', after.marked_unread),
+           ARRAY[after.user_id::text]
     FROM updated_after AS after
     JOIN updated_before AS before USING (tenant_id, chat_id, user_id)
     WHERE after.read_seq <> before.read_seq
        OR after.marked_unread <> before.marked_unread
        OR after.last_read_at IS DISTINCT FROM before.last_read_at
-       OR (after.left_at IS NOT NULL AND before.left_at IS NULL);
+       OR (after.left_at IS NOT NULL AND before.left_at IS NULL)
+    ORDER BY after.tenant_id, after.chat_id, after.user_id;
+    IF FOUND THEN
+        PERFORM pg_notify('receipts_events', '');
+    END IF;
     RETURN NULL;
 END;
 $$;
