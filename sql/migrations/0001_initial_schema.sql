@@ -8,9 +8,11 @@ CREATE SCHEMA IF NOT EXISTS receipts;
 COMMENT ON SCHEMA receipts IS 'Receipts: delivery and read receipts for chat apps. See sql/admin/ for operator queries.';
 
 -- Ids of tenants, chats, users and messages: 1-128 characters of [A-Za-z0-9._:@-].
-CREATE DOMAIN receipts.identifier AS text
+-- Byte order ("C" collation): ids are ASCII, and every index and comparison on them stays
+-- a memcmp, whatever the database's default collation.
+CREATE DOMAIN receipts.identifier AS text COLLATE "C"
     CHECK (VALUE ~ '^[A-Za-z0-9._:@-]{1,128}$');
-COMMENT ON DOMAIN receipts.identifier IS 'An id of a tenant, chat, user or message: 1-128 characters of [A-Za-z0-9._:@-].';
+COMMENT ON DOMAIN receipts.identifier IS 'An id of a tenant, chat, user or message: 1-128 characters of [A-Za-z0-9._:@-], compared byte by byte.';
 
 CREATE TABLE receipts.tenants (
     tenant_id    receipts.identifier PRIMARY KEY,
@@ -88,11 +90,11 @@ CREATE TABLE receipts.messages (
     sender_id      receipts.identifier NOT NULL,
     body           text        NOT NULL CHECK (octet_length(body) <= 65536),
     created_at     timestamptz NOT NULL DEFAULT now(),
-    delivered_to   text[]      NOT NULL DEFAULT '{}',
+    delivered_to   text[] COLLATE "C"      NOT NULL DEFAULT '{}',
     delivered_at   timestamptz[] NOT NULL DEFAULT '{}',
-    read_by        text[]      NOT NULL DEFAULT '{}',
+    read_by        text[] COLLATE "C"      NOT NULL DEFAULT '{}',
     read_at        timestamptz[] NOT NULL DEFAULT '{}',
-    hidden_read_by text[]      NOT NULL DEFAULT '{}',
+    hidden_read_by text[] COLLATE "C"      NOT NULL DEFAULT '{}',
     PRIMARY KEY (tenant_id, chat_id, message_id),
     UNIQUE (tenant_id, chat_id, seq),
     FOREIGN KEY (tenant_id, chat_id) REFERENCES receipts.chats ON DELETE CASCADE,
@@ -117,9 +119,9 @@ CREATE TABLE receipts.events (
         CHECK (type IN ('message.created', 'receipt.delivered', 'receipt.read', 'unread.changed')),
     chat_id     receipts.identifier NOT NULL,
     user_id     receipts.identifier NOT NULL,
-    message_ids text[]      NOT NULL DEFAULT '{}',
+    message_ids text[] COLLATE "C"      NOT NULL DEFAULT '{}',
     data        jsonb       NOT NULL DEFAULT '{}',
-    audience    text[]      NOT NULL,
+    audience    text[] COLLATE "C"      NOT NULL,
     occurred_at timestamptz NOT NULL DEFAULT now(),
     PRIMARY KEY (tenant_id, event_id)
 );

@@ -21,21 +21,19 @@ COMMENT ON FUNCTION receipts.enter_tenant(text) IS
 -- seq <= until_seq). Counting works on seq ranges of those periods, never message by
 -- message.
 
--- By id, marking looks up the few messages named and checks each against the periods;
--- over a range (read all, up to), it joins the periods and scans only their seq ranges.
-CREATE FUNCTION receipts.was_member(p_tenant text, p_chat text, p_user text, p_seq bigint)
-RETURNS boolean
+CREATE FUNCTION receipts.membership_seqs(p_tenant text, p_chat text, p_user text)
+RETURNS int8multirange
 LANGUAGE plpgsql STABLE AS $$
 BEGIN
-    RETURN EXISTS (
-        SELECT FROM receipts.membership_periods AS period
+    RETURN (
+        SELECT coalesce(range_agg(int8range(period.after_seq, period.until_seq, '(]')), '{}')
+        FROM receipts.membership_periods AS period
         WHERE period.tenant_id = p_tenant AND period.chat_id = p_chat AND period.user_id = p_user
-          AND p_seq > period.after_seq AND (period.until_seq IS NULL OR p_seq <= period.until_seq)
     );
 END;
 $$;
-COMMENT ON FUNCTION receipts.was_member(text, text, text, bigint) IS
-    'Whether the user was a member when the message with this seq was sent (in any membership period).';
+COMMENT ON FUNCTION receipts.membership_seqs(text, text, text) IS
+    'The seqs of the messages sent while the user was a member, as one multirange: marking checks each message with seq <@ it.';
 
 CREATE FUNCTION receipts.recipient_seqs(p_tenant text, p_chat text, p_user text, p_after bigint, p_through bigint)
 RETURNS bigint
@@ -429,12 +427,14 @@ DECLARE
     v_marked integer;
     v_new_read_seq bigint;
     v_unread integer;
+    v_recipient_of int8multirange;
 BEGIN
     PERFORM set_config('receipts.tenant_id', p_tenant, true);
     SELECT member.read_seq, chat.last_seq,
            coalesce((SELECT setting.read_receipts FROM receipts.users AS setting
-                     WHERE setting.tenant_id = p_tenant AND setting.user_id = p_user), true)
-    INTO v_read_seq, v_last_seq, v_visible
+                     WHERE setting.tenant_id = p_tenant AND setting.user_id = p_user), true),
+           receipts.membership_seqs(p_tenant, p_chat, p_user)
+    INTO v_read_seq, v_last_seq, v_visible, v_recipient_of
     FROM receipts.chat_members AS member
     JOIN receipts.chats AS chat USING (tenant_id, chat_id)
     WHERE member.tenant_id = p_tenant AND member.chat_id = p_chat AND member.user_id = p_user
@@ -470,7 +470,7 @@ BEGIN
           AND message.message_id = ANY (p_message_ids)
           AND message.sender_id <> p_user
           AND NOT (p_user = ANY (message.read_by)) AND NOT (p_user = ANY (message.hidden_read_by))
-          AND receipts.was_member(p_tenant, p_chat, p_user, message.seq);
+          AND message.seq <@ v_recipient_of;
     ELSE
         UPDATE receipts.messages AS message SET
             read_by        = CASE WHEN v_visible THEN array_append(message.read_by, p_user) ELSE message.read_by END,
@@ -478,13 +478,11 @@ BEGIN
             hidden_read_by = CASE WHEN v_visible THEN message.hidden_read_by ELSE array_append(message.hidden_read_by, p_user) END,
             delivered_to   = CASE WHEN p_user = ANY (message.delivered_to) THEN message.delivered_to ELSE array_append(message.delivered_to, p_user) END,
             delivered_at   = CASE WHEN p_user = ANY (message.delivered_to) THEN message.delivered_at ELSE array_append(message.delivered_at, now()) END
-        FROM receipts.membership_periods AS period
         WHERE message.tenant_id = p_tenant AND message.chat_id = p_chat
           AND message.seq > v_read_seq AND message.seq <= v_up_to_seq
           AND message.sender_id <> p_user
           AND NOT (p_user = ANY (message.read_by)) AND NOT (p_user = ANY (message.hidden_read_by))
-          AND period.tenant_id = p_tenant AND period.chat_id = p_chat AND period.user_id = p_user
-          AND message.seq > period.after_seq AND (period.until_seq IS NULL OR message.seq <= period.until_seq);
+          AND message.seq <@ v_recipient_of;
     END IF;
     GET DIAGNOSTICS v_marked = ROW_COUNT;
 
@@ -524,6 +522,7 @@ DECLARE
     v_left_at timestamptz;
     v_up_to_seq bigint;
     v_marked integer;
+    v_recipient_of int8multirange;
 BEGIN
     PERFORM receipts.enter_tenant(p_tenant);
     SELECT chat.last_seq INTO v_last_seq FROM receipts.chats AS chat
@@ -532,7 +531,9 @@ BEGIN
         RETURN QUERY SELECT 'chat_not_found', 0;
         RETURN;
     END IF;
-    SELECT greatest(member.delivered_seq, member.read_seq), member.left_at INTO v_from_seq, v_left_at
+    SELECT greatest(member.delivered_seq, member.read_seq), member.left_at,
+           receipts.membership_seqs(p_tenant, p_chat, p_user)
+    INTO v_from_seq, v_left_at, v_recipient_of
     FROM receipts.chat_members AS member
     WHERE member.tenant_id = p_tenant AND member.chat_id = p_chat AND member.user_id = p_user
     FOR UPDATE;
@@ -559,18 +560,16 @@ BEGIN
           AND message.message_id = ANY (p_message_ids)
           AND message.sender_id <> p_user
           AND NOT (p_user = ANY (message.delivered_to))
-          AND receipts.was_member(p_tenant, p_chat, p_user, message.seq);
+          AND message.seq <@ v_recipient_of;
     ELSE
         UPDATE receipts.messages AS message SET
             delivered_to = array_append(message.delivered_to, p_user),
             delivered_at = array_append(message.delivered_at, now())
-        FROM receipts.membership_periods AS period
         WHERE message.tenant_id = p_tenant AND message.chat_id = p_chat
           AND message.seq > v_from_seq AND message.seq <= v_up_to_seq
           AND message.sender_id <> p_user
           AND NOT (p_user = ANY (message.delivered_to))
-          AND period.tenant_id = p_tenant AND period.chat_id = p_chat AND period.user_id = p_user
-          AND message.seq > period.after_seq AND (period.until_seq IS NULL OR message.seq <= period.until_seq);
+          AND message.seq <@ v_recipient_of;
     END IF;
     GET DIAGNOSTICS v_marked = ROW_COUNT;
     IF v_marked > 0 THEN
