@@ -13,11 +13,15 @@ struct BenchScenarios {
     let database: BenchDatabase
     let scale: Double
     let concurrency: Int
+    /// The service's process, when the bench started it (for its memory).
+    let servicePID: Int32?
 
     func count(_ full: Int, minimum: Int = 10) -> Int { max(minimum, Int(Double(full) * self.scale)) }
 
     func runAll(into results: inout BenchResults) async throws {
         try await self.readToSender(into: &results)
+        try await self.readToSenderUnderLoad(into: &results)
+        try await self.fanOut(into: &results)
         let messages = try await self.sendThroughput(into: &results)
         try await self.markReadSingle(messages: messages, into: &results)
         try await self.markReadBatches(into: &results)
@@ -28,12 +32,19 @@ struct BenchScenarios {
 
     // MARK: - Read to sender
 
-    /// A recipient's read request until the sender's WebSocket has the receipt.read.
+    /// A recipient's read request until the sender's WebSocket has the receipt.read, with
+    /// nothing else going on.
     func readToSender(into results: inout BenchResults) async throws {
+        let latencies = try await self.measureReadToSender(chat: "latency", samples: self.count(300, minimum: 20))
+        results.add("read-to-sender latency, idle", latencies: latencies, target: "p50 ≤ 2, p99 ≤ 5")
+    }
+
+    /// Reads one message at a time in a direct chat and times each until the sender's
+    /// WebSocket has it; returns milliseconds (the first 20 are warm-up and not returned).
+    func measureReadToSender(chat: String, samples: Int) async throws -> [Double] {
         let key = self.tenant.apiKey
-        try await self.client.expect(201, .PUT, "/v1/chats/latency", as: key, body: ["kind": "direct", "members": ["alice", "bob"]])
+        try await self.client.expect(201, .PUT, "/v1/chats/\(chat)", as: key, body: ["kind": "direct", "members": ["alice", "bob"]])
         let token = try await self.client.expect(201, .POST, "/v1/tokens", as: key, body: ["userId": "alice"])["token"] as! String
-        let reads = self.count(300, minimum: 20)
         let inbox = NIOLockedValueBox([String: ContinuousClock.Instant]())
         let url = self.client.baseURL.replacingOccurrences(of: "http://", with: "ws://") + "/v1/stream?token=\(token)"
         let client = self.client
@@ -54,11 +65,11 @@ struct BenchScenarios {
                 }
             }
             while !opened.withLockedValue({ $0 }) { try await Task.sleep(for: .milliseconds(5)) }
-            for index in 0..<(reads + 20) {
-                let message = try await client.expect(201, .POST, "/v1/chats/latency/messages", as: key, body: ["senderId": "alice", "text": "x"])
+            for index in 0..<(samples + 20) {
+                let message = try await client.expect(201, .POST, "/v1/chats/\(chat)/messages", as: key, body: ["senderId": "alice", "text": "x"])
                 let id = message["id"] as! String
                 let start = ContinuousClock.now
-                try await client.expect(200, .POST, "/v1/chats/latency/read", as: key, body: ["userId": "bob", "messageIds": [id]])
+                try await client.expect(200, .POST, "/v1/chats/\(chat)/read", as: key, body: ["userId": "bob", "messageIds": [id]])
                 var arrived: ContinuousClock.Instant?
                 while arrived == nil {
                     arrived = inbox.withLockedValue { $0[id] }
@@ -68,7 +79,7 @@ struct BenchScenarios {
             }
             group.cancelAll()
         }
-        results.add("read-to-sender latency, idle", latencies: latencies, target: "p50 ≤ 2, p99 ≤ 5")
+        return latencies
     }
 
     // MARK: - Throughput
@@ -223,7 +234,7 @@ struct BenchScenarios {
     }
 
     /// Inserts `count` messages `<chat>-1…` straight through the SQL function (setup only).
-    private func insertMessages(chat: String, sender: String, count: Int) async throws {
+    func insertMessages(chat: String, sender: String, count: Int) async throws {
         try await self.database.pool.query(
             "SELECT receipts.send_message($1, $2, $2 || '-' || g, $3, 'benchmark') FROM generate_series(1, $4::int) AS g",
             [self.tenant.id, chat, sender, count])

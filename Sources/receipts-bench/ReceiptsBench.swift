@@ -58,7 +58,8 @@ struct ReceiptsBench: AsyncParsableCommand {
         do {
             let tenant = try await client.createTenant(adminToken: service.adminToken)
             let scenarios = BenchScenarios(
-                client: client, tenant: tenant, database: database, scale: self.scale, concurrency: self.concurrency)
+                client: client, tenant: tenant, database: database, scale: self.scale, concurrency: self.concurrency,
+                servicePID: service.process?.processIdentifier)
             try await scenarios.runAll(into: &results)
         } catch {
             try? await client.shutdown()

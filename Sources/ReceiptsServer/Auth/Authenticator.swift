@@ -8,10 +8,12 @@ import ReceiptsStore
 final class Authenticator: Sendable {
     private let store: ReceiptsStore
     let userTokens: UserTokens
-    /// Tenants by API key hash. Keys are never revoked today, so entries stay valid; the
-    /// cache is bounded so that guessed keys cannot grow it.
-    private let tenantsByKeyHash = NIOLockedValueBox([[UInt8]: String]())
+    /// Tenants by API key hash, each remembered for `cacheLifetime`: a key replaced with
+    /// `receiptsd tenant create --replace-key` stops working within that time. Bounded, so
+    /// that guessed keys cannot grow it (only keys that exist are cached anyway).
+    private let tenantsByKeyHash = NIOLockedValueBox([[UInt8]: (tenant: String, until: ContinuousClock.Instant)]())
     private static let cacheLimit = 10_000
+    private static let cacheLifetime = Duration.seconds(60)
 
     init(store: ReceiptsStore, userTokens: UserTokens) {
         self.store = store
@@ -35,11 +37,15 @@ final class Authenticator: Sendable {
     /// The tenant id of an API key.
     func tenant(apiKey: String) async throws -> String? {
         let hash = APIKeys.hash(apiKey)
-        if let cached = self.tenantsByKeyHash.withLockedValue({ $0[hash] }) { return cached }
-        guard let tenant = try await self.store.tenant(apiKeyHash: hash) else { return nil }
+        let now = ContinuousClock.now
+        if let cached = self.tenantsByKeyHash.withLockedValue({ $0[hash] }), cached.until > now { return cached.tenant }
+        guard let tenant = try await self.store.tenant(apiKeyHash: hash) else {
+            self.tenantsByKeyHash.withLockedValue { $0[hash] = nil }
+            return nil
+        }
         self.tenantsByKeyHash.withLockedValue { cache in
             if cache.count >= Self.cacheLimit { cache.removeAll() }
-            cache[hash] = tenant
+            cache[hash] = (tenant, now + Self.cacheLifetime)
         }
         return tenant
     }
