@@ -337,7 +337,10 @@ public final class EventHub: Service, Sendable {
                 if page.events.count < self.options.pageSize { return .upToDate }
             }
         } catch {
-            self.logger.error("reading the event log failed", metadata: ["error": "\(error)"])
+            // Before the first successful read, migrations may still be running (serve applies
+            // them while services start): that is expected, and retried.
+            let level: Logger.Level = self.state.withLockedValue { $0.cursor == nil } ? .debug : .error
+            self.logger.log(level: level, "reading the event log failed", metadata: ["error": "\(error)"])
             return .failed
         }
     }
