@@ -223,6 +223,7 @@ struct BenchScenarios {
             FROM generate_series(1, $2::int) AS g
             """,
             [self.tenant.id, chats])
+        try await self.refreshStatistics()
         var latencies: [Double] = []
         for _ in 0..<50 {
             let start = ContinuousClock.now
@@ -238,5 +239,12 @@ struct BenchScenarios {
         try await self.database.pool.query(
             "SELECT receipts.send_message($1, $2, $2 || '-' || g, $3, 'benchmark') FROM generate_series(1, $4::int) AS g",
             [self.tenant.id, chat, sender, count])
+        try await self.refreshStatistics()
+    }
+
+    /// After bulk setup, the planner's statistics, as autovacuum would have them in a
+    /// database that grew at a normal pace (the bench fills tables within seconds).
+    func refreshStatistics() async throws {
+        try await self.database.pool.withConnection { _ = try await $0.executeScript("ANALYZE receipts.messages, receipts.chats, receipts.chat_members, receipts.membership_periods") }
     }
 }

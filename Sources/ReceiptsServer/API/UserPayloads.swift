@@ -1,11 +1,15 @@
 import Hummingbird
+import NIOCore
 import Foundation
 import ReceiptsCore
 import ReceiptsStore
 
 /// `GET /v1/users/{userId}/unread` answer.
-struct UnreadListResponse: ResponseEncodable {
-    struct Chat: Encodable {
+///
+/// Written out by hand rather than with `JSONEncoder`: for a user in a thousand chats this is
+/// the largest common answer, and the encoder took most of its time (BENCHMARKS.md).
+struct UnreadListResponse: ResponseGenerator {
+    struct Chat {
         let chatId: String
         let unreadCount: Int
         let badge: String
@@ -22,6 +26,47 @@ struct UnreadListResponse: ResponseEncodable {
         }
         self.total = chats.reduce(0) { $0 + $1.unreadCount }
         self.badge = UnreadBadge.text(for: self.total)
+    }
+
+    /// `{"total":…,"badge":"…","chats":[{"chatId":"…","unreadCount":…,"badge":"…","markedUnread":…},…]}`
+    var json: String {
+        var json = #"{"total":\#(self.total),"badge":\#(JSONString.quoted(self.badge)),"chats":["#
+        json.reserveCapacity(json.utf8.count + self.chats.count * 96)
+        for (index, chat) in self.chats.enumerated() {
+            if index > 0 { json += "," }
+            json += #"{"chatId":"# + JSONString.quoted(chat.chatId)
+            json += #","unreadCount":\#(chat.unreadCount),"badge":"# + JSONString.quoted(chat.badge)
+            json += #","markedUnread":\#(chat.markedUnread)}"#
+        }
+        return json + "]}"
+    }
+
+    func response(from request: Request, context: some RequestContext) throws -> Response {
+        Response(
+            status: .ok,
+            headers: [.contentType: "application/json; charset=utf-8"],
+            body: .init(byteBuffer: ByteBuffer(string: self.json))
+        )
+    }
+}
+
+/// JSON string literals for hand-written answers.
+enum JSONString {
+    /// `text` as a JSON string, quotes included.
+    static func quoted(_ text: String) -> String {
+        var quoted = "\""
+        for scalar in text.unicodeScalars {
+            switch scalar {
+            case "\"": quoted += "\\\""
+            case "\\": quoted += "\\\\"
+            case "\n": quoted += "\\n"
+            case "\r": quoted += "\\r"
+            case "\t": quoted += "\\t"
+            case _ where scalar.value < 0x20: quoted += String(format: "\\u%04x", scalar.value)
+            default: quoted.unicodeScalars.append(scalar)
+            }
+        }
+        return quoted + "\""
     }
 }
 

@@ -52,4 +52,10 @@ public struct UnreadChat: Sendable, Hashable {
     public let chatId: String
     public let unreadCount: Int
     public let markedUnread: Bool
+
+    public init(chatId: String, unreadCount: Int, markedUnread: Bool) {
+        self.chatId = chatId
+        self.unreadCount = unreadCount
+        self.markedUnread = markedUnread
+    }
 }
