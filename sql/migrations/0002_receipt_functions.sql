@@ -344,6 +344,7 @@ BEGIN
         FROM receipts.chat_members AS member
         JOIN receipts.chats AS chat USING (tenant_id, chat_id)
         WHERE member.tenant_id = p_tenant AND member.user_id = p_user AND member.left_at IS NULL
+        OFFSET 0  -- computed once per chat, not again for the filter below
     ) AS counted
     WHERE counted.unread_count > 0 OR counted.marked_unread
     ORDER BY counted.chat_id;
