@@ -71,9 +71,11 @@ public final class EventHub: Service, Sendable {
             return low
         }
 
-        /// How many events of the feed a subscriber at `position` has still to get.
-        func lag(of position: Int64) -> Int {
-            position < self.coveredFrom ? self.recent.count : self.recent.count - self.firstIndex(after: position)
+        /// How many events held in memory a subscriber at `position` has still to get. A
+        /// subscriber before `coveredFrom` is catching up from the log (it resumed from an
+        /// older id) at its own pace, holding nothing: it is not lagging the live stream.
+        func liveLag(of position: Int64) -> Int {
+            position < self.coveredFrom ? 0 : self.recent.count - self.firstIndex(after: position)
         }
     }
 
@@ -319,12 +321,16 @@ public final class EventHub: Service, Sendable {
             while true {
                 guard let from = self.state.withLockedValue({ $0.cursor?.position }) else { return .failed }
                 let page = try await self.store.eventLog(after: from, limit: self.options.pageSize)
+                // JSON-encoded once, outside the lock, for the tenants that have streams.
+                let streamed = self.state.withLockedValue { Set($0.feeds.keys) }
+                var encoded: [Int64: LiveEvent] = [:]
+                for event in page.events where streamed.contains(event.tenantId) { encoded[event.id] = LiveEvent(event) }
                 let (wakes, cursor) = self.state.withLockedValue { state -> ([AsyncStream<Void>.Continuation], EventLogCursor?) in
                     // Another refresh (tests call it directly) may have moved on meanwhile.
                     guard var cursor = state.cursor, cursor.position == from else { return ([], nil) }
                     let accepted = cursor.advance(with: page)
                     state.cursor = cursor
-                    return (self.append(accepted, to: &state), cursor)
+                    return (self.append(accepted, encoded: encoded, to: &state), cursor)
                 }
                 for wake in wakes { wake.yield() }
                 guard let cursor else { return .waiting }
@@ -347,10 +353,13 @@ public final class EventHub: Service, Sendable {
 
     /// Adds events to the feeds of their tenants, closes subscribers that fell too far
     /// behind, and returns the wake-ups of every subscriber that may have something new.
-    private func append(_ events: [StoredEvent], to state: inout State) -> [AsyncStream<Void>.Continuation] {
+    private func append(
+        _ events: [StoredEvent], encoded: [Int64: LiveEvent], to state: inout State
+    ) -> [AsyncStream<Void>.Continuation] {
         var touched = Set<String>()
         for event in events where state.feeds[event.tenantId] != nil {
-            state.feeds[event.tenantId]!.recent.append(LiveEvent(event))
+            // A feed that appeared since the encoding gets its event encoded here.
+            state.feeds[event.tenantId]!.recent.append(encoded[event.id] ?? LiveEvent(event))
             touched.insert(event.tenantId)
         }
         var wakes: [AsyncStream<Void>.Continuation] = []
@@ -362,7 +371,7 @@ public final class EventHub: Service, Sendable {
                 feed.recent.removeFirst(excess)
             }
             for (id, subscriber) in feed.subscribers
-            where subscriber.closeReason == nil && feed.lag(of: subscriber.position) > self.options.maximumLag {
+            where subscriber.closeReason == nil && feed.liveLag(of: subscriber.position) > self.options.maximumLag {
                 feed.subscribers[id]?.closeReason = .tooSlow
                 subscriber.wake.finish()
             }
