@@ -22,19 +22,25 @@ extension ReceiptsStore {
         return EventLogPage(snapshot: snapshot, events: events)
     }
 
-    /// Where the event log stands now, for a stream of `tenant` about to start (nil: for
-    /// the hub's own start, where retention does not matter).
-    public func eventLogPosition(tenant: String?) async throws -> EventLogPosition {
+    /// The newest visible event id (0 when there is none) and the snapshot it was read in:
+    /// where the hub starts.
+    public func newestEvent() async throws -> (id: Int64, snapshot: TransactionSnapshot) {
+        let row = try await self.query("SELECT snapshot, newest_visible FROM receipts.newest_event()", [])[0]
+        guard let snapshot = TransactionSnapshot(try row.decode(String.self, column: 0)) else {
+            throw PostgresError(code: .invalidValue, message: "receipts.newest_event returned no snapshot")
+        }
+        return (try row.decode(column: 1), snapshot)
+    }
+
+    /// Where a new stream of `tenant` stands now.
+    public func eventLogPosition(tenant: String) async throws -> EventLogPosition {
         let row = try await self.query(
-            "SELECT snapshot, newest_visible, last_allocated, pruned_through, running FROM receipts.event_log_position($1)",
-            [tenant]
+            "SELECT snapshot, last_allocated, pruned_through FROM receipts.stream_position($1)", [tenant]
         )[0]
         guard let snapshot = TransactionSnapshot(try row.decode(String.self, column: 0)) else {
-            throw PostgresError(code: .invalidValue, message: "receipts.event_log_position returned no snapshot")
+            throw PostgresError(code: .invalidValue, message: "receipts.stream_position returned no snapshot")
         }
-        return EventLogPosition(
-            snapshot: snapshot, newestVisible: try row.decode(column: 1), lastAllocated: try row.decode(column: 2),
-            prunedThrough: try row.decode(column: 3), running: Set(try row.decode([Int64].self, column: 4)))
+        return EventLogPosition(snapshot: snapshot, lastAllocated: try row.decode(column: 1), prunedThrough: try row.decode(column: 2))
     }
 
     /// Every transaction that has an id and is running now. A snapshot lists running

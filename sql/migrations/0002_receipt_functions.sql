@@ -240,7 +240,7 @@ DECLARE
     v_existing_created_at timestamptz;
     v_is_member boolean;
 BEGIN
-    PERFORM set_config('receipts.tenant_id', p_tenant, true);
+    PERFORM receipts.enter_tenant(p_tenant);
     -- The chat row lock serialises sends (and joins, leaves) of one chat: seq is gap-free,
     -- and a repeated id is seen by the second of two concurrent sends (the next statement
     -- runs after the lock is granted, so it sees the first send's message).
@@ -323,7 +323,7 @@ RETURNS TABLE (chat_id text, unread_count integer, marked_unread boolean)
 LANGUAGE plpgsql AS $$
 #variable_conflict use_column
 BEGIN
-    PERFORM set_config('receipts.tenant_id', p_tenant, true);
+    PERFORM receipts.enter_tenant(p_tenant);
     -- receipts.unread_count for every current chat of the user, as one query: a few index
     -- lookups per chat, however long the chats' histories and however much is unread.
     RETURN QUERY
@@ -440,10 +440,9 @@ DECLARE
     v_up_to_seq bigint;
     v_marked integer;
     v_new_read_seq bigint;
-    v_unread integer;
     v_recipient_of int8multirange;
 BEGIN
-    PERFORM set_config('receipts.tenant_id', p_tenant, true);
+    PERFORM receipts.enter_tenant(p_tenant);
     SELECT member.read_seq, chat.last_seq,
            coalesce((SELECT setting.read_receipts FROM receipts.users AS setting
                      WHERE setting.tenant_id = p_tenant AND setting.user_id = p_user), true),
@@ -515,12 +514,8 @@ BEGIN
                            - receipts.own_messages(p_tenant, p_chat, p_user, v_read_seq, v_new_read_seq)),
         marked_unread = false,
         last_read_at  = CASE WHEN v_marked > 0 THEN now() ELSE member.last_read_at END
-    WHERE member.tenant_id = p_tenant AND member.chat_id = p_chat AND member.user_id = p_user
-    RETURNING greatest(0, receipts.recipient_seqs(p_tenant, p_chat, p_user, member.read_seq, v_last_seq)
-                          - receipts.own_messages(p_tenant, p_chat, p_user, member.read_seq, v_last_seq)
-                          - member.reads_above)
-    INTO v_unread;
-    RETURN QUERY SELECT 'marked', v_marked, v_unread;
+    WHERE member.tenant_id = p_tenant AND member.chat_id = p_chat AND member.user_id = p_user;
+    RETURN QUERY SELECT 'marked', v_marked, receipts.unread_count(p_tenant, p_chat, p_user);
 END;
 $$;
 COMMENT ON FUNCTION receipts.mark_read(text, text, text, text[], text) IS

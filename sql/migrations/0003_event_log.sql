@@ -197,20 +197,32 @@ $$;
 COMMENT ON FUNCTION receipts.running_transactions() IS
     'Every running transaction that has an id (from pg_locks), as xid8: what a missing event id may still be waiting for.';
 
-CREATE FUNCTION receipts.event_log_position(p_tenant text)
-RETURNS TABLE (snapshot text, newest_visible bigint, last_allocated bigint, pruned_through bigint, running bigint[])
+-- Where the hub starts: the newest visible event, and the snapshot that decided it (the
+-- hub then asks receipts.running_transactions what may still commit a lower id).
+CREATE FUNCTION receipts.newest_event()
+RETURNS TABLE (snapshot text, newest_visible bigint)
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+    SELECT pg_current_snapshot()::text, coalesce((SELECT max(event.event_id) FROM receipts.events AS event), 0);
+$$;
+COMMENT ON FUNCTION receipts.newest_event() IS
+    'The newest visible event id (0 when there is none), with the snapshot it was read in.';
+REVOKE ALL ON FUNCTION receipts.newest_event() FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION receipts.newest_event() TO receipts_service;
+
+-- Where a stream of a tenant starts: the snapshot of the moment (events committed by then
+-- are not sent to a new stream), and which positions it may resume from.
+CREATE FUNCTION receipts.stream_position(p_tenant text)
+RETURNS TABLE (snapshot text, last_allocated bigint, pruned_through bigint)
 LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
     SELECT pg_current_snapshot()::text,
-           coalesce((SELECT max(event.event_id) FROM receipts.events AS event), 0),
            coalesce(pg_sequence_last_value('receipts.event_ids'), 0),
            coalesce((SELECT retention.pruned_through FROM receipts.event_retention AS retention
-                     WHERE retention.tenant_id = p_tenant), 0),
-           receipts.running_transactions();
+                     WHERE retention.tenant_id = p_tenant), 0);
 $$;
-COMMENT ON FUNCTION receipts.event_log_position(text) IS
-    'Where the log stands: the current snapshot, the newest visible and the last allocated event id, the newest id of the tenant that retention deleted, and the transactions running right after the snapshot.';
-REVOKE ALL ON FUNCTION receipts.event_log_position(text) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION receipts.event_log_position(text) TO receipts_service;
+COMMENT ON FUNCTION receipts.stream_position(text) IS
+    'For a new stream: the current snapshot, the last event id handed out, and the newest id of the tenant that retention deleted.';
+REVOKE ALL ON FUNCTION receipts.stream_position(text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION receipts.stream_position(text) TO receipts_service;
 
 CREATE FUNCTION receipts.events_after(p_tenant text, p_after bigint, p_through bigint, p_limit integer)
 RETURNS TABLE (event_id bigint, transaction_id bigint, tenant_id text, type text, chat_id text, user_id text,

@@ -259,8 +259,8 @@ public final class EventHub: Service, Sendable {
     }
 
     private enum Pull {
-        case events([LiveEvent], isUpToDate: Bool)
-        case fromLog(after: Int64, through: Int64)
+        case events([LiveEvent], isUpToDate: Bool, committedBefore: TransactionSnapshot?)
+        case fromLog(after: Int64, through: Int64, committedBefore: TransactionSnapshot?)
         case closed(CloseReason)
     }
 
@@ -272,20 +272,18 @@ public final class EventHub: Service, Sendable {
             }
             if let reason = subscriber.closeReason { return .closed(reason) }
             if subscriber.position < feed.coveredFrom {
-                return .fromLog(after: subscriber.position, through: feed.coveredFrom)
+                return .fromLog(after: subscriber.position, through: feed.coveredFrom, committedBefore: subscriber.committedBefore)
             }
             let start = feed.firstIndex(after: subscriber.position)
             let end = min(feed.recent.count, start + self.options.pageSize)
-            guard start < end else { return .events([], isUpToDate: true) }
+            guard start < end else { return .events([], isUpToDate: true, committedBefore: nil) }
             let events = Array(feed.recent[start..<end])
             subscriber.position = events[events.count - 1].id
             feed.subscribers[subscription.id] = subscriber
             state.feeds[subscription.tenant] = feed
-            return .events(events, isUpToDate: end == feed.recent.count)
+            return .events(events, isUpToDate: end == feed.recent.count, committedBefore: subscriber.committedBefore)
         }
-        let subscriber = self.state.withLockedValue { $0.feeds[subscription.tenant]?.subscribers[subscription.id] }
-        let committedBefore = subscriber?.committedBefore
-        func shown(_ events: [LiveEvent]) -> [LiveEvent] {
+        func shown(_ events: [LiveEvent], committedBefore: TransactionSnapshot?) -> [LiveEvent] {
             events.filter { event in
                 event.isVisible(to: subscription.principal) && !(committedBefore?.hasFinished(event.transactionId) ?? false)
             }
@@ -293,9 +291,9 @@ public final class EventHub: Service, Sendable {
         switch pull {
         case .closed(let reason):
             throw reason
-        case .events(let events, let isUpToDate):
-            return Batch(events: shown(events), isUpToDate: isUpToDate)
-        case .fromLog(let position, let through):
+        case .events(let events, let isUpToDate, let committedBefore):
+            return Batch(events: shown(events, committedBefore: committedBefore), isUpToDate: isUpToDate)
+        case .fromLog(let position, let through, let committedBefore):
             let stored = try await self.store.events(tenant: subscription.tenant, after: position, through: through, limit: self.options.pageSize)
             let reached = stored.count < self.options.pageSize ? through : stored[stored.count - 1].id
             self.state.withLockedValue { state in
@@ -303,7 +301,7 @@ public final class EventHub: Service, Sendable {
                     state.feeds[subscription.tenant]?.subscribers[subscription.id]?.position = reached
                 }
             }
-            return Batch(events: shown(stored.map(LiveEvent.init)), isUpToDate: false)
+            return Batch(events: shown(stored.map(LiveEvent.init), committedBefore: committedBefore), isUpToDate: false)
         }
     }
 
@@ -311,10 +309,12 @@ public final class EventHub: Service, Sendable {
     func refresh() async -> RefreshResult {
         do {
             if self.state.withLockedValue({ $0.cursor == nil }) {
-                let log = try await self.store.eventLogPosition(tenant: nil)
+                let newest = try await self.store.newestEvent()
+                // Asked after that read: whatever may still commit a lower id is among these.
+                let running = try await self.store.runningTransactions()
                 self.state.withLockedValue { state in
                     if state.cursor == nil {
-                        state.cursor = EventLogCursor(after: log.newestVisible, running: log.snapshot.running.union(log.running))
+                        state.cursor = EventLogCursor(after: newest.id, running: newest.snapshot.running.union(running))
                     }
                 }
             }

@@ -64,16 +64,11 @@ public struct EventLogPage: Sendable {
 public struct EventLogPosition: Sendable {
     /// The snapshot of the moment: what had committed by then.
     public let snapshot: TransactionSnapshot
-    /// The newest visible event id (0 when there is none).
-    public let newestVisible: Int64
     /// The newest event id handed out; a higher position is unknown.
     public let lastAllocated: Int64
     /// The newest id of the tenant's events that retention deleted; a lower position has
     /// lost events.
     public let prunedThrough: Int64
-    /// The transactions running right after `snapshot` was taken (see
-    /// `ReceiptsStore.runningTransactions()`).
-    public let running: Set<Int64>
 
     /// Whether a client that saw everything up to `position` can be brought up to date: the
     /// position was handed out, and nothing of the tenant after it was deleted.
