@@ -71,6 +71,20 @@ final class LibPQConnection: @unchecked Sendable {
                 )
             }
         }
+        for setting in configuration.settings {
+            do {
+                _ = try connection.execute(
+                    "SELECT set_config($1, $2, false)", bindings: try PostgresBindings([setting.name, setting.value]))
+            } catch {
+                connection.close()
+                throw PostgresError(
+                    code: .connectionFailed,
+                    message: "connected to \(server) but could not set \(setting.name): \(error.message)",
+                    sqlState: error.sqlState,
+                    host: server
+                )
+            }
+        }
         return connection
     }
 

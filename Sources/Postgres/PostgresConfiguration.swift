@@ -10,17 +10,22 @@ public struct PostgresConfiguration: Sendable {
     /// A role every session switches to right after connecting (`SET ROLE`), e.g. one that
     /// row-level security applies to; nil keeps the login role.
     public var role: String?
+    /// Run-time parameters every session sets right after connecting (`set_config(name,
+    /// value, false)`), in this order, e.g. `("receipts.notify", "off")`.
+    public var settings: [(name: String, value: String)]
 
     public init(
         connectionString: String,
         applicationName: String = "receipts",
         connectTimeoutSeconds: Int = 10,
-        role: String? = nil
+        role: String? = nil,
+        settings: [(name: String, value: String)] = []
     ) {
         self.connectionString = connectionString
         self.applicationName = applicationName
         self.connectTimeoutSeconds = connectTimeoutSeconds
         self.role = role
+        self.settings = settings
     }
 
     /// Keyword/value pairs for `PQconnectdbParams`. Our defaults come first so that the

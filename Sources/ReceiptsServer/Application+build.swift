@@ -15,6 +15,8 @@ public func buildApplication(
     // Tenant work runs as receipts_service, which row-level security applies to.
     var serviceDatabase = database
     serviceDatabase.role = ReceiptsStore.serviceRole
+    // The hub hears of this process's writes directly, and tells other instances itself.
+    serviceDatabase.settings = [ReceiptsStore.silentTriggers]
     let pool = PostgresConnectionPool(
         configuration: serviceDatabase,
         options: .init(maximumConnections: configuration.databasePoolSize),

@@ -19,13 +19,13 @@ extension ReceiptsStore {
 
     /// Adds `user` to a group chat.
     public func join(tenant: String, chat: String, user: String) async throws -> JoinOutcome {
-        let rows = try await self.query("SELECT receipts.join_chat($1, $2, $3)", [tenant, chat, user])
+        let rows = try await self.write("SELECT receipts.join_chat($1, $2, $3)", [tenant, chat, user])
         return try Self.outcome(JoinOutcome.self, from: rows)
     }
 
     /// Ends `user`'s membership of a chat.
     public func leave(tenant: String, chat: String, user: String) async throws -> LeaveOutcome {
-        let rows = try await self.query("SELECT receipts.leave_chat($1, $2, $3)", [tenant, chat, user])
+        let rows = try await self.write("SELECT receipts.leave_chat($1, $2, $3)", [tenant, chat, user])
         return try Self.outcome(LeaveOutcome.self, from: rows)
     }
 

@@ -62,6 +62,15 @@ extension ReceiptsStore {
         return try rows.map { try StoredEvent(row: $0) }
     }
 
+    /// Wakes the event listeners of every instance with one NOTIFY carrying `payload`. A
+    /// notifying transaction holds a database-wide lock until its commit is flushed, so this
+    /// one does not wait for the flush: a NOTIFY lost in a crash loses nothing (the events
+    /// are in the log, and a listener reads it again when it reconnects).
+    public func notifyListeners(payload: String) async throws {
+        _ = try await self.query(
+            "SELECT set_config('synchronous_commit', 'off', true), pg_notify($1, $2)", [Self.eventChannel, payload])
+    }
+
     /// Deletes events older than `retentionSeconds`; returns how many.
     public func pruneEvents(olderThanSeconds retentionSeconds: Int) async throws -> Int {
         try await self.query("SELECT receipts.prune_events(make_interval(secs => $1))", [Double(retentionSeconds)])

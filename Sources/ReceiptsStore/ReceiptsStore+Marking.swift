@@ -5,7 +5,7 @@ extension ReceiptsStore {
     /// count in the chat.
     public func markRead(tenant: String, chat: String, user: String, target: MarkTarget) async throws -> Result<(marked: Int, unreadCount: Int), MarkFailure> {
         let (ids, upTo) = target.parameters
-        let rows = try await self.query(
+        let rows = try await self.write(
             "SELECT outcome, marked, unread_count FROM receipts.mark_read($1, $2, $3, $4, $5)",
             [tenant, chat, user, ids, upTo]
         )
@@ -17,7 +17,7 @@ extension ReceiptsStore {
     /// Marks messages delivered to `user`; returns how many changed.
     public func markDelivered(tenant: String, chat: String, user: String, target: MarkTarget) async throws -> Result<Int, MarkFailure> {
         let (ids, upTo) = target.parameters
-        let rows = try await self.query(
+        let rows = try await self.write(
             "SELECT outcome, marked FROM receipts.mark_delivered($1, $2, $3, $4, $5)",
             [tenant, chat, user, ids, upTo]
         )
@@ -28,7 +28,7 @@ extension ReceiptsStore {
 
     /// Marks the chat unread for `user` only; returns their unread count (at least 1).
     public func markUnread(tenant: String, chat: String, user: String) async throws -> Result<Int, MarkFailure> {
-        let rows = try await self.query(
+        let rows = try await self.write(
             "SELECT outcome, unread_count FROM receipts.mark_unread($1, $2, $3)",
             [tenant, chat, user]
         )

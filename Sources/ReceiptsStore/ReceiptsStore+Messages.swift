@@ -20,7 +20,7 @@ public enum MessagePageFailure: Error, Sendable {
 extension ReceiptsStore {
     /// Sends a message, idempotently on its id.
     public func sendMessage(tenant: String, chat: String, id: String, sender: String, text: String) async throws -> SendOutcome {
-        let rows = try await self.query(
+        let rows = try await self.write(
             "SELECT outcome, seq, created_at FROM receipts.send_message($1, $2, $3, $4, $5)",
             [tenant, chat, id, sender, text]
         )

@@ -11,13 +11,21 @@ import Postgres
 public struct ReceiptsStore: Sendable {
     /// The role tenant work runs as; created by the first migration.
     public static let serviceRole = "receipts_service"
+    /// The channel the event log's triggers notify.
+    public static let eventChannel = "receipts_events"
+    /// The session setting that keeps the triggers from notifying: for a pool whose writes
+    /// reach the event hub through `committedWrites` (see 0004_faster_writes.sql).
+    public static let silentTriggers = (name: "receipts.notify", value: "off")
 
     let pool: PostgresConnectionPool
     let logger: Logger
+    /// Signalled after every write that may have added events.
+    public let committedWrites: CommittedWrites
 
-    public init(pool: PostgresConnectionPool, logger: Logger) {
+    public init(pool: PostgresConnectionPool, logger: Logger, committedWrites: CommittedWrites = CommittedWrites()) {
         self.pool = pool
         self.logger = logger
+        self.committedWrites = committedWrites
     }
 
     /// Runs `body` in a transaction scoped to `tenant`.
@@ -38,6 +46,14 @@ public struct ReceiptsStore: Sendable {
     /// serialization failure (both leave nothing behind, so a retry is safe).
     func query(_ sql: String, _ parameters: [any PostgresEncodable]) async throws -> PostgresRows {
         try await self.retryingConflicts { try await self.pool.query(sql, parameters) }
+    }
+
+    /// Runs one statement that may add events, and signals `committedWrites` once it has
+    /// committed.
+    func write(_ sql: String, _ parameters: [any PostgresEncodable]) async throws -> PostgresRows {
+        let rows = try await self.query(sql, parameters)
+        self.committedWrites.signal()
+        return rows
     }
 
     private func retryingConflicts<Result>(_ operation: () async throws -> Result) async throws -> Result {

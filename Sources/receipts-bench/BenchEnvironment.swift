@@ -25,8 +25,11 @@ struct BenchDatabase: Sendable {
     let name: String
     let url: String
     let admin: PostgresConnectionPool
-    /// Connections to the benchmark database as its owner (setup and the raw reference).
+    /// Connections to the benchmark database as its owner (setup).
     let pool: PostgresConnectionPool
+    /// The same, with the session setting the service's pool has (`receipts.notify = off`:
+    /// the triggers do not NOTIFY), for the raw reference.
+    let servicePool: PostgresConnectionPool
 
     static func create(on serverURL: String, logger: Logger) async throws -> BenchDatabase {
         let name = "receipts_bench_\(ProcessInfo.processInfo.processIdentifier)"
@@ -44,11 +47,17 @@ struct BenchDatabase: Sendable {
             options: .init(maximumConnections: 64, leaseTimeout: .seconds(60)),
             logger: logger
         )
-        return BenchDatabase(name: name, url: url, admin: admin, pool: pool)
+        let servicePool = PostgresConnectionPool(
+            configuration: .init(connectionString: url, applicationName: "receipts-bench", settings: [("receipts.notify", "off")]),
+            options: .init(maximumConnections: 64, leaseTimeout: .seconds(60)),
+            logger: logger
+        )
+        return BenchDatabase(name: name, url: url, admin: admin, pool: pool, servicePool: servicePool)
     }
 
     func drop() async {
         await self.pool.close()
+        await self.servicePool.close()
         _ = try? await self.admin.withConnection { _ = try await $0.executeScript("DROP DATABASE IF EXISTS \(self.name) WITH (FORCE)") }
         await self.admin.close()
     }
@@ -60,7 +69,7 @@ struct BenchService: Sendable {
     let adminToken: String
     let process: Process?
 
-    static func start(executable: String, databaseURL: String) async throws -> BenchService {
+    static func start(executable: String, databaseURL: String, poolSize: Int?) async throws -> BenchService {
         guard FileManager.default.isExecutableFile(atPath: executable) else {
             throw BenchFailure("\(executable) not found: run `swift build -c release --product receiptsd` first")
         }
@@ -69,10 +78,11 @@ struct BenchService: Sendable {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: executable)
         process.arguments = ["serve"]
-        process.environment = ProcessInfo.processInfo.environment.merging([
-            "DATABASE_URL": databaseURL, "RECEIPTS_PORT": String(port), "RECEIPTS_ADMIN_TOKEN": adminToken,
-            "RECEIPTS_DATABASE_POOL_SIZE": "32", "LOG_LEVEL": "error",
-        ]) { $1 }
+        var settings = [
+            "DATABASE_URL": databaseURL, "RECEIPTS_PORT": String(port), "RECEIPTS_ADMIN_TOKEN": adminToken, "LOG_LEVEL": "error",
+        ]
+        if let poolSize { settings["RECEIPTS_DATABASE_POOL_SIZE"] = String(poolSize) }
+        process.environment = ProcessInfo.processInfo.environment.merging(settings) { $1 }
         try process.run()
         let service = BenchService(baseURL: "http://127.0.0.1:\(port)", adminToken: adminToken, process: process)
         let client = BenchClient(baseURL: service.baseURL, concurrency: 1)

@@ -12,8 +12,9 @@ extension BenchScenarios {
     func readToSenderUnderLoad(into results: inout BenchResults) async throws {
         let targetRate = 2_000.0
         let samples = self.count(200, minimum: 20)
-        // Enough unread messages for the load to last the measurement (about 3 ms a sample).
-        let perChat = max(100, Int(targetRate * Double(samples + 20) * 0.004) / self.concurrency)
+        // Enough unread messages for the load to last the measurement (a sample sends, reads
+        // and waits: a few ms each; 30 ms of load per sample leaves a wide margin).
+        let perChat = max(100, Int(targetRate * Double(samples + 20) * 0.03) / self.concurrency)
         for index in 0..<self.concurrency {
             try await self.client.expect(201, .PUT, "/v1/chats/load\(index)", as: self.tenant.apiKey,
                                          body: ["kind": "direct", "members": ["ls\(index)", "lr\(index)"]])

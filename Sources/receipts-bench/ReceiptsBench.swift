@@ -33,10 +33,25 @@ struct ReceiptsBench: AsyncParsableCommand {
     @Option(help: "Concurrent clients for the throughput figures.")
     var concurrency: Int = 32
 
+    @Option(help: "RECEIPTS_DATABASE_POOL_SIZE of the service the bench starts (default: the service's default).")
+    var poolSize: Int?
+
     @Option(help: "Write the results as JSON to this file.")
     var json: String?
 
+    @Option(help: "Run only these scenarios, comma-separated: \(BenchScenarios.Scenario.allCases.map(\.rawValue).joined(separator: ", ")).")
+    var only: String?
+
     func run() async throws {
+        var selected = Set(BenchScenarios.Scenario.allCases)
+        if let only {
+            selected = Set(try only.split(separator: ",").map { name in
+                guard let scenario = BenchScenarios.Scenario(rawValue: name.trimmingCharacters(in: .whitespaces)) else {
+                    throw ValidationError("unknown scenario '\(name)' in --only")
+                }
+                return scenario
+            })
+        }
         var logger = Logger(label: "receipts-bench")
         logger.logLevel = .warning
         let serverURL = try self.databaseURL ?? ProcessInfo.processInfo.environment["DATABASE_URL"] ?? BenchEnvironment.localDatabaseURL()
@@ -47,7 +62,7 @@ struct ReceiptsBench: AsyncParsableCommand {
                 guard let adminToken else { throw ValidationError("--url needs --admin-token") }
                 service = BenchService(baseURL: url, adminToken: adminToken, process: nil)
             } else {
-                service = try await BenchService.start(executable: self.receiptsd, databaseURL: database.url)
+                service = try await BenchService.start(executable: self.receiptsd, databaseURL: database.url, poolSize: self.poolSize)
             }
         } catch {
             await database.drop()
@@ -60,7 +75,7 @@ struct ReceiptsBench: AsyncParsableCommand {
             let scenarios = BenchScenarios(
                 client: client, tenant: tenant, database: database, scale: self.scale, concurrency: self.concurrency,
                 servicePID: service.process?.processIdentifier)
-            try await scenarios.runAll(into: &results)
+            try await scenarios.run(selected, into: &results)
         } catch {
             try? await client.shutdown()
             service.stop()

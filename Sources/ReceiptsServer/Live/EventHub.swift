@@ -8,8 +8,12 @@ import ServiceLifecycle
 
 /// Relays the event log to the streams of this process.
 ///
-/// One `PostgresListener` connection wakes the hub on `NOTIFY receipts_events`; the hub then
-/// reads every tenant's new events once, in id order, through an `EventLogCursor` (which
+/// The hub looks at the log right after a write of this process commits (the store's
+/// `committedWrites`), and when its `PostgresListener` connection gets `NOTIFY
+/// receipts_events`: from psql and other tools (their triggers notify), and from other
+/// instances, which send one NOTIFY at a time for their writes, as this hub does for its
+/// own (see 0004_faster_writes.sql: a NOTIFY in every writing transaction would make them
+/// commit one by one). It then reads every tenant's new events once, in id order, through an `EventLogCursor` (which
 /// never moves past an event that may still commit), keeps the most recent ones in memory
 /// for tenants with open streams, and wakes their subscribers. Each subscriber pulls what is
 /// after its own position, from memory or, when it is further behind, from the log, so a
@@ -18,7 +22,7 @@ import ServiceLifecycle
 /// last id.
 public final class EventHub: Service, Sendable {
     /// The channel the triggers notify.
-    public static let channel = "receipts_events"
+    public static let channel = ReceiptsStore.eventChannel
 
     /// Tuning knobs.
     public struct Options: Sendable {
@@ -28,11 +32,16 @@ public final class EventHub: Service, Sendable {
         public var maximumLag: Int
         /// Events read from the log per query.
         public var pageSize: Int
+        /// Whether to NOTIFY other instances after this process's writes (one at a time,
+        /// coalescing what commits meanwhile). Needed when more than one instance serves
+        /// the same database.
+        public var notifiesOtherInstances: Bool
 
-        public init(recentEvents: Int = 10_000, maximumLag: Int = 5_000, pageSize: Int = 500) {
+        public init(recentEvents: Int = 10_000, maximumLag: Int = 5_000, pageSize: Int = 500, notifiesOtherInstances: Bool = true) {
             self.recentEvents = recentEvents
             self.maximumLag = maximumLag
             self.pageSize = pageSize
+            self.notifiesOtherInstances = notifiesOtherInstances
         }
     }
 
@@ -104,6 +113,8 @@ public final class EventHub: Service, Sendable {
     let state = NIOLockedValueBox(State())
     private let refreshRequests: AsyncStream<Void>
     private let requestRefresh: AsyncStream<Void>.Continuation
+    /// The payload of this hub's own notifications, which its listener ignores.
+    private let notificationPayload = "instance-" + String(UInt64.random(in: 1...UInt64.max), radix: 36)
 
     public init(store: ReceiptsStore, listener: PostgresListener, options: Options = Options(), logger: Logger) {
         self.store = store
@@ -129,13 +140,15 @@ public final class EventHub: Service, Sendable {
                         case .listening:
                             // After a reconnect notifications may have been missed: read the log.
                             self.requestRefresh.yield()
-                        case .notification(let notification) where notification.channel == Self.channel:
+                        case .notification(let notification)
+                        where notification.channel == Self.channel && notification.payload != self.notificationPayload:
                             self.requestRefresh.yield()
                         case .notification:
                             break
                         }
                     }
                 }
+                group.addTask { await self.followCommittedWrites() }
                 self.requestRefresh.yield()
                 await group.next()
                 group.cancelAll()
@@ -161,6 +174,30 @@ public final class EventHub: Service, Sendable {
                 let longest: Duration = if case .failed = result { .seconds(1) } else { .milliseconds(20) }
                 pause = min(pause * 2, longest)
             }
+        }
+    }
+
+    /// Looks at the log after each burst of this process's writes, and tells other instances.
+    private func followCommittedWrites() async {
+        let (notifications, requestNotification) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
+        await withDiscardingTaskGroup { group in
+            if self.options.notifiesOtherInstances {
+                group.addTask {
+                    // One NOTIFY at a time: writes that commit while one is sent share the next.
+                    for await _ in notifications {
+                        do {
+                            try await self.store.notifyListeners(payload: self.notificationPayload)
+                        } catch {
+                            self.logger.warning("notifying other instances failed", metadata: ["error": "\(error)"])
+                        }
+                    }
+                }
+            }
+            for await _ in self.store.committedWrites.signals {
+                self.requestRefresh.yield()
+                requestNotification.yield()
+            }
+            requestNotification.finish()
         }
     }
 
