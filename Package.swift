@@ -136,7 +136,7 @@ let package = Package(
         ),
         .testTarget(
             name: "ReceiptsStoreTests",
-            dependencies: ["Postgres", "ReceiptsStore", "TestSupport"],
+            dependencies: ["Postgres", "ReceiptsCore", "ReceiptsStore", "TestSupport"],
             swiftSettings: swiftSettings
         ),
         .testTarget(

@@ -1,9 +1,15 @@
+import Logging
 import Postgres
 
 extension ReceiptsStore {
     /// Marks messages read by `user`; returns how many changed and the user's new unread
     /// count in the chat.
+    ///
+    /// A single message goes through `singleReads`, which marks concurrent ones together.
     public func markRead(tenant: String, chat: String, user: String, target: MarkTarget) async throws -> Result<(marked: Int, unreadCount: Int), MarkFailure> {
+        if case .messages(let ids) = target, ids.count == 1 {
+            return try await self.singleReads.markRead(tenant: tenant, chat: chat, user: user, message: ids[0], store: self)
+        }
         let (ids, upTo) = target.parameters
         let rows = try await self.write(
             "SELECT outcome, marked, unread_count FROM receipts.mark_read($1, $2, $3, $4, $5)",
@@ -12,6 +18,30 @@ extension ReceiptsStore {
         let row = rows[0]
         if let failure = MarkFailure(rawValue: try row.decode(column: 0)) { return .failure(failure) }
         return .success((try row.decode(Int.self, column: 1), try row.decode(Int.self, column: 2)))
+    }
+
+    /// Marks one message read for each of `reads` in one statement; returns their outcomes
+    /// in order. When the statement fails for another reason than a conflict (those are
+    /// retried), each read is tried alone, so one bad read fails only itself.
+    func markReadEach(tenant: String, _ reads: [SingleReadBatcher.Read]) async throws -> [SingleReadBatcher.Outcome] {
+        do {
+            let rows = try await self.write(
+                "SELECT outcome, marked, unread_count FROM receipts.mark_read_each($1, $2, $3, $4)",
+                [tenant, reads.map(\.chat), reads.map(\.user), reads.map(\.message)]
+            )
+            guard rows.count == reads.count else {
+                throw PostgresError(code: .invalidValue, message: "receipts.mark_read_each answered \(rows.count) rows for \(reads.count) reads")
+            }
+            return try rows.map { row in
+                if let failure = MarkFailure(rawValue: try row.decode(column: 0)) { return .failure(failure) }
+                return .success((try row.decode(Int.self, column: 1), try row.decode(Int.self, column: 2)))
+            }
+        } catch let error as PostgresError where reads.count > 1 && !error.isConnectionLoss {
+            self.logger.warning("a batch of single reads failed; marking them one by one", metadata: ["error": "\(error)"])
+            var outcomes: [SingleReadBatcher.Outcome] = []
+            for read in reads { outcomes += try await self.markReadEach(tenant: tenant, [read]) }
+            return outcomes
+        }
     }
 
     /// Marks messages delivered to `user`; returns how many changed.

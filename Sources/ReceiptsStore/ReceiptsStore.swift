@@ -21,6 +21,7 @@ public struct ReceiptsStore: Sendable {
     let logger: Logger
     /// Signalled after every write that may have added events.
     public let committedWrites: CommittedWrites
+    let singleReads = SingleReadBatcher()
 
     public init(pool: PostgresConnectionPool, logger: Logger, committedWrites: CommittedWrites = CommittedWrites()) {
         self.pool = pool
