@@ -27,6 +27,10 @@ public struct ReceiptsConfiguration: Sendable {
     /// How many events a stream may fall behind before it is closed
     /// (`RECEIPTS_STREAM_MAX_LAG`, default 5000).
     public var streamMaximumLag: Int
+    /// Whether to wake other instances on the same database after this one's writes
+    /// (`RECEIPTS_NOTIFY_OTHER_INSTANCES`, default true); a single instance may turn it off
+    /// and save a NOTIFY per burst of writes.
+    public var notifiesOtherInstances: Bool
 
     public init(
         host: String = "127.0.0.1",
@@ -37,8 +41,10 @@ public struct ReceiptsConfiguration: Sendable {
         runMigrations: Bool = true,
         migrationsDirectory: URL,
         eventRetentionSeconds: Int = 7 * 24 * 3600,
-        streamMaximumLag: Int = 5000
+        streamMaximumLag: Int = 5000,
+        notifiesOtherInstances: Bool = true
     ) {
+        self.notifiesOtherInstances = notifiesOtherInstances
         self.eventRetentionSeconds = eventRetentionSeconds
         self.streamMaximumLag = streamMaximumLag
         self.host = host

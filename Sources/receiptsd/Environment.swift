@@ -62,6 +62,15 @@ struct Environment {
         return value
     }
 
+    func boolean(_ name: String, default defaultValue: Bool) throws -> Bool {
+        guard let text = self[name] else { return defaultValue }
+        switch text.lowercased() {
+        case "1", "true", "yes", "on": return true
+        case "0", "false", "no", "off": return false
+        default: throw ConfigurationError("\(name) must be true or false, not \"\(text)\"")
+        }
+    }
+
     func logLevel() -> Logger.Level {
         self["LOG_LEVEL"].flatMap { Logger.Level(rawValue: $0.lowercased()) } ?? .info
     }

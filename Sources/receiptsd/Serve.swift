@@ -28,7 +28,8 @@ struct Serve: AsyncParsableCommand {
             runMigrations: !self.noMigrate,
             migrationsDirectory: environment.migrationsDirectory(),
             eventRetentionSeconds: try environment.integer("RECEIPTS_EVENT_RETENTION_SECONDS", default: 7 * 24 * 3600),
-            streamMaximumLag: try environment.integer("RECEIPTS_STREAM_MAX_LAG", default: 5000)
+            streamMaximumLag: try environment.integer("RECEIPTS_STREAM_MAX_LAG", default: 5000),
+            notifiesOtherInstances: try environment.boolean("RECEIPTS_NOTIFY_OTHER_INSTANCES", default: true)
         )
         let app = try await buildApplication(configuration, logger: logger)
         try await app.runService()
