@@ -11,19 +11,18 @@ extension ReceiptsStore {
             return try await self.singleReads.markRead(tenant: tenant, chat: chat, user: user, message: ids[0], store: self)
         }
         let (ids, upTo) = target.parameters
-        let rows = try await self.write(
-            "SELECT outcome, marked, unread_count FROM receipts.mark_read($1, $2, $3, $4, $5)",
-            [tenant, chat, user, ids, upTo]
-        )
-        let row = rows[0]
-        if let failure = MarkFailure(rawValue: try row.decode(column: 0)) { return .failure(failure) }
-        return .success((try row.decode(Int.self, column: 1), try row.decode(Int.self, column: 2)))
+        return try await self.markReadNow(tenant: tenant, chat: chat, user: user, ids: ids, upTo: upTo)
     }
 
     /// Marks one message read for each of `reads` in one statement; returns their outcomes
     /// in order. When the statement fails for another reason than a conflict (those are
     /// retried), each read is tried alone, so one bad read fails only itself.
     func markReadEach(tenant: String, _ reads: [SingleReadBatcher.Read]) async throws -> [SingleReadBatcher.Outcome] {
+        if reads.count == 1 {
+            // Alone, the plain function is the quicker of the two.
+            let read = reads[0]
+            return [try await self.markReadNow(tenant: tenant, chat: read.chat, user: read.user, ids: [read.message], upTo: nil)]
+        }
         do {
             let rows = try await self.write(
                 "SELECT outcome, marked, unread_count FROM receipts.mark_read_each($1, $2, $3, $4)",
@@ -42,6 +41,17 @@ extension ReceiptsStore {
             for read in reads { outcomes += try await self.markReadEach(tenant: tenant, [read]) }
             return outcomes
         }
+    }
+
+    /// One call of `receipts.mark_read`.
+    private func markReadNow(tenant: String, chat: String, user: String, ids: [String]?, upTo: String?) async throws -> SingleReadBatcher.Outcome {
+        let rows = try await self.write(
+            "SELECT outcome, marked, unread_count FROM receipts.mark_read($1, $2, $3, $4, $5)",
+            [tenant, chat, user, ids, upTo]
+        )
+        let row = rows[0]
+        if let failure = MarkFailure(rawValue: try row.decode(column: 0)) { return .failure(failure) }
+        return .success((try row.decode(Int.self, column: 1), try row.decode(Int.self, column: 2)))
     }
 
     /// Marks messages delivered to `user`; returns how many changed.
