@@ -19,6 +19,15 @@ struct BenchResults {
         self.rows.append(Row(name: name, unit: unit, value: value, p50: nil, p95: nil, p99: nil, target: target, note: note))
     }
 
+    /// Adds repeated measurements of one figure: `value` is their median, the note gives the
+    /// range (single samples on a shared 2-core machine vary by tens of percent).
+    mutating func add(_ name: String, unit: String, samples: [Double], target: String, note: String = "") {
+        let sorted = samples.sorted()
+        let median = sorted.isEmpty ? .nan : sorted[sorted.count / 2]
+        let range = sorted.isEmpty ? "" : String(format: "median of %d (%.0f–%.0f)", sorted.count, sorted[0], sorted[sorted.count - 1])
+        self.add(name, unit: unit, value: median, target: target, note: [range, note].filter { !$0.isEmpty }.joined(separator: "; "))
+    }
+
     /// Adds a latency distribution (milliseconds); `value` is the median.
     mutating func add(_ name: String, latencies: [Double], target: String, note: String = "") {
         let sorted = latencies.sorted()

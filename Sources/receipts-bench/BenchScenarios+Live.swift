@@ -81,7 +81,7 @@ extension BenchScenarios {
         let opened = NIOLockedValueBox(0)
         let arrivals = NIOLockedValueBox([String: [ContinuousClock.Instant]]())
         let base = self.client.baseURL.replacingOccurrences(of: "http://", with: "ws://") + "/v1/stream?token="
-        var fanOutMilliseconds = Double.nan
+        var fanOutMilliseconds: [Double] = []
         var perConnectionKiB = Double.nan
         try await withThrowingTaskGroup(of: Void.self) { group in
             var started = 0
@@ -115,16 +115,19 @@ extension BenchScenarios {
             if let before = memoryBefore, let after = self.serviceMemoryKiB() {
                 perConnectionKiB = Double(after - before) / Double(members)
             }
-            // Warm up with a message everyone gets, then time one read.
+            // Warm up with a message everyone gets, then time reads of it one after another.
             let sent = try await client.expect(201, .POST, "/v1/chats/fanout/messages", as: key, body: ["senderId": "f0", "text": "hello all"])
             try await self.waitForArrivals(of: "message.created", count: members, in: arrivals)
-            let start = ContinuousClock.now
-            try await client.expect(200, .POST, "/v1/chats/fanout/read", as: key, body: ["userId": "f1", "messageIds": [sent["id"] as! String]])
-            let last = try await self.waitForArrivals(of: "receipt.read", count: members, in: arrivals)
-            fanOutMilliseconds = Double((last - start) / .microseconds(1)) / 1000
+            for reader in users.dropFirst().prefix(5) {
+                arrivals.withLockedValue { $0["receipt.read"] = nil }
+                let start = ContinuousClock.now
+                try await client.expect(200, .POST, "/v1/chats/fanout/read", as: key, body: ["userId": reader, "messageIds": [sent["id"] as! String]])
+                let last = try await self.waitForArrivals(of: "receipt.read", count: members, in: arrivals)
+                fanOutMilliseconds.append(Double((last - start) / .microseconds(1)) / 1000)
+            }
             group.cancelAll()
         }
-        results.add("fan-out: one read to \(members) WebSockets", unit: "ms", value: fanOutMilliseconds, target: "≤ 100 (1,000)",
+        results.add("fan-out: one read to \(members) WebSockets", unit: "ms", samples: fanOutMilliseconds, target: "≤ 100 (1,000)",
                     note: "until the last socket has it")
         results.add("memory per idle WebSocket", unit: "KiB", value: perConnectionKiB, target: "≤ 64",
                     note: perConnectionKiB.isNaN ? "service not started by the bench" : "RSS growth / \(members)")

@@ -243,17 +243,23 @@ struct BenchScenarios {
 
     // MARK: - Read all, unread counts
 
-    /// One request marking 10,000 unread messages read.
+    /// One request marking 10,000 unread messages read, in three chats one after another.
     func readAll(into results: inout BenchResults) async throws {
         let count = self.count(10_000, minimum: 100)
-        try await self.client.expect(201, .PUT, "/v1/chats/big", as: self.tenant.apiKey, body: ["kind": "direct", "members": ["a", "b"]])
-        try await self.insertMessages(chat: "big", sender: "a", count: count)
+        let chats = ["big1", "big2", "big3"]
+        for chat in chats {
+            try await self.client.expect(201, .PUT, "/v1/chats/\(chat)", as: self.tenant.apiKey, body: ["kind": "direct", "members": ["a", "b"]])
+            try await self.insertMessages(chat: chat, sender: "a", count: count)
+        }
         try await self.refreshStatistics()
-        let start = ContinuousClock.now
-        let answer = try await self.client.expect(200, .POST, "/v1/chats/big/read", as: self.tenant.apiKey, body: ["userId": "b"])
-        let milliseconds = Double((ContinuousClock.now - start) / .microseconds(1)) / 1000
-        guard answer["marked"] as? Int == count else { throw BenchFailure("read-all marked \(answer["marked"] ?? "?"), not \(count)") }
-        results.add("read all of \(count) unread messages", unit: "ms", value: milliseconds, target: "≤ 100 (10,000)")
+        var milliseconds: [Double] = []
+        for chat in chats {
+            let start = ContinuousClock.now
+            let answer = try await self.client.expect(200, .POST, "/v1/chats/\(chat)/read", as: self.tenant.apiKey, body: ["userId": "b"])
+            milliseconds.append(Double((ContinuousClock.now - start) / .microseconds(1)) / 1000)
+            guard answer["marked"] as? Int == count else { throw BenchFailure("read-all marked \(answer["marked"] ?? "?"), not \(count)") }
+        }
+        results.add("read all of \(count) unread messages", unit: "ms", samples: milliseconds, target: "≤ 100 (10,000)")
     }
 
     /// `GET /v1/users/{id}/unread` for a user in 1,000 chats with unread messages.

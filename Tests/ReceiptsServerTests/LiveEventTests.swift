@@ -1,5 +1,6 @@
 import Foundation
 import HTTPTypes
+import NIOConcurrencyHelpers
 import Postgres
 import TestSupport
 import Testing
@@ -263,6 +264,44 @@ struct LiveEventTests {
                     #expect(events.map { $0["type"] as? String } == ["message.created", "receipt.read"])
                     #expect(events.last?["messageIds"] as? [String] == [id])
                 }
+            }
+        }
+    }
+
+    @Test("the service's writes send no NOTIFY from their own transactions; the instance wakes the others with its own")
+    func notifiesForItsWrites() async throws {
+        try await TestService.run { client in
+            let listener = PostgresListener(configuration: TestDatabase.configuration, channels: ["receipts_events"], logger: TestDatabase.logger)
+            let received = NIOLockedValueBox<[PostgresNotification]>([])
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask { try await listener.run() }
+                group.addTask {
+                    for await event in listener.events {
+                        if case .notification(let notification) = event { received.withLockedValue { $0.append(notification) } }
+                    }
+                }
+                while !listener.isListening { try await Task.sleep(for: .milliseconds(10)) }
+                let tenant = try await client.createTenant()
+                try await tenant.createChat("g", members: ["a", "b"])
+                for _ in 0..<3 {
+                    let id = try await tenant.send(in: "g", from: "a")
+                    try await tenant.read(in: "g", by: "b", ["messageIds": [id]])
+                }
+                // Other tests write meanwhile; only this instance's sessions count here.
+                let instance = Set(try await TestDatabase.pool.query(
+                    "SELECT pid FROM pg_stat_activity WHERE application_name = $1", [client.instanceName]
+                ).map { try $0.decode(Int32.self, column: 0) })
+                func fromInstance() -> [PostgresNotification] {
+                    received.withLockedValue { $0.filter { instance.contains($0.backendPID) } }
+                }
+                let deadline = ContinuousClock.now + .seconds(10)
+                while fromInstance().isEmpty, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(10)) }
+                try await Task.sleep(for: .milliseconds(200))  // a trigger's NOTIFY would have come by now
+                let notifications = fromInstance()
+                #expect(!notifications.isEmpty)
+                #expect(notifications.allSatisfy { $0.payload.hasPrefix("instance-") }, "\(notifications)")
+                #expect(notifications.count <= 6)  // at most one per write, fewer when they coalesce
+                group.cancelAll()
             }
         }
     }
