@@ -57,32 +57,30 @@ final class LibPQConnection: @unchecked Sendable {
         // Notices (e.g. "relation already exists, skipping") would go to stderr otherwise.
         PQsetNoticeProcessor(handle, { _, _ in }, nil)
         let connection = LibPQConnection(handle: handle, server: server)
-        if let role = configuration.role {
+        /// Runs one step of the session's set-up; a failure closes the connection.
+        func setUp(_ what: String, _ step: () throws(PostgresError) -> Void) throws(PostgresError) {
             do {
-                // SET ROLE takes an identifier, not a value; libpq quotes it.
-                try connection.executeScript("SET ROLE \(try connection.quotedIdentifier(role))")
+                try step()
             } catch {
                 connection.close()
                 throw PostgresError(
                     code: .connectionFailed,
-                    message: "connected to \(server) but could not switch to role \(role): \(error.message)",
+                    message: "connected to \(server) but could not \(what): \(error.message)",
                     sqlState: error.sqlState,
                     host: server
                 )
             }
         }
+        if let role = configuration.role {
+            // SET ROLE takes an identifier, not a value; libpq quotes it.
+            try setUp("switch to role \(role)") { () throws(PostgresError) in
+                try connection.executeScript("SET ROLE \(try connection.quotedIdentifier(role))")
+            }
+        }
         for setting in configuration.settings {
-            do {
+            try setUp("set \(setting.name)") { () throws(PostgresError) in
                 _ = try connection.execute(
                     "SELECT set_config($1, $2, false)", bindings: try PostgresBindings([setting.name, setting.value]))
-            } catch {
-                connection.close()
-                throw PostgresError(
-                    code: .connectionFailed,
-                    message: "connected to \(server) but could not set \(setting.name): \(error.message)",
-                    sqlState: error.sqlState,
-                    host: server
-                )
             }
         }
         return connection

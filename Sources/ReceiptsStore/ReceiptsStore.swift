@@ -50,11 +50,11 @@ public struct ReceiptsStore: Sendable {
     }
 
     /// Runs one statement that may add events, and signals `committedWrites` once it has
-    /// committed.
+    /// ended (also when it failed: a commit whose answer was lost with the connection still
+    /// added events, and a look at the log too many costs one query).
     func write(_ sql: String, _ parameters: [any PostgresEncodable]) async throws -> PostgresRows {
-        let rows = try await self.query(sql, parameters)
-        self.committedWrites.signal()
-        return rows
+        defer { self.committedWrites.signal() }
+        return try await self.query(sql, parameters)
     }
 
     private func retryingConflicts<Result>(_ operation: () async throws -> Result) async throws -> Result {

@@ -9,7 +9,7 @@
 -- So a session may turn the triggers' NOTIFY off with the setting receipts.notify = 'off'.
 -- The service sets it on its pool's sessions, wakes its own event hub right after each
 -- write commits, and tells other instances with one NOTIFY of its own at a time, sent
--- without waiting for the WAL flush (EventHub, "notifying other instances"). Sessions
+-- without waiting for the WAL flush (EventHub.followCommittedWrites). Sessions
 -- without the setting (psql, scripts, other tools) notify from the triggers as before.
 
 CREATE FUNCTION receipts.wake_listeners() RETURNS void
