@@ -9,7 +9,7 @@ public final class CommittedWrites: Sendable {
     public let signals: AsyncStream<Void>
     private let continuation: AsyncStream<Void>.Continuation
 
-    public init() {
+    init() {
         (self.signals, self.continuation) = AsyncStream.makeStream(bufferingPolicy: .bufferingNewest(1))
     }
 

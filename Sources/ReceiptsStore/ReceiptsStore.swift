@@ -20,13 +20,12 @@ public struct ReceiptsStore: Sendable {
     let pool: PostgresConnectionPool
     let logger: Logger
     /// Signalled after every write that may have added events.
-    public let committedWrites: CommittedWrites
+    public let committedWrites = CommittedWrites()
     let singleReads = SingleReadBatcher()
 
-    public init(pool: PostgresConnectionPool, logger: Logger, committedWrites: CommittedWrites = CommittedWrites()) {
+    public init(pool: PostgresConnectionPool, logger: Logger) {
         self.pool = pool
         self.logger = logger
-        self.committedWrites = committedWrites
     }
 
     /// Runs `body` in a transaction scoped to `tenant`.

@@ -195,7 +195,7 @@ public final class EventHub: Service, Sendable {
             }
             for await _ in self.store.committedWrites.signals {
                 self.requestRefresh.yield()
-                requestNotification.yield()
+                if self.options.notifiesOtherInstances { requestNotification.yield() }
             }
             requestNotification.finish()
         }
