@@ -1,6 +1,16 @@
 import Logging
 import Postgres
 
+/// What marking messages read answers: how many changed and the reader's new unread count.
+typealias MarkReadOutcome = Result<(marked: Int, unreadCount: Int), MarkFailure>
+
+/// One message read by one user: a request of a `receipts.mark_read_each` batch.
+struct SingleRead: Sendable {
+    let chat: String
+    let user: String
+    let message: String
+}
+
 extension ReceiptsStore {
     /// Marks messages read by `user`; returns how many changed and the user's new unread
     /// count in the chat.
@@ -8,43 +18,34 @@ extension ReceiptsStore {
     /// A single message goes through `singleReads`, which marks concurrent ones together.
     public func markRead(tenant: String, chat: String, user: String, target: MarkTarget) async throws -> Result<(marked: Int, unreadCount: Int), MarkFailure> {
         if case .messages(let ids) = target, ids.count == 1 {
-            return try await self.singleReads.markRead(tenant: tenant, chat: chat, user: user, message: ids[0], store: self)
+            return try await self.singleReads.submit(SingleRead(chat: chat, user: user, message: ids[0]), tenant: tenant) { tenant, reads in
+                try await self.markReadEach(tenant: tenant, reads)
+            }
         }
         let (ids, upTo) = target.parameters
         return try await self.markReadNow(tenant: tenant, chat: chat, user: user, ids: ids, upTo: upTo)
     }
 
     /// Marks one message read for each of `reads` in one statement; returns their outcomes
-    /// in order. When the statement fails for another reason than a conflict (those are
-    /// retried), each read is tried alone, so one bad read fails only itself.
-    func markReadEach(tenant: String, _ reads: [SingleReadBatcher.Read]) async throws -> [SingleReadBatcher.Outcome] {
-        if reads.count == 1 {
+    /// in order (see `batchOrEach`).
+    func markReadEach(tenant: String, _ reads: [SingleRead]) async throws -> [MarkReadOutcome] {
+        try await self.batchOrEach(reads, of: "single reads") { read in
             // Alone, the plain function is the quicker of the two.
-            let read = reads[0]
-            return [try await self.markReadNow(tenant: tenant, chat: read.chat, user: read.user, ids: [read.message], upTo: nil)]
-        }
-        do {
+            try await self.markReadNow(tenant: tenant, chat: read.chat, user: read.user, ids: [read.message], upTo: nil)
+        } together: { reads in
             let rows = try await self.write(
                 "SELECT outcome, marked, unread_count FROM receipts.mark_read_each($1, $2, $3, $4)",
                 [tenant, reads.map(\.chat), reads.map(\.user), reads.map(\.message)]
             )
-            guard rows.count == reads.count else {
-                throw PostgresError(code: .invalidValue, message: "receipts.mark_read_each answered \(rows.count) rows for \(reads.count) reads")
-            }
             return try rows.map { row in
                 if let failure = MarkFailure(rawValue: try row.decode(column: 0)) { return .failure(failure) }
                 return .success((try row.decode(Int.self, column: 1), try row.decode(Int.self, column: 2)))
             }
-        } catch let error as PostgresError where reads.count > 1 && !error.isConnectionLoss {
-            self.logger.warning("a batch of single reads failed; marking them one by one", metadata: ["error": "\(error)"])
-            var outcomes: [SingleReadBatcher.Outcome] = []
-            for read in reads { outcomes += try await self.markReadEach(tenant: tenant, [read]) }
-            return outcomes
         }
     }
 
     /// One call of `receipts.mark_read`.
-    private func markReadNow(tenant: String, chat: String, user: String, ids: [String]?, upTo: String?) async throws -> SingleReadBatcher.Outcome {
+    private func markReadNow(tenant: String, chat: String, user: String, ids: [String]?, upTo: String?) async throws -> MarkReadOutcome {
         let rows = try await self.write(
             "SELECT outcome, marked, unread_count FROM receipts.mark_read($1, $2, $3, $4, $5)",
             [tenant, chat, user, ids, upTo]

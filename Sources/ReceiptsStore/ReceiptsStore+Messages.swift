@@ -2,6 +2,34 @@ import Foundation
 import Postgres
 import ReceiptsCore
 
+/// One message to send: a request of a `receipts.send_each` batch.
+struct NewMessage: Sendable {
+    let chat: String
+    let id: String
+    let sender: String
+    let text: String
+}
+
+/// What `receipts.send_message` (or `send_each`) answered for one message.
+enum SendResult: Sendable {
+    case created(seq: Int64, createdAt: Date)
+    case existing
+    case conflict
+    case notMember
+    case chatNotFound
+
+    /// Reads `outcome, seq, created_at` starting at column `first`.
+    init(row: PostgresRow, from first: Int) throws {
+        switch try row.decode(String.self, column: first) {
+        case "created": self = .created(seq: try row.decode(column: first + 1), createdAt: try row.decode(column: first + 2))
+        case "existing": self = .existing
+        case "conflict": self = .conflict
+        case "not_member": self = .notMember
+        default: self = .chatNotFound
+        }
+    }
+}
+
 /// A page of messages with what is needed to compute their receipts.
 public struct MessagePage: Sendable {
     public let roster: ChatRoster
@@ -19,25 +47,44 @@ public enum MessagePageFailure: Error, Sendable {
 
 extension ReceiptsStore {
     /// Sends a message, idempotently on its id.
+    ///
+    /// Concurrent sends of a tenant go through `sends`, which sends them together.
     public func sendMessage(tenant: String, chat: String, id: String, sender: String, text: String) async throws -> SendOutcome {
-        let rows = try await self.write(
-            "SELECT outcome, seq, created_at FROM receipts.send_message($1, $2, $3, $4, $5)",
-            [tenant, chat, id, sender, text]
-        )
-        let row = rows[0]
-        switch try row.decode(String.self, column: 0) {
-        case "created":
+        let message = NewMessage(chat: chat, id: id, sender: sender, text: text)
+        let result = try await self.sends.submit(message, tenant: tenant) { tenant, messages in
+            try await self.sendEach(tenant: tenant, messages)
+        }
+        switch result {
+        case .created(let seq, let createdAt):
             let record = MessageRecord(
-                id: id, chatId: chat, senderId: sender, text: text, createdAt: try row.decode(column: 2),
-                receipts: MessageReceipts(seq: try row.decode(column: 1), senderId: sender, deliveries: [], visibleReads: [], hiddenReaders: [])
+                id: id, chatId: chat, senderId: sender, text: text, createdAt: createdAt,
+                receipts: MessageReceipts(seq: seq, senderId: sender, deliveries: [], visibleReads: [], hiddenReaders: [])
             )
             return .created(record)
-        case "existing":
+        case .existing:
             guard let existing = try await self.message(tenant: tenant, chat: chat, id: id)?.message else { return .conflict }
             return .existing(existing)
-        case "conflict": return .conflict
-        case "not_member": return .senderNotMember
-        default: return .chatNotFound
+        case .conflict: return .conflict
+        case .notMember: return .senderNotMember
+        case .chatNotFound: return .chatNotFound
+        }
+    }
+
+    /// Sends each of `messages` (one per chat) in one statement; returns their results in
+    /// order (see `batchOrEach`).
+    func sendEach(tenant: String, _ messages: [NewMessage]) async throws -> [SendResult] {
+        try await self.batchOrEach(messages, of: "sends") { message in
+            let rows = try await self.write(
+                "SELECT outcome, seq, created_at FROM receipts.send_message($1, $2, $3, $4, $5)",
+                [tenant, message.chat, message.id, message.sender, message.text]
+            )
+            return try SendResult(row: rows[0], from: 0)
+        } together: { messages in
+            let rows = try await self.write(
+                "SELECT request, outcome, seq, created_at FROM receipts.send_each($1, $2, $3, $4, $5)",
+                [tenant, messages.map(\.chat), messages.map(\.id), messages.map(\.sender), messages.map(\.text)]
+            )
+            return try rows.map { try SendResult(row: $0, from: 1) }
         }
     }
 

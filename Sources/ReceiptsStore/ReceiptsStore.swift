@@ -21,7 +21,12 @@ public struct ReceiptsStore: Sendable {
     let logger: Logger
     /// Signalled after every write that may have added events.
     public let committedWrites = CommittedWrites()
-    let singleReads = SingleReadBatcher()
+    /// Concurrent single-message reads of a tenant, marked together (one per chat and user
+    /// at a time, as `receipts.mark_read_each` takes them).
+    let singleReads = TenantBatcher<SingleRead, MarkReadOutcome> { [$0.chat, $0.user] }
+    /// Concurrent sends of a tenant, sent together (one per chat at a time, as
+    /// `receipts.send_each` takes them).
+    let sends = TenantBatcher<NewMessage, SendResult> { [$0.chat] }
 
     public init(pool: PostgresConnectionPool, logger: Logger) {
         self.pool = pool
@@ -54,6 +59,29 @@ public struct ReceiptsStore: Sendable {
     func write(_ sql: String, _ parameters: [any PostgresEncodable]) async throws -> PostgresRows {
         defer { self.committedWrites.signal() }
         return try await self.query(sql, parameters)
+    }
+
+    /// Does a batch of requests: one alone with `alone`, several with `together` (one
+    /// statement). When that statement fails for another reason than a conflict (those are
+    /// retried) or a lost connection, each request is tried alone, so one bad request fails
+    /// only itself.
+    func batchOrEach<Request, Outcome>(
+        _ requests: [Request],
+        of kind: String,
+        alone: (Request) async throws -> Outcome,
+        together: ([Request]) async throws -> [Outcome]
+    ) async throws -> [Outcome] {
+        if requests.count == 1 { return [try await alone(requests[0])] }
+        do {
+            let outcomes = try await together(requests)
+            guard outcomes.count == requests.count else { throw CountMismatch(requests: requests.count, outcomes: outcomes.count) }
+            return outcomes
+        } catch let error as PostgresError where !error.isConnectionLoss {
+            self.logger.warning("a batch failed; doing its requests one by one", metadata: ["receipts.batch": "\(kind)", "error": "\(error)"])
+            var outcomes: [Outcome] = []
+            for request in requests { outcomes.append(try await alone(request)) }
+            return outcomes
+        }
     }
 
     private func retryingConflicts<Result>(_ operation: () async throws -> Result) async throws -> Result {

@@ -1,0 +1,134 @@
+import Postgres
+import ReceiptsCore
+import ReceiptsStore
+import TestSupport
+import Testing
+
+/// `receipts.send_each` sends a batch of messages, one per chat, in one statement (the
+/// service gathers concurrent sends into it). It must answer, and leave behind, exactly
+/// what one `receipts.send_message` per message would have.
+@Suite("Sends in one statement")
+struct SendBatchTests {
+    typealias Generator = UnreadCountTests.Generator
+
+    /// One send of a batch.
+    struct Send {
+        let chat: String
+        let id: String
+        let sender: String
+        let text: String
+    }
+
+    @Test("a batch answers and leaves what one send_message per message would, through 150 random steps", arguments: [3, 4])
+    func matchesOneByOne(seed: UInt64) async throws {
+        try await TestDatabase.ensureMigrated()
+        let pool = TestDatabase.pool
+        // Two tenants, driven alike: batches in one, the same sends one by one in the other.
+        let batched = TestDatabase.uniqueName("sends-batched")
+        let oneByOne = TestDatabase.uniqueName("sends-one-by-one")
+        let users = ["u0", "u1", "u2", "u3"]
+        for tenant in [batched, oneByOne] {
+            try await pool.query("SELECT receipts.create_tenant($1, 'send model', $2, $3)", [tenant, PostgresBytes(Array(tenant.utf8)), PostgresBytes([1])])
+            try await pool.query("SELECT receipts.put_chat($1, 'g', 'group', $2)", [tenant, ["u0", "u1", "u2"]])
+            try await pool.query("SELECT receipts.put_chat($1, 'd', 'direct', $2)", [tenant, ["u0", "u1"]])
+        }
+
+        var random = Generator(state: seed)
+        var sent: [Send] = []  // created so far, to send again (same content, or another)
+        for step in 0..<150 {
+            if random.next(6) == 0 {
+                let user = users[random.next(users.count)]
+                let join = random.next(2) == 0
+                for tenant in [batched, oneByOne] {
+                    try await pool.query(join ? "SELECT receipts.join_chat($1, 'g', $2)" : "SELECT receipts.leave_chat($1, 'g', $2)", [tenant, user])
+                }
+                continue
+            }
+            var sends: [Send] = []
+            let chats = ["g", "d", "missing"]
+            let first = random.next(chats.count)
+            for offset in chats.indices where random.next(3) > 0 {
+                let chat = chats[(first + offset) % chats.count]
+                let earlier = sent.filter { $0.chat == chat }
+                switch random.next(6) {
+                case 0 where !earlier.isEmpty:  // the same message again
+                    sends.append(earlier[random.next(earlier.count)])
+                case 1 where !earlier.isEmpty:  // an id used before, other content
+                    let reused = earlier[random.next(earlier.count)]
+                    sends.append(Send(chat: chat, id: reused.id, sender: reused.sender, text: "other"))
+                default:
+                    sends.append(Send(chat: chat, id: "m\(step)", sender: users[random.next(users.count)], text: "text \(step)"))
+                }
+            }
+            guard !sends.isEmpty else { continue }
+            let answers = try await pool.query(
+                "SELECT outcome, seq, created_at IS NULL FROM receipts.send_each($1, $2, $3, $4, $5)",
+                [batched, sends.map(\.chat), sends.map(\.id), sends.map(\.sender), sends.map(\.text)])
+            #expect(answers.count == sends.count)
+            for (index, send) in sends.enumerated() {
+                let expected = try await pool.query(
+                    "SELECT outcome, seq, created_at IS NULL FROM receipts.send_message($1, $2, $3, $4, $5)",
+                    [oneByOne, send.chat, send.id, send.sender, send.text])[0]
+                let answer = answers[index]
+                let context = "seed \(seed), step \(step), send \(send)"
+                let outcome = try answer.decode(String.self, column: 0)
+                #expect(try outcome == expected.decode(String.self, column: 0), "\(context)")
+                #expect(try answer.decode(Int64?.self, column: 1) == expected.decode(Int64?.self, column: 1), "\(context)")
+                #expect(try answer.decode(Bool.self, column: 2) == expected.decode(Bool.self, column: 2), "\(context)")
+                if outcome == "created" { sent.append(send) }
+            }
+            #expect(try await Self.state(of: batched) == Self.state(of: oneByOne), "seed \(seed), step \(step)")
+        }
+        #expect(sent.count > 30)  // the steps did create messages
+        // The same messages were announced: events alike, but for their ids and order.
+        #expect(try await SingleReadBatchTests.events(of: batched) == SingleReadBatchTests.events(of: oneByOne))
+    }
+
+    /// Everything a send may change, in a comparable form.
+    static func state(of tenant: String) async throws -> [String] {
+        let messages = try await TestDatabase.pool.query(
+            "SELECT concat_ws(' ', chat_id, seq, message_id, sender_id, body) FROM receipts.messages WHERE tenant_id = $1 ORDER BY chat_id, seq",
+            [tenant]
+        ).map { try $0.decode(String.self, column: 0) }
+        let chats = try await TestDatabase.pool.query(
+            "SELECT concat_ws(' ', chat_id, last_seq) FROM receipts.chats WHERE tenant_id = $1 ORDER BY chat_id", [tenant]
+        ).map { try $0.decode(String.self, column: 0) }
+        return messages + chats
+    }
+
+    @Test("60 concurrent sends through the store, 20 of them into one chat: each is created once, seqs 1…n in every chat")
+    func concurrentSends() async throws {
+        try await TestDatabase.ensureMigrated()
+        var configuration = TestDatabase.configuration
+        configuration.role = ReceiptsStore.serviceRole
+        configuration.settings = [ReceiptsStore.silentTriggers]
+        let pool = PostgresConnectionPool(configuration: configuration, options: .init(maximumConnections: 4), logger: TestDatabase.logger)
+        let store = ReceiptsStore(pool: pool, logger: TestDatabase.logger)
+        let tenant = TestDatabase.uniqueName("senders")
+        #expect(try await store.createTenant(id: tenant, name: "senders", apiKeyHash: Array(tenant.utf8), tokenSecret: [1]))
+        for chat in 0..<40 {
+            #expect(try await store.putChat(tenant: tenant, chat: "c\(chat)", kind: .direct, members: ["a", "b"]) == .created)
+        }
+        let sends = (0..<40).map { ("c\($0)", "m") } + (0..<20).map { ("c0", "n\($0)") }
+        let outcomes = try await withThrowingTaskGroup(of: SendOutcome.self) { group in
+            for (chat, id) in sends {
+                group.addTask { try await store.sendMessage(tenant: tenant, chat: chat, id: id, sender: "a", text: "hi") }
+            }
+            return try await group.reduce(into: [SendOutcome]()) { $0.append($1) }
+        }
+        #expect(outcomes.count == 60)
+        #expect(outcomes.allSatisfy { if case .created = $0 { true } else { false } })
+        let seqs = try await TestDatabase.pool.query(
+            "SELECT chat_id, array_agg(seq ORDER BY seq) FROM receipts.messages WHERE tenant_id = $1 GROUP BY chat_id", [tenant]
+        ).map { (try $0.decode(String.self, column: 0), try $0.decode([Int64].self, column: 1)) }
+        #expect(seqs.count == 40)
+        for (chat, chatSeqs) in seqs {
+            #expect(chatSeqs == Array(1...Int64(chat == "c0" ? 21 : 1)), "\(chat)")
+        }
+        // The same message once more, after all that: the same message, not a new one.
+        let again = try await store.sendMessage(tenant: tenant, chat: "c7", id: "m", sender: "a", text: "hi")
+        guard case .existing(let message) = again else { Issue.record("expected .existing, got \(again)"); return }
+        #expect(message.receipts.seq == 1)
+        await pool.close()
+    }
+}
