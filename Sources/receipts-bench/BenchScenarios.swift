@@ -20,13 +20,14 @@ struct BenchScenarios {
 
     /// The scenarios, by the names `--only` takes.
     enum Scenario: String, CaseIterable {
-        case idle, load, fanout, send, single, batches, raw, readall, unread
+        case idle, load, fanout, http, send, single, batches, raw, readall, unread
     }
 
     func run(_ scenarios: Set<Scenario>, into results: inout BenchResults) async throws {
         if scenarios.contains(.idle) { try await self.readToSender(into: &results) }
         if scenarios.contains(.load) { try await self.readToSenderUnderLoad(into: &results) }
         if scenarios.contains(.fanout) { try await self.fanOut(into: &results) }
+        if scenarios.contains(.http) { try await self.httpFloor(into: &results) }
         if scenarios.contains(.send) || scenarios.contains(.single) {
             // The single mark-reads read the messages the send figure sent.
             let messages = try await self.sendThroughput(into: &results)
@@ -94,6 +95,26 @@ struct BenchScenarios {
     }
 
     // MARK: - Throughput
+
+    /// `GET /healthz` (no database, no authentication) per second by `concurrency` clients:
+    /// what this machine's loopback HTTP, the service's HTTP stack and this client cost
+    /// together, the ceiling of every throughput figure below.
+    func httpFloor(into results: inout BenchResults) async throws {
+        let perClient = self.count(20_000, minimum: 100) / self.concurrency + 1
+        let client = self.client
+        let start = ContinuousClock.now
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for _ in 0..<self.concurrency {
+                group.addTask {
+                    for _ in 0..<perClient { try await client.expect(200, .GET, "/healthz", as: nil) }
+                }
+            }
+            try await group.waitForAll()
+        }
+        let seconds = Double((ContinuousClock.now - start) / .microseconds(1)) / 1_000_000
+        results.add("HTTP alone: GET /healthz (no database)", unit: "requests/s", value: Double(perClient * self.concurrency) / seconds,
+                    target: "", note: "\(self.concurrency) clients")
+    }
 
     /// Messages sent per second by `concurrency` clients, each in a chat of its own.
     /// Returns the ids per chat, for the mark-read figures.
