@@ -20,7 +20,7 @@ extension BenchScenarios {
                                          body: ["kind": "direct", "members": ["ls\(index)", "lr\(index)"]])
             try await self.insertMessages(chat: "load\(index)", sender: "ls\(index)", count: perChat)
         }
-        try await self.refreshStatistics()
+        try await self.settleDatabase()
         let client = self.client
         let key = self.tenant.apiKey
         let perClientInterval = Duration.seconds(Double(self.concurrency) / targetRate)

@@ -178,7 +178,7 @@ struct BenchScenarios {
             try await self.insertMessages(chat: chat, sender: "s\(index)", count: perChat)
             messages[chat] = (1...perChat).map { "\(chat)-\($0)" }
         }
-        try await self.refreshStatistics()
+        try await self.settleDatabase()
         let client = self.client
         let start = ContinuousClock.now
         let marked = try await withThrowingTaskGroup(of: Int.self) { group in
@@ -216,7 +216,7 @@ struct BenchScenarios {
                 try await self.insertMessages(chat: chat, sender: "s\(index)", count: perClient)
             }
         }
-        try await self.refreshStatistics()
+        try await self.settleDatabase()
         let tenant = self.tenant.id
         let statement = """
             UPDATE receipts.messages AS message SET
@@ -272,7 +272,7 @@ struct BenchScenarios {
             try await self.client.expect(201, .PUT, "/v1/chats/\(chat)", as: self.tenant.apiKey, body: ["kind": "direct", "members": ["a", "b"]])
             try await self.insertMessages(chat: chat, sender: "a", count: count)
         }
-        try await self.refreshStatistics()
+        try await self.settleDatabase()
         var milliseconds: [Double] = []
         for chat in chats {
             let start = ContinuousClock.now
@@ -294,7 +294,7 @@ struct BenchScenarios {
             FROM generate_series(1, $2::int) AS g
             """,
             [self.tenant.id, chats])
-        try await self.refreshStatistics()
+        try await self.settleDatabase()
         var latencies: [Double] = []
         for _ in 0..<50 {
             // Timed up to the whole answer received; parsing it (70 KB at 1,000 chats) is the client's cost.
@@ -308,16 +308,21 @@ struct BenchScenarios {
     }
 
     /// Inserts `count` messages `<chat>-1…` straight through the SQL function (setup only;
-    /// call `refreshStatistics()` once the setup is done).
+    /// call `settleDatabase()` once the setup is done).
     func insertMessages(chat: String, sender: String, count: Int) async throws {
         try await self.database.pool.query(
             "SELECT receipts.send_message($1, $2, $2 || '-' || g, $3, 'benchmark') FROM generate_series(1, $4::int) AS g",
             [self.tenant.id, chat, sender, count])
     }
 
-    /// After bulk setup, the planner's statistics, as autovacuum would have them in a
-    /// database that grew at a normal pace (the bench fills tables within seconds).
-    func refreshStatistics() async throws {
-        try await self.database.pool.withConnection { _ = try await $0.executeScript("ANALYZE receipts.messages, receipts.chats, receipts.chat_members, receipts.membership_periods") }
+    /// After bulk setup, the database as autovacuum would keep it in one that grew at a
+    /// normal pace (the bench fills tables within seconds): the planner's statistics, and the
+    /// row versions earlier scenarios left behind cleaned up, so that autovacuum does not
+    /// start on them in the middle of the next measurement.
+    func settleDatabase() async throws {
+        try await self.database.pool.withConnection {
+            _ = try await $0.executeScript(
+                "VACUUM (ANALYZE) receipts.messages, receipts.chats, receipts.chat_members, receipts.membership_periods, receipts.events")
+        }
     }
 }
