@@ -31,7 +31,10 @@ struct BenchScenarios {
         if scenarios.contains(.send) || scenarios.contains(.single) {
             // The single mark-reads read the messages the send figure sent.
             let messages = try await self.sendThroughput(into: &results)
-            if scenarios.contains(.single) { try await self.markReadSingle(messages: messages, into: &results) }
+            if scenarios.contains(.single) {
+                try await self.settleDatabase()
+                try await self.markReadSingle(messages: messages, into: &results)
+            }
         }
         if scenarios.contains(.batches) { try await self.markReadBatches(into: &results) }
         if scenarios.contains(.raw) { try await self.rawReference(into: &results) }
