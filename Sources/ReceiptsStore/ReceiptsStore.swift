@@ -73,9 +73,7 @@ public struct ReceiptsStore: Sendable {
     ) async throws -> [Outcome] {
         if requests.count == 1 { return [try await alone(requests[0])] }
         do {
-            let outcomes = try await together(requests)
-            guard outcomes.count == requests.count else { throw CountMismatch(requests: requests.count, outcomes: outcomes.count) }
-            return outcomes
+            return try await together(requests)
         } catch let error as PostgresError where !error.isConnectionLoss {
             self.logger.warning("a batch failed; doing its requests one by one", metadata: ["receipts.batch": "\(kind)", "error": "\(error)"])
             var outcomes: [Outcome] = []

@@ -27,7 +27,7 @@ struct BenchScenarios {
         if scenarios.contains(.idle) { try await self.readToSender(into: &results) }
         if scenarios.contains(.load) { try await self.readToSenderUnderLoad(into: &results) }
         if scenarios.contains(.fanout) { try await self.fanOut(into: &results) }
-        if scenarios.contains(.http) { try await self.httpFloor(into: &results) }
+        if scenarios.contains(.http) { try await self.httpCeiling(into: &results) }
         if scenarios.contains(.send) || scenarios.contains(.single) {
             // The single mark-reads read the messages the send figure sent.
             let messages = try await self.sendThroughput(into: &results)
@@ -102,7 +102,7 @@ struct BenchScenarios {
     /// `GET /healthz` (no database, no authentication) per second by `concurrency` clients:
     /// what this machine's loopback HTTP, the service's HTTP stack and this client cost
     /// together, the ceiling of every throughput figure below.
-    func httpFloor(into results: inout BenchResults) async throws {
+    func httpCeiling(into results: inout BenchResults) async throws {
         let perClient = self.count(20_000, minimum: 100) / self.concurrency + 1
         let client = self.client
         let start = ContinuousClock.now
