@@ -1,6 +1,7 @@
 import Foundation
 @testable import ReceiptsServer
-import ReceiptsStore
+import ReceiptsCore
+@testable import ReceiptsStore
 import Testing
 
 @Suite("Hand-written JSON")
@@ -26,5 +27,23 @@ struct JSONStringTests {
         #expect(chats.map { $0["badge"] as? String } == ["99+", "1"])
         #expect(chats.map { $0["markedUnread"] as? Bool } == [false, true])
         #expect(chats.map { $0["unreadCount"] as? Int } == [120, 1])
+    }
+
+    @Test("a message without receipt is written by hand exactly as JSONEncoder writes it")
+    func plainMessage() throws {
+        let at = Date(timeIntervalSince1970: 1_795_000_000.123)
+        let record = MessageRecord(
+            id: "m:1", chatId: "chat@x", senderId: "alice", text: #"hi "there"\ / ünï 👋\#n"#, createdAt: at,
+            receipts: MessageReceipts(
+                seq: 42, senderId: "alice", deliveries: [UserReceipt(userId: "bob", at: at), UserReceipt(userId: "carol", at: at)],
+                visibleReads: [UserReceipt(userId: "bob", at: at)], hiddenReaders: ["dave"]))
+        for response in [MessageResponse(record), MessageResponse(MessageRecord(
+            id: "m2", chatId: "c", senderId: "a", text: "", createdAt: at,
+            receipts: MessageReceipts(seq: 1, senderId: "a", deliveries: [], visibleReads: [], hiddenReaders: [])))] {
+            let byHand = try JSONSerialization.jsonObject(with: Data(response.plainJSON.utf8)) as? NSDictionary
+            let encoded = try JSONSerialization.jsonObject(with: JSONCoding.makeEncoder().encode(response)) as? NSDictionary
+            #expect(byHand != nil)
+            #expect(byHand == encoded)
+        }
     }
 }
