@@ -45,7 +45,7 @@ extension BenchScenarios {
                     return marked
                 }
             }
-            let latencies = try await self.measureReadToSender(chat: "latency-load", samples: samples)
+            let latencies = try await self.measureReadToSender(chat: "latency-load", samples: samples).delivered
             let seconds = Double((ContinuousClock.now - start) / .microseconds(1)) / 1_000_000
             group.cancelAll()
             let marked = try await group.reduce(0, +)
