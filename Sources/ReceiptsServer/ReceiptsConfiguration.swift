@@ -28,8 +28,9 @@ public struct ReceiptsConfiguration: Sendable {
     /// (`RECEIPTS_STREAM_MAX_LAG`, default 5000).
     public var streamMaximumLag: Int
     /// Whether to wake other instances on the same database after this one's writes
-    /// (`RECEIPTS_NOTIFY_OTHER_INSTANCES`, default true); a single instance may turn it off
-    /// and save a NOTIFY per burst of writes.
+    /// (`RECEIPTS_NOTIFY_OTHER_INSTANCES`, default true). Instances announce themselves, and
+    /// an instance sends these notifications only while it hears another one; `false` also
+    /// stops the announcements (one NOTIFY every 5 seconds).
     public var notifiesOtherInstances: Bool
 
     public init(

@@ -2,6 +2,7 @@ import Foundation
 import HTTPTypes
 import NIOConcurrencyHelpers
 import Postgres
+import ReceiptsServer
 import TestSupport
 import Testing
 
@@ -268,40 +269,61 @@ struct LiveEventTests {
         }
     }
 
-    @Test("the service's writes send no NOTIFY from their own transactions; the instance wakes the others with its own")
+    @Test("the service's writes send no NOTIFY from their own transactions; the instance wakes the others with its own, only while it hears another instance")
     func notifiesForItsWrites() async throws {
-        try await TestService.run { client in
-            let listener = PostgresListener(configuration: TestDatabase.configuration, channels: ["receipts_events"], logger: TestDatabase.logger)
-            let received = NIOLockedValueBox<[PostgresNotification]>([])
-            try await withThrowingTaskGroup(of: Void.self) { group in
-                group.addTask { try await listener.run() }
-                group.addTask {
-                    for await event in listener.events {
-                        if case .notification(let notification) = event { received.withLockedValue { $0.append(notification) } }
+        // A database of its own: NOTIFY reaches only the listeners of the same database, so
+        // no other test's instance is heard here.
+        try await TestDatabase.withFreshDatabase { url in
+            try await TestService.run(configure: { $0.databaseURL = url }) { client in
+                let configuration = PostgresConfiguration(connectionString: url, applicationName: "receipts-tests")
+                let listener = PostgresListener(configuration: configuration, channels: ["receipts_events"], logger: TestDatabase.logger)
+                let received = NIOLockedValueBox<[PostgresNotification]>([])
+                try await withThrowingTaskGroup(of: Void.self) { group in
+                    group.addTask { try await listener.run() }
+                    group.addTask {
+                        for await event in listener.events {
+                            if case .notification(let notification) = event { received.withLockedValue { $0.append(notification) } }
+                        }
                     }
+                    while !listener.isListening { try await Task.sleep(for: .milliseconds(10)) }
+                    let tenant = try await client.createTenant()
+                    try await tenant.createChat("g", members: ["a", "b"])
+                    func writeThreeTimes() async throws {
+                        for _ in 0..<3 {
+                            let id = try await tenant.send(in: "g", from: "a")
+                            try await tenant.read(in: "g", by: "b", ["messageIds": [id]])
+                        }
+                    }
+                    let database = PostgresConnectionPool(configuration: configuration, logger: TestDatabase.logger)
+                    let instance = Set(try await database.query(
+                        "SELECT pid FROM pg_stat_activity WHERE application_name = $1", [client.instanceName]
+                    ).map { try $0.decode(Int32.self, column: 0) })
+                    func fromInstance() -> [PostgresNotification] {
+                        received.withLockedValue { $0.filter { instance.contains($0.backendPID) } }
+                    }
+
+                    // Alone: its writes wake nobody (a periodic announcement may come; one at most).
+                    try await writeThreeTimes()
+                    try await Task.sleep(for: .milliseconds(300))
+                    #expect(fromInstance().count <= 1, "\(fromInstance())")
+                    let alone = fromInstance().count
+
+                    // Another instance announces itself: this one answers, and wakes it after its writes.
+                    try await database.query("SELECT pg_notify('receipts_events', 'instance-test-peer')", [])
+                    let deadline = ContinuousClock.now + .seconds(10)
+                    while fromInstance().count == alone, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(10)) }
+                    let answered = fromInstance().count
+                    #expect(answered > alone)  // the answer to the peer's announcement
+                    try await writeThreeTimes()
+                    while fromInstance().count == answered, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(10)) }
+                    try await Task.sleep(for: .milliseconds(200))  // a trigger's NOTIFY would have come by now
+                    let notifications = fromInstance()
+                    #expect(notifications.count > answered)
+                    #expect(notifications.allSatisfy { $0.payload.hasPrefix("instance-") }, "\(notifications)")
+                    #expect(notifications.count - answered <= 6)  // at most one per write, fewer when they coalesce
+                    await database.close()
+                    group.cancelAll()
                 }
-                while !listener.isListening { try await Task.sleep(for: .milliseconds(10)) }
-                let tenant = try await client.createTenant()
-                try await tenant.createChat("g", members: ["a", "b"])
-                for _ in 0..<3 {
-                    let id = try await tenant.send(in: "g", from: "a")
-                    try await tenant.read(in: "g", by: "b", ["messageIds": [id]])
-                }
-                // Other tests write meanwhile; only this instance's sessions count here.
-                let instance = Set(try await TestDatabase.pool.query(
-                    "SELECT pid FROM pg_stat_activity WHERE application_name = $1", [client.instanceName]
-                ).map { try $0.decode(Int32.self, column: 0) })
-                func fromInstance() -> [PostgresNotification] {
-                    received.withLockedValue { $0.filter { instance.contains($0.backendPID) } }
-                }
-                let deadline = ContinuousClock.now + .seconds(10)
-                while fromInstance().isEmpty, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(10)) }
-                try await Task.sleep(for: .milliseconds(200))  // a trigger's NOTIFY would have come by now
-                let notifications = fromInstance()
-                #expect(!notifications.isEmpty)
-                #expect(notifications.allSatisfy { $0.payload.hasPrefix("instance-") }, "\(notifications)")
-                #expect(notifications.count <= 6)  // at most one per write, fewer when they coalesce
-                group.cancelAll()
             }
         }
     }

@@ -12,8 +12,8 @@ import ServiceLifecycle
 /// `committedWrites`), and when its `PostgresListener` connection gets `NOTIFY
 /// receipts_events`: from psql and other tools (their triggers notify), and from other
 /// instances, which send one NOTIFY at a time for their writes, as this hub does for its
-/// own (see 0004_faster_writes.sql: a NOTIFY in every writing transaction would make them
-/// commit one by one). It then reads every tenant's new events once, in id order, through
+/// own while it knows another instance listens (`PeerInstances`; see 0004_faster_writes.sql:
+/// a NOTIFY in every writing transaction would make them commit one by one). It then reads every tenant's new events once, in id order, through
 /// an `EventLogCursor` (which never moves past an event that may still commit), keeps the
 /// most recent ones in memory for tenants with open streams, and wakes their subscribers.
 /// Each subscriber pulls what is after its own position, from memory or, when it is further
@@ -33,15 +33,21 @@ public final class EventHub: Service, Sendable {
         /// Events read from the log per query.
         public var pageSize: Int
         /// Whether to NOTIFY other instances after this process's writes (one at a time,
-        /// coalescing what commits meanwhile). Needed when more than one instance serves
-        /// the same database.
+        /// coalescing what commits meanwhile, and only while another instance is heard).
+        /// Needed when more than one instance serves the same database.
         public var notifiesOtherInstances: Bool
+        /// How often this instance announces itself to the others (see `PeerInstances`).
+        public var peerAnnouncementInterval: Duration
 
-        public init(recentEvents: Int = 10_000, maximumLag: Int = 5_000, pageSize: Int = 500, notifiesOtherInstances: Bool = true) {
+        public init(
+            recentEvents: Int = 10_000, maximumLag: Int = 5_000, pageSize: Int = 500, notifiesOtherInstances: Bool = true,
+            peerAnnouncementInterval: Duration = .seconds(5)
+        ) {
             self.recentEvents = recentEvents
             self.maximumLag = maximumLag
             self.pageSize = pageSize
             self.notifiesOtherInstances = notifiesOtherInstances
+            self.peerAnnouncementInterval = peerAnnouncementInterval
         }
     }
 
@@ -94,6 +100,7 @@ public final class EventHub: Service, Sendable {
         var feeds: [String: Feed] = [:]
         var nextSubscriberId = 0
         var isShuttingDown = false
+        var peers: PeerInstances
     }
 
     /// What one look at the log found.
@@ -110,18 +117,23 @@ public final class EventHub: Service, Sendable {
     let listener: PostgresListener
     let options: Options
     let logger: Logger
-    let state = NIOLockedValueBox(State())
+    let state: NIOLockedValueBox<State>
     private let refreshRequests: AsyncStream<Void>
     private let requestRefresh: AsyncStream<Void>.Continuation
     /// The payload of this hub's own notifications, which its listener ignores.
-    private let notificationPayload = "instance-" + String(UInt64.random(in: 1...UInt64.max), radix: 36)
+    private let notificationPayload = PeerInstances.payloadPrefix + String(UInt64.random(in: 1...UInt64.max), radix: 36)
+    /// Asks for one NOTIFY of this instance's payload (requests coalesce while one is sent).
+    private let peerNotifications: AsyncStream<Void>
+    private let requestPeerNotification: AsyncStream<Void>.Continuation
 
     public init(store: ReceiptsStore, listener: PostgresListener, options: Options = Options(), logger: Logger) {
         self.store = store
         self.listener = listener
         self.options = options
         self.logger = logger
+        self.state = NIOLockedValueBox(State(peers: PeerInstances(announcementInterval: options.peerAnnouncementInterval)))
         (self.refreshRequests, self.requestRefresh) = AsyncStream.makeStream(bufferingPolicy: .bufferingNewest(1))
+        (self.peerNotifications, self.requestPeerNotification) = AsyncStream.makeStream(bufferingPolicy: .bufferingNewest(1))
     }
 
     /// Whether live events flow: the listener is connected and the hub knows its position.
@@ -140,15 +152,30 @@ public final class EventHub: Service, Sendable {
                         case .listening:
                             // After a reconnect notifications may have been missed: read the log.
                             self.requestRefresh.yield()
+                            self.announce()
                         case .notification(let notification)
                         where notification.channel == Self.channel && notification.payload != self.notificationPayload:
                             self.requestRefresh.yield()
+                            if PeerInstances.isPeer(notification.payload, own: self.notificationPayload),
+                                self.state.withLockedValue({ $0.peers.heard(at: .now) })
+                            {
+                                self.announce()  // so that the new peer knows of this instance too
+                            }
                         case .notification:
                             break
                         }
                     }
                 }
                 group.addTask { await self.followCommittedWrites() }
+                if self.options.notifiesOtherInstances {
+                    group.addTask { await self.sendPeerNotifications() }
+                    group.addTask {
+                        while !Task.isCancelled {
+                            try? await Task.sleep(for: self.options.peerAnnouncementInterval)
+                            self.announce()
+                        }
+                    }
+                }
                 self.requestRefresh.yield()
                 await group.next()
                 group.cancelAll()
@@ -177,27 +204,31 @@ public final class EventHub: Service, Sendable {
         }
     }
 
-    /// Looks at the log after each burst of this process's writes, and tells other instances.
+    /// Looks at the log after each burst of this process's writes, and tells other instances
+    /// while there are any.
     private func followCommittedWrites() async {
-        let (notifications, requestNotification) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
-        await withDiscardingTaskGroup { group in
-            if self.options.notifiesOtherInstances {
-                group.addTask {
-                    // One NOTIFY at a time: writes that commit while one is sent share the next.
-                    for await _ in notifications {
-                        do {
-                            try await self.store.notifyListeners(payload: self.notificationPayload)
-                        } catch {
-                            self.logger.warning("notifying other instances failed", metadata: ["error": "\(error)"])
-                        }
-                    }
-                }
+        for await _ in self.store.committedWrites.signals {
+            self.requestRefresh.yield()
+            if self.options.notifiesOtherInstances, self.state.withLockedValue({ $0.peers.arePresent(at: .now) }) {
+                self.requestPeerNotification.yield()
             }
-            for await _ in self.store.committedWrites.signals {
-                self.requestRefresh.yield()
-                if self.options.notifiesOtherInstances { requestNotification.yield() }
+        }
+    }
+
+    /// Tells other instances that this one listens (the same NOTIFY as after writes).
+    private func announce() {
+        if self.options.notifiesOtherInstances { self.requestPeerNotification.yield() }
+    }
+
+    /// Sends this instance's NOTIFYs, one at a time: requests made while one is sent share
+    /// the next.
+    private func sendPeerNotifications() async {
+        for await _ in self.peerNotifications {
+            do {
+                try await self.store.notifyListeners(payload: self.notificationPayload)
+            } catch {
+                self.logger.warning("notifying other instances failed", metadata: ["error": "\(error)"])
             }
-            requestNotification.finish()
         }
     }
 
