@@ -13,9 +13,10 @@ import ServiceLifecycle
 /// receipts_events`: from psql and other tools (their triggers notify), and from other
 /// instances, which send one NOTIFY at a time for their writes, as this hub does for its
 /// own while it knows another instance listens (`PeerInstances`; see 0004_faster_writes.sql:
-/// a NOTIFY in every writing transaction would make them commit one by one). It then reads every tenant's new events once, in id order, through
-/// an `EventLogCursor` (which never moves past an event that may still commit), keeps the
-/// most recent ones in memory for tenants with open streams, and wakes their subscribers.
+/// a NOTIFY in every writing transaction would make them commit one by one). It then reads
+/// every tenant's new events once, in id order, through an `EventLogCursor` (which never
+/// moves past an event that may still commit), keeps the most recent ones in memory for
+/// tenants with open streams, and wakes their subscribers.
 /// Each subscriber pulls what is after its own position, from memory or, when it is further
 /// behind, from the log, so a slow client never delays the others and memory stays bounded.
 /// A subscriber that falls more than `maximumLag` events behind is closed with a reason; it
