@@ -111,19 +111,11 @@ struct BenchScenarios {
     /// what this machine's loopback HTTP, the service's HTTP stack and this client cost
     /// together, the ceiling of every throughput figure below.
     func httpCeiling(into results: inout BenchResults) async throws {
-        let perClient = self.count(20_000, minimum: 100) / self.concurrency + 1
         let client = self.client
-        let start = ContinuousClock.now
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            for _ in 0..<self.concurrency {
-                group.addTask {
-                    for _ in 0..<perClient { try await client.expect(200, .GET, "/healthz", as: nil) }
-                }
-            }
-            try await group.waitForAll()
+        let requests = try await self.callsPerSecond(perClient: self.count(20_000, minimum: 100) / self.concurrency + 1) { _, _ in
+            try await client.expect(200, .GET, "/healthz", as: nil)
         }
-        let seconds = Double((ContinuousClock.now - start) / .microseconds(1)) / 1_000_000
-        results.add("HTTP alone: GET /healthz (no database)", unit: "requests/s", value: Double(perClient * self.concurrency) / seconds,
+        results.add("HTTP alone: GET /healthz (no database)", unit: "requests/s", value: requests,
                     target: "", note: "\(self.concurrency) clients")
     }
 
@@ -239,13 +231,14 @@ struct BenchScenarios {
               AND message.sender_id <> $3
               AND NOT ($3 = ANY (message.read_by)) AND NOT ($3 = ANY (message.hidden_read_by))
             """
-        let updates = try await self.rawCalls(perClient: perClient) { pool, index, message in
+        let pool = self.database.servicePool
+        let updates = try await self.callsPerSecond(perClient: perClient) { index, message in
             let marked = try await pool.execute(statement, [tenant, "raw\(index)", "r\(index)", "raw\(index)-\(message)"])
             guard marked == 1 else { throw BenchFailure("the raw UPDATE marked \(marked) rows, not 1") }
         }
         results.add("raw reference: guarded UPDATE … array_append", unit: "statements/s", value: updates,
                     target: "service ≥ 0.6 × this", note: "\(self.concurrency) connections")
-        let calls = try await self.rawCalls(perClient: perClient) { pool, index, message in
+        let calls = try await self.callsPerSecond(perClient: perClient) { index, message in
             try await pool.query(
                 "SELECT outcome, marked, unread_count FROM receipts.mark_read($1, $2, $3, $4, NULL)",
                 [tenant, "rawfn\(index)", "r\(index)", ["rawfn\(index)-\(message)"]])
@@ -254,17 +247,16 @@ struct BenchScenarios {
                     target: "", note: "\(self.concurrency) connections")
     }
 
-    /// Runs `call` for messages 1…perClient of each of `concurrency` connections at once;
+    /// Runs `call(client, n)` for n in 1…perClient in each of `concurrency` clients at once;
     /// returns calls per second.
-    private func rawCalls(
-        perClient: Int, _ call: @escaping @Sendable (PostgresConnectionPool, Int, Int) async throws -> Void
+    private func callsPerSecond(
+        perClient: Int, _ call: @escaping @Sendable (Int, Int) async throws -> Void
     ) async throws -> Double {
-        let pool = self.database.servicePool
         let start = ContinuousClock.now
         try await withThrowingTaskGroup(of: Void.self) { group in
             for index in 0..<self.concurrency {
                 group.addTask {
-                    for message in 1...perClient { try await call(pool, index, message) }
+                    for message in 1...perClient { try await call(index, message) }
                 }
             }
             try await group.waitForAll()
