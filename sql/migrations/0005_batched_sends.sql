@@ -3,8 +3,8 @@
 -- A send costs PostgreSQL little work (one chat row locked and bumped, one message row, one
 -- event) but a whole transaction: executor start-ups, a trigger run, a commit. Under load the
 -- service gathers the sends that arrive while it is busy and makes them one call of this
--- function (SendBatcher): the same outcome for each as receipts.send_message, with the
--- statements, the trigger run and the commit shared. Each chat appears at most once, so
+-- function (ReceiptsStore.sends, a TenantBatcher): the same outcome for each as
+-- receipts.send_message, with the statements, the trigger run and the commit shared. Each chat appears at most once, so
 -- every message still gets its own message.created event, as one send at a time gives.
 --
 -- Locks: the chat rows first, all at once in chat order (send_message locks its one). Under
