@@ -26,7 +26,12 @@ public func buildApplication(
     var listenerDatabase = database
     listenerDatabase.applicationName = "\(configuration.instanceName)-listener"
     let listener = PostgresListener(configuration: listenerDatabase, channels: [EventHub.channel], logger: logger)
-    let hub = EventHub(store: store, listener: listener, options: .init(maximumLag: configuration.streamMaximumLag, notifiesOtherInstances: configuration.notifiesOtherInstances), logger: logger)
+    let hubOptions = EventHub.Options(
+        maximumLag: configuration.streamMaximumLag,
+        notifiesOtherInstances: configuration.notifiesOtherInstances,
+        peerAnnouncementInterval: configuration.peerAnnouncementInterval
+    )
+    let hub = EventHub(store: store, listener: listener, options: hubOptions, logger: logger)
     let components = ServiceComponents(configuration: configuration, pool: pool, store: store, hub: hub, metrics: ServiceMetrics())
 
     var app = Application(

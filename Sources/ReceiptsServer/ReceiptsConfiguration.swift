@@ -32,6 +32,10 @@ public struct ReceiptsConfiguration: Sendable {
     /// an instance sends these notifications only while it hears another one; `false` also
     /// stops the announcements (one NOTIFY every 5 seconds).
     public var notifiesOtherInstances: Bool
+    /// How often this instance announces itself to the others on the same database (default
+    /// 5 seconds; not read from the environment). A peer counts as gone after three intervals
+    /// unheard.
+    public var peerAnnouncementInterval: Duration = .seconds(5)
 
     public init(
         host: String = "127.0.0.1",

@@ -274,7 +274,13 @@ struct LiveEventTests {
         // A database of its own: NOTIFY reaches only the listeners of the same database, so
         // no other test's instance is heard here.
         try await TestDatabase.withFreshDatabase { url in
-            try await TestService.run(configure: { $0.databaseURL = url }) { client in
+            // No periodic announcement during the test: each notification counted below is
+            // the one on connecting, the answer to the peer, or one after writes.
+            let configure: (inout ReceiptsConfiguration) -> Void = {
+                $0.databaseURL = url
+                $0.peerAnnouncementInterval = .seconds(600)
+            }
+            try await TestService.run(configure: configure) { client in
                 let configuration = PostgresConfiguration(connectionString: url, applicationName: "receipts-tests")
                 let listener = PostgresListener(configuration: configuration, channels: ["receipts_events"], logger: TestDatabase.logger)
                 let received = NIOLockedValueBox<[PostgresNotification]>([])
@@ -302,7 +308,7 @@ struct LiveEventTests {
                         received.withLockedValue { $0.filter { instance.contains($0.backendPID) } }
                     }
 
-                    // Alone: its writes wake nobody (a periodic announcement may come; one at most).
+                    // Alone: its writes wake nobody (the announcement on connecting may come late; one at most).
                     try await writeThreeTimes()
                     try await Task.sleep(for: .milliseconds(300))
                     #expect(fromInstance().count <= 1, "\(fromInstance())")
