@@ -85,16 +85,16 @@ struct BenchService: Sendable {
         process.environment = ProcessInfo.processInfo.environment.merging(settings) { $1 }
         try process.run()
         let service = BenchService(baseURL: "http://127.0.0.1:\(port)", adminToken: adminToken, process: process)
-        let client = BenchClient(baseURL: service.baseURL, concurrency: 1)
+        let client = try BenchClient(baseURL: service.baseURL)
         for _ in 0..<300 {
             if let (status, _) = try? await client.send(.GET, "/readyz", as: nil, body: nil), status == 200 {
-                try await client.shutdown()
+                await client.shutdown()
                 return service
             }
             guard process.isRunning else { break }
             try await Task.sleep(for: .milliseconds(100))
         }
-        try? await client.shutdown()
+        await client.shutdown()
         process.terminate()
         throw BenchFailure("receiptsd did not become ready")
     }

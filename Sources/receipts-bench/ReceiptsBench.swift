@@ -68,21 +68,25 @@ struct ReceiptsBench: AsyncParsableCommand {
             await database.drop()
             throw error
         }
-        let client = BenchClient(baseURL: service.baseURL, concurrency: self.concurrency)
         var results = BenchResults()
         do {
-            let tenant = try await client.createTenant(adminToken: service.adminToken)
-            let scenarios = BenchScenarios(
-                client: client, tenant: tenant, database: database, scale: self.scale, concurrency: self.concurrency,
-                servicePID: service.process?.processIdentifier)
-            try await scenarios.run(selected, into: &results)
+            let client = try BenchClient(baseURL: service.baseURL)
+            do {
+                let tenant = try await client.createTenant(adminToken: service.adminToken)
+                let scenarios = BenchScenarios(
+                    client: client, tenant: tenant, database: database, scale: self.scale, concurrency: self.concurrency,
+                    servicePID: service.process?.processIdentifier)
+                try await scenarios.run(selected, into: &results)
+            } catch {
+                await client.shutdown()
+                throw error
+            }
+            await client.shutdown()
         } catch {
-            try? await client.shutdown()
             service.stop()
             await database.drop()
             throw error
         }
-        try await client.shutdown()
         service.stop()
         await database.drop()
 
