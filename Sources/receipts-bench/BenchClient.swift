@@ -63,8 +63,12 @@ final class BenchClient: Sendable {
         return (tenant["id"] as! String, tenant["apiKey"] as! String)
     }
 
+    /// An idle connection that is still open, else a new one.
     private func takeConnection() async throws -> LoopbackConnection {
-        if let connection = self.idle.withLockedValue({ $0.popLast() }) { return connection }
+        while let connection = self.idle.withLockedValue({ $0.popLast() }) {
+            if connection.isActive { return connection }
+            await connection.close()
+        }
         return try await LoopbackConnection.connect(host: self.host, port: self.port)
     }
 }

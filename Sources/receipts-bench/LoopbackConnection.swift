@@ -7,7 +7,7 @@ import NIOPosix
 ///
 /// The bench runs on the same two cores as the service and PostgreSQL, so every bit of CPU
 /// its client spends is taken from what it measures. A general-purpose client (redirects,
-/// tracing, connection-pool state machines) cost about a third of the bench's CPU in the
+/// tracing, connection-pool state machines) was about 40 % of the bench's CPU in the
 /// throughput figures (BENCHMARKS.md); this one writes a request and collects its answer.
 final class LoopbackConnection: Sendable {
     private let channel: any Channel
@@ -72,7 +72,6 @@ private final class ExchangeHandler: ChannelDuplexHandler {
         switch self.unwrapInboundIn(data) {
         case .head(let head):
             self.status = Int(head.status.code)
-            self.body.clear()
         case .body(var part):
             self.body.writeBuffer(&part)
         case .end:
