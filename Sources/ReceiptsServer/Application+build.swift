@@ -4,7 +4,8 @@ import Logging
 import Postgres
 import ReceiptsStore
 
-/// Assembles the service: database pool, event listener and hub, migrations, routes.
+/// Applies pending migrations (unless turned off), then assembles the service: database
+/// pool, event listener and hub, routes.
 ///
 /// `receiptsd serve` runs what this returns; tests build the same application.
 public func buildApplication(
@@ -12,6 +13,12 @@ public func buildApplication(
     logger: Logger
 ) async throws -> some ApplicationProtocol {
     let database = PostgresConfiguration(connectionString: configuration.databaseURL, applicationName: configuration.instanceName)
+    if configuration.runMigrations {
+        // Before anything starts: the event hub and the retention job read what they create.
+        // As the login role (the tables' owner), not receipts_service.
+        let migrations = try Migration.load(from: configuration.migrationsDirectory)
+        try await MigrationRunner(migrations: migrations, logger: logger).applyPending(to: database)
+    }
     // Tenant work runs as receipts_service, which row-level security applies to.
     var serviceDatabase = database
     serviceDatabase.role = ReceiptsStore.serviceRole
@@ -34,7 +41,7 @@ public func buildApplication(
     let hub = EventHub(store: store, listener: listener, options: hubOptions, logger: logger)
     let components = ServiceComponents(configuration: configuration, pool: pool, store: store, hub: hub, metrics: ServiceMetrics())
 
-    var app = Application(
+    let app = Application(
         router: buildRouter(components),
         server: .http1WebSocketUpgrade(webSocketRouter: buildWebSocketRouter(components)),
         configuration: .init(
@@ -48,13 +55,6 @@ public func buildApplication(
         ],
         logger: logger
     )
-    if configuration.runMigrations {
-        let migrations = try Migration.load(from: configuration.migrationsDirectory)
-        app.beforeServerStarts {
-            // As the login role (the tables' owner), not receipts_service.
-            try await MigrationRunner(migrations: migrations, logger: logger).applyPending(to: database)
-        }
-    }
     return app
 }
 

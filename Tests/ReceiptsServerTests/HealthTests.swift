@@ -29,9 +29,14 @@ struct HealthTests {
                 #expect(response.status == .ok)
                 #expect(String(buffer: response.body) == #"{"status":"ok"}"#)
             }
-            try await client.execute(uri: "/readyz", method: .get) { response in
-                #expect(response.status == .ok)
+            // Ready once the event listener has connected; the port opens a moment before.
+            let deadline = ContinuousClock.now + .seconds(15)
+            var status = HTTPResponse.Status.serviceUnavailable
+            while status != .ok, ContinuousClock.now < deadline {
+                status = try await client.execute(uri: "/readyz", method: .get) { $0.status }
+                if status != .ok { try await Task.sleep(for: .milliseconds(20)) }
             }
+            #expect(status == .ok)
         }
     }
 

@@ -34,7 +34,9 @@ enum TestService {
         let app = try await buildApplication(configuration, logger: TestDatabase.logger)
         let instanceName = configuration.instanceName
         try await app.test(.live) { client in
-            try await body(APIClient(client: client, instanceName: instanceName))
+            let client = APIClient(client: client, instanceName: instanceName)
+            try await client.waitUntilReady()
+            try await body(client)
         }
     }
 }
@@ -92,6 +94,19 @@ struct APIClient: Sendable {
     func request(_ method: HTTPRequest.Method, _ path: String, as credential: String?, json: [String: Any]) async throws -> APIResponse {
         let data = try JSONSerialization.data(withJSONObject: json)
         return try await self.request(method, path, as: credential, body: String(decoding: data, as: UTF8.self))
+    }
+
+    /// Waits until `/readyz` answers 200 (the event listener connects while the port is
+    /// already open), as an orchestrator would before sending traffic.
+    func waitUntilReady(within limit: Duration = .seconds(15)) async throws {
+        let deadline = ContinuousClock.now + limit
+        while try await self.request(.get, "/readyz", as: nil).status != .ok {
+            guard ContinuousClock.now < deadline else {
+                Issue.record("the service was not ready within \(limit)")
+                return
+            }
+            try await Task.sleep(for: .milliseconds(20))
+        }
     }
 
     /// Creates a tenant through the admin API: every test has its own.
