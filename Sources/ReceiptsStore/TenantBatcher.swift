@@ -28,14 +28,17 @@ final class TenantBatcher<Request: Sendable, Outcome: Sendable>: Sendable {
     }
 
     let maximumBatch: Int
-    /// Calls of one tenant at a time: two keep both of PostgreSQL's cores busy on a small
-    /// machine while the next batch gathers.
+    /// Calls of one tenant at a time. One: while it runs, the next batch gathers, and fewer,
+    /// larger batches share more of the per-call work (a transaction, the triggers, the
+    /// commit, the event hub's read). On the 2-core bench machine, five interleaved pairs:
+    /// one made 5,217-5,510 sends/s in four, 3,632 in one; two made 4,133-4,320 (BENCHMARKS.md,
+    /// third round). Other tenants' calls run beside it.
     let concurrentBatches: Int
     private let key: @Sendable (Request) -> [String]
     private let state = Mutex(State())
 
     /// - Parameter key: requests with equal keys never share a batch or run at once.
-    init(maximumBatch: Int = 100, concurrentBatches: Int = 2, key: @escaping @Sendable (Request) -> [String]) {
+    init(maximumBatch: Int = 100, concurrentBatches: Int = 1, key: @escaping @Sendable (Request) -> [String]) {
         self.maximumBatch = maximumBatch
         self.concurrentBatches = concurrentBatches
         self.key = key
