@@ -145,6 +145,8 @@ struct BenchScenarios {
         for index in 0..<self.concurrency {
             try await self.client.expect(201, .PUT, "/v1/chats/send\(index)", as: key, body: ["kind": "direct", "members": ["s\(index)", "r\(index)"]])
         }
+        // As before every figure: what the scenarios before left to vacuum is done first.
+        try await self.settleDatabase()
         let client = self.client
         let start = ContinuousClock.now
         let sent = try await withThrowingTaskGroup(of: (String, [String]).self) { group in

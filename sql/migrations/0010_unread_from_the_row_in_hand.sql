@@ -1,4 +1,4 @@
--- 0010: unread counts from the member row in hand.
+-- 0010: unread counts from the member row in hand; membership checked from it too.
 --
 -- Every read computed its reader's unread count twice, each time with receipts.unread_count
 -- looking the member and chat rows up again: once in the unread.changed event
@@ -79,7 +79,12 @@ BEGIN
 END;
 $$;
 
--- mark_read_each as in 0008, with the count from the member row its answer joins.
+-- mark_read_each as in 0008, with the count from the member row its answer joins, and one
+-- more shortcut: a message above the start of the reader's newest membership period
+-- (chat_members.period_after_seq, 0006) was sent while they were a member, so only a
+-- message below it needs receipts.membership_seqs, a function call and a statement per read
+-- (3,571 calls a second under the bench's single reads, 8.5 % of the batch slot's time).
+-- pgbench as above, seven interleaved rounds: 2.92 ms a batch without it, 2.47 with it.
 CREATE OR REPLACE FUNCTION receipts.mark_read_each(p_tenant text, p_chats text[], p_users text[], p_messages text[])
 RETURNS TABLE (request integer, outcome text, marked integer, unread_count integer)
 -- Up to a hundred requests against tables of any size: always index lookups per request.
@@ -120,7 +125,9 @@ BEGIN
         LEFT JOIN receipts.users AS setting ON setting.tenant_id = p_tenant AND setting.user_id = request.reader
         WHERE message.sender_id <> request.reader
           AND NOT (request.reader = ANY (message.read_by)) AND NOT (request.reader = ANY (message.hidden_read_by))
-          AND message.seq <@ receipts.membership_seqs(p_tenant, request.chat, request.reader)
+          -- Sent while a member: at once when above the start of their newest period.
+          AND CASE WHEN message.seq > member.period_after_seq THEN true
+                   ELSE message.seq <@ receipts.membership_seqs(p_tenant, request.chat, request.reader) END
     ),
     per_message AS (
         SELECT chat_id, message_id,
