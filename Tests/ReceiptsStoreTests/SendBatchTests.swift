@@ -131,4 +131,58 @@ struct SendBatchTests {
         #expect(message.receipts.seq == 1)
         await pool.close()
     }
+
+    @Test("a send that waits on a chat locked elsewhere does not hold up the tenant's sends to other chats")
+    func lockedChatDoesNotStallOthers() async throws {
+        try await TestDatabase.ensureMigrated()
+        var configuration = TestDatabase.configuration
+        configuration.role = ReceiptsStore.serviceRole
+        configuration.settings = [ReceiptsStore.silentTriggers]
+        let pool = PostgresConnectionPool(configuration: configuration, options: .init(maximumConnections: 4), logger: TestDatabase.logger)
+        let store = ReceiptsStore(pool: pool, logger: TestDatabase.logger)
+        let tenant = TestDatabase.uniqueName("locked")
+        #expect(try await store.createTenant(id: tenant, name: "locked", apiKeyHash: Array(tenant.utf8), tokenSecret: [1]))
+        for chat in ["locked", "free"] {
+            #expect(try await store.putChat(tenant: tenant, chat: chat, kind: .direct, members: ["a", "b"]) == .created)
+        }
+        // An operator's open transaction holds the chat row, as psql would.
+        let lockHolder = try await PostgresConnection.connect(to: TestDatabase.configuration, logger: TestDatabase.logger)
+        try await lockHolder.executeScript("BEGIN")
+        try await lockHolder.query("SELECT FROM receipts.chats WHERE tenant_id = $1 AND chat_id = 'locked' FOR UPDATE", [tenant])
+        let blocked = Task { try await store.sendMessage(tenant: tenant, chat: "locked", id: "m", sender: "a", text: "hi") }
+        try await Self.waitUntilASessionWaitsOnALock(heldBy: lockHolder.backendPID)
+
+        // The free chat's send goes through while the locked one waits (or, failing that,
+        // the lock goes after 10 s, so the test ends).
+        let free = try await withThrowingTaskGroup(of: SendOutcome?.self) { group in
+            group.addTask { try await store.sendMessage(tenant: tenant, chat: "free", id: "m", sender: "a", text: "hi") }
+            group.addTask { try await Task.sleep(for: .seconds(10)); return nil }
+            let first = try await group.next() ?? nil
+            if first == nil { try await lockHolder.executeScript("ROLLBACK") }
+            group.cancelAll()
+            return first
+        }
+        guard case .created = free else { Issue.record("expected .created while the other chat is locked, got \(String(describing: free))"); return }
+        #expect(try await TestDatabase.pool.query(
+            "SELECT count(*) FROM receipts.messages WHERE tenant_id = $1 AND chat_id = 'locked'", [tenant]
+        )[0].decode(Int64.self, column: 0) == 0)
+
+        try await lockHolder.executeScript("COMMIT")
+        let sent = try await blocked.value
+        guard case .created = sent else { Issue.record("expected .created, got \(sent)"); return }
+        await lockHolder.close()
+        await pool.close()
+    }
+
+    /// Returns once some session waits for a lock that the session `holder` holds.
+    private static func waitUntilASessionWaitsOnALock(heldBy holder: Int32) async throws {
+        for _ in 0..<500 {
+            let waiting = try await TestDatabase.pool.query(
+                "SELECT count(*) FROM pg_stat_activity WHERE $1::int4 = ANY (pg_blocking_pids(pid))", [holder]
+            )[0].decode(Int64.self, column: 0)
+            if waiting > 0 { return }
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        Issue.record("no session came to wait on the lock")
+    }
 }
