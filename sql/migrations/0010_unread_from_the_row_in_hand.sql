@@ -8,9 +8,9 @@
 -- arithmetic of unread_count (0006) on a member row and its chat's last_seq; the trigger
 -- and mark_read_each pass the rows they hold, and unread_count is now the lookup plus
 -- unread_of. pgbench, one client, batches of ten reads in ten chats, six interleaved
--- rounds: 2.78 ms a batch before, 2.38 after. (unread_counts keeps the arithmetic written
--- out in its one query: a function call per chat would cost the list of a user in a
--- thousand chats more than the lookups it saves.)
+-- rounds: 2.66 ms a batch before this migration, 2.11 after (with the shortcut below).
+-- (unread_counts keeps the arithmetic written out in its one query: a function call per
+-- chat would cost the list of a user in a thousand chats more than the lookups it saves.)
 
 CREATE FUNCTION receipts.unread_of(p_member receipts.chat_members, p_last_seq bigint)
 RETURNS integer
