@@ -10,8 +10,8 @@
 -- periods, the first unread message is one query, the messages the watermark passes were
 -- all sent while a member, and the count comes from the member row the last UPDATE
 -- returns (receipts.unread_of). A reader still below their latest rejoin takes the helpers
--- as before. pgbench, one client, one read a call, five interleaved rounds: see
--- BENCHMARKS.md, third round. Outcomes are as before.
+-- as before. pgbench, one client, one read a call, six interleaved rounds: 1.50 ms a call
+-- before, 1.35 after (faster in five of the six). Outcomes are as before.
 
 CREATE OR REPLACE FUNCTION receipts.mark_read(p_tenant text, p_chat text, p_user text, p_message_ids text[], p_up_to text)
 RETURNS TABLE (outcome text, marked integer, unread_count integer)
