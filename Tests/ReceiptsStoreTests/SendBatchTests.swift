@@ -98,14 +98,7 @@ struct SendBatchTests {
 
     @Test("60 concurrent sends through the store, 20 of them into one chat: each is created once, seqs 1…n in every chat")
     func concurrentSends() async throws {
-        try await TestDatabase.ensureMigrated()
-        var configuration = TestDatabase.configuration
-        configuration.role = ReceiptsStore.serviceRole
-        configuration.settings = [ReceiptsStore.silentTriggers]
-        let pool = PostgresConnectionPool(configuration: configuration, options: .init(maximumConnections: 4), logger: TestDatabase.logger)
-        let store = ReceiptsStore(pool: pool, logger: TestDatabase.logger)
-        let tenant = TestDatabase.uniqueName("senders")
-        #expect(try await store.createTenant(id: tenant, name: "senders", apiKeyHash: Array(tenant.utf8), tokenSecret: [1]))
+        let (store, pool, tenant) = try await TestDatabase.serviceStore(tenantPrefix: "senders")
         for chat in 0..<40 {
             #expect(try await store.putChat(tenant: tenant, chat: "c\(chat)", kind: .direct, members: ["a", "b"]) == .created)
         }
@@ -134,14 +127,7 @@ struct SendBatchTests {
 
     @Test("a send that waits on a chat locked elsewhere does not hold up the tenant's sends to other chats")
     func lockedChatDoesNotStallOthers() async throws {
-        try await TestDatabase.ensureMigrated()
-        var configuration = TestDatabase.configuration
-        configuration.role = ReceiptsStore.serviceRole
-        configuration.settings = [ReceiptsStore.silentTriggers]
-        let pool = PostgresConnectionPool(configuration: configuration, options: .init(maximumConnections: 4), logger: TestDatabase.logger)
-        let store = ReceiptsStore(pool: pool, logger: TestDatabase.logger)
-        let tenant = TestDatabase.uniqueName("locked")
-        #expect(try await store.createTenant(id: tenant, name: "locked", apiKeyHash: Array(tenant.utf8), tokenSecret: [1]))
+        let (store, pool, tenant) = try await TestDatabase.serviceStore(tenantPrefix: "locked")
         for chat in ["locked", "free"] {
             #expect(try await store.putChat(tenant: tenant, chat: chat, kind: .direct, members: ["a", "b"]) == .created)
         }

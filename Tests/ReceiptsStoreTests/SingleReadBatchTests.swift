@@ -113,14 +113,7 @@ struct SingleReadBatchTests {
 
     @Test("40 members reading one group message at once through the store: each is a reader once, and told so")
     func concurrentReadersOfOneMessage() async throws {
-        try await TestDatabase.ensureMigrated()
-        var configuration = TestDatabase.configuration
-        configuration.role = ReceiptsStore.serviceRole
-        configuration.settings = [ReceiptsStore.silentTriggers]
-        let pool = PostgresConnectionPool(configuration: configuration, options: .init(maximumConnections: 4), logger: TestDatabase.logger)
-        let store = ReceiptsStore(pool: pool, logger: TestDatabase.logger)
-        let tenant = TestDatabase.uniqueName("readers")
-        #expect(try await store.createTenant(id: tenant, name: "readers", apiKeyHash: Array(tenant.utf8), tokenSecret: [1]))
+        let (store, pool, tenant) = try await TestDatabase.serviceStore(tenantPrefix: "readers")
         let readers = (0..<40).map { "r\($0)" }
         #expect(try await store.putChat(tenant: tenant, chat: "g", kind: .group, members: ["sender"] + readers) == .created)
         _ = try await store.sendMessage(tenant: tenant, chat: "g", id: "hello", sender: "sender", text: "hi")

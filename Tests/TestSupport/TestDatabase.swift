@@ -44,6 +44,28 @@ public enum TestDatabase {
         logger: logger
     )
 
+    /// A pool whose sessions are set up as the service's (`Application+build.swift`): the
+    /// service's role, and the triggers' NOTIFY off, as the service announces its writes.
+    public static func servicePool(maximumConnections: Int = 4) -> PostgresConnectionPool {
+        var configuration = Self.configuration
+        configuration.role = ReceiptsStore.serviceRole
+        configuration.settings = [ReceiptsStore.silentTriggers]
+        return PostgresConnectionPool(configuration: configuration, options: .init(maximumConnections: maximumConnections), logger: Self.logger)
+    }
+
+    /// A store as the service has it, on a new `servicePool()` (close it when done), with a
+    /// new tenant of its own.
+    public static func serviceStore(tenantPrefix: String) async throws -> (store: ReceiptsStore, pool: PostgresConnectionPool, tenant: String) {
+        try await Self.ensureMigrated()
+        let pool = Self.servicePool()
+        let store = ReceiptsStore(pool: pool, logger: Self.logger)
+        let tenant = Self.uniqueName(tenantPrefix)
+        guard try await store.createTenant(id: tenant, name: tenantPrefix, apiKeyHash: Array(tenant.utf8), tokenSecret: [1]) else {
+            throw SetupFailure(description: "tenant \(tenant) exists already")
+        }
+        return (store, pool, tenant)
+    }
+
     /// A name no other test uses (for tables, tenants, channels).
     public static func uniqueName(_ prefix: String) -> String {
         "\(prefix)_\(UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "").prefix(16))"
@@ -113,6 +135,11 @@ public enum TestDatabase {
             output: String(decoding: outputData, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines),
             errorOutput: String(decoding: errorData.value, as: UTF8.self)
         )
+    }
+
+    /// A test's setup went wrong (not what the test checks).
+    public struct SetupFailure: Error, CustomStringConvertible {
+        public var description: String
     }
 
     public struct ProcessFailure: Error, CustomStringConvertible {
