@@ -91,11 +91,12 @@ struct BenchScenarios {
                 try await WebSocketClient.connect(url: url, logger: Logger(label: "bench-ws")) { inbound, _, _ in
                     opened.withLockedValue { $0 = true }
                     for try await message in inbound.messages(maxSize: 1 << 20) {
+                        let arrived = ContinuousClock.now  // before parsing: the receipt is here
                         guard case .text(let text) = message,
                             let event = try? JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any],
                             event["type"] as? String == "receipt.read", let ids = event["messageIds"] as? [String]
                         else { continue }
-                        arrive.yield((ids, ContinuousClock.now))
+                        arrive.yield((ids, arrived))
                     }
                 }
             }
