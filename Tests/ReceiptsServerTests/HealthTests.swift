@@ -1,5 +1,4 @@
 import Foundation
-import HTTPTypes
 import Hummingbird
 import HummingbirdTesting
 import Logging
@@ -30,12 +29,8 @@ struct HealthTests {
                 #expect(String(buffer: response.body) == #"{"status":"ok"}"#)
             }
             // Ready once the event listener has connected; the port opens a moment before.
-            let deadline = ContinuousClock.now + .seconds(15)
-            var status = HTTPResponse.Status.serviceUnavailable
-            while status != .ok, ContinuousClock.now < deadline {
-                status = try await client.execute(uri: "/readyz", method: .get) { $0.status }
-                if status != .ok { try await Task.sleep(for: .milliseconds(20)) }
-            }
+            try await APIClient(client: client).waitUntilReady()
+            let status = try await client.execute(uri: "/readyz", method: .get) { $0.status }
             #expect(status == .ok)
         }
     }
