@@ -1,3 +1,5 @@
+import Synchronization
+
 /// Tells this process's event hub that the event log may have grown, right after a write
 /// through the store commits.
 ///
@@ -5,15 +7,18 @@
 /// `sql/migrations/0004_faster_writes.sql`): their triggers send no NOTIFY, so the hub learns
 /// of this process's writes from here, without a round trip through PostgreSQL.
 public final class CommittedWrites: Sendable {
-    /// One element per burst of commits: signals coalesce while nobody is reading them.
-    public let signals: AsyncStream<Void>
-    private let continuation: AsyncStream<Void>.Continuation
+    private let observers = Mutex<[@Sendable () -> Void]>([])
 
-    init() {
-        (self.signals, self.continuation) = AsyncStream.makeStream(bufferingPolicy: .bufferingNewest(1))
+    init() {}
+
+    /// Calls `observer` after every write, at once, in the writer's task: no hand-over to
+    /// another task on the way from a commit to the event hub. So an observer only passes the
+    /// news on (say, yields to an `AsyncStream` that coalesces) and returns.
+    public func observe(_ observer: @escaping @Sendable () -> Void) {
+        self.observers.withLock { $0.append(observer) }
     }
 
     func signal() {
-        self.continuation.yield()
+        for observer in self.observers.withLock({ $0 }) { observer() }
     }
 }

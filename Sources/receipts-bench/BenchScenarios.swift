@@ -149,6 +149,7 @@ struct BenchScenarios {
         // As before every figure: what the scenarios before left to vacuum is done first.
         try await self.settleDatabase()
         let client = self.client
+        let cpu = CPUTimes.now(servicePID: self.servicePID)
         let start = ContinuousClock.now
         let sent = try await withThrowingTaskGroup(of: (String, [String]).self) { group in
             for index in 0..<self.concurrency {
@@ -164,8 +165,9 @@ struct BenchScenarios {
             return try await group.reduce(into: [String: [String]]()) { $0[$1.0] = $1.1 }
         }
         let seconds = Double((ContinuousClock.now - start) / .microseconds(1)) / 1_000_000
+        let cost = CPUTimes.note(since: cpu, servicePID: self.servicePID, requests: perClient * self.concurrency)
         results.add("send throughput", unit: "messages/s", value: Double(perClient * self.concurrency) / seconds, target: "≥ 5,000",
-                    note: "\(self.concurrency) clients")
+                    note: ["\(self.concurrency) clients", cost].filter { !$0.isEmpty }.joined(separator: "; "))
         return sent
     }
 
@@ -173,6 +175,7 @@ struct BenchScenarios {
     func markReadSingle(messages: [String: [String]], into results: inout BenchResults) async throws {
         let key = self.tenant.apiKey
         let client = self.client
+        let cpu = CPUTimes.now(servicePID: self.servicePID)
         let start = ContinuousClock.now
         let requests = try await withThrowingTaskGroup(of: Int.self) { group in
             for (chat, ids) in messages {
@@ -187,8 +190,9 @@ struct BenchScenarios {
             return try await group.reduce(0, +)
         }
         let seconds = Double((ContinuousClock.now - start) / .microseconds(1)) / 1_000_000
+        let cost = CPUTimes.note(since: cpu, servicePID: self.servicePID, requests: requests)
         results.add("mark-read, one message per request", unit: "requests/s", value: Double(requests) / seconds, target: "≥ 5,000",
-                    note: "\(self.concurrency) clients")
+                    note: ["\(self.concurrency) clients", cost].filter { !$0.isEmpty }.joined(separator: "; "))
     }
 
     /// Receipts per second when each request marks 100 messages.

@@ -23,7 +23,7 @@ struct MessageController {
         let chatId = try Validation.pathId("chatId", in: context)
         let body = try await request.decode(as: SendMessageRequest.self, context: context)
         let sender = try Validation.id(body.senderId, field: "senderId")
-        let id = try body.id.map { try Validation.id($0, field: "id") } ?? UUID().uuidString.lowercased()
+        let id = try body.id.map { try Validation.id($0, field: "id") } ?? GeneratedID.message()
         guard body.text.utf8.count <= Validation.maximumTextBytes else {
             throw APIError.invalidRequest("text is longer than 64 KiB")
         }

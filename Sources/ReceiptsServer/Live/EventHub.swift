@@ -144,6 +144,7 @@ public final class EventHub: Service, Sendable {
 
     /// Relays notifications until graceful shutdown, then closes every stream.
     public func run() async throws {
+        self.store.committedWrites.observe { [weak self] in self?.followCommittedWrite() }
         await cancelWhenGracefulShutdown {
             await withTaskGroup(of: Void.self) { group in
                 group.addTask { await self.followLog() }
@@ -167,7 +168,6 @@ public final class EventHub: Service, Sendable {
                         }
                     }
                 }
-                group.addTask { await self.followCommittedWrites() }
                 if self.options.notifiesOtherInstances {
                     group.addTask { await self.sendPeerNotifications() }
                     group.addTask {
@@ -205,14 +205,12 @@ public final class EventHub: Service, Sendable {
         }
     }
 
-    /// Looks at the log after each burst of this process's writes, and tells other instances
-    /// while there are any.
-    private func followCommittedWrites() async {
-        for await _ in self.store.committedWrites.signals {
-            self.requestRefresh.yield()
-            if self.options.notifiesOtherInstances, self.state.withLockedValue({ $0.peers.arePresent(at: .now) }) {
-                self.requestPeerNotification.yield()
-            }
+    /// After each write of this process: look at the log, and tell other instances while there
+    /// are any. Called in the writer's task (`CommittedWrites.observe`).
+    private func followCommittedWrite() {
+        self.requestRefresh.yield()
+        if self.options.notifiesOtherInstances, self.state.withLockedValue({ $0.peers.arePresent(at: .now) }) {
+            self.requestPeerNotification.yield()
         }
     }
 
