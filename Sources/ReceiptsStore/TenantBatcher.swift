@@ -4,12 +4,10 @@ import Synchronization
 /// function that does them all in one statement and one commit (see
 /// `sql/migrations/0004_faster_writes.sql` and `0005_batched_sends.sql`).
 ///
-/// A request that finds nothing of its tenant under way or waiting runs at once, alone, in
-/// its own task, so an idle service adds no wait and no hand-over to another task. One that
-/// finds fewer than `concurrentBatches` calls under way starts one more. Requests that
-/// arrive while calls run go together into the next one: up to `maximumBatch`, and never two
-/// with the same `key` at a time (so requests on one key follow each other, as separate
-/// calls would).
+/// A request that finds fewer than `concurrentBatches` calls of its tenant under way starts
+/// one at once, alone, so an idle service adds no wait. Requests that arrive while calls
+/// run go together into the next one: up to `maximumBatch`, and never two with the same
+/// `key` at a time (so requests on one key follow each other, as separate calls would).
 /// Each request gets the outcome the batch call gave it.
 ///
 /// A call can stall: it may wait on a row lock, held by a read-all of the same chat or by an
@@ -78,9 +76,6 @@ final class TenantBatcher<Request: Sendable, Outcome: Sendable>: Sendable {
     /// starts a run of them.
     func submit(_ request: Request, tenant: String, run: @escaping Run) async throws -> Outcome {
         let key = [tenant] + self.key(request)
-        if self.startsAlone(key: key, tenant: tenant) {
-            return try await self.runAlone(request, key: key, tenant: tenant, run: run)
-        }
         return try await withCheckedThrowingContinuation { reply in
             let next = self.state.withLock { state -> Next in
                 state.waiting[tenant, default: []].append(Waiting(request: request, key: key, reply: reply))
@@ -96,41 +91,6 @@ final class TenantBatcher<Request: Sendable, Outcome: Sendable>: Sendable {
             case .wait: break
             }
         }
-    }
-
-    /// Whether `request` may run at once, alone, in the caller's task: nothing of its tenant
-    /// runs or waits. Then it takes the tenant's call (and its key) until `runAlone` ends.
-    private func startsAlone(key: [String], tenant: String) -> Bool {
-        self.state.withLock { state in
-            guard state.running[tenant] == nil, state.waiting[tenant] == nil, !state.busy.contains(key) else { return false }
-            state.running[tenant] = 1
-            state.busy.insert(key)
-            state.lastBatchStart[tenant] = .now
-            return true
-        }
-    }
-
-    /// Runs a request that `startsAlone` let through, in the caller's task: an idle service
-    /// hands it to no other task on its way to the database and back (each hand-over wakes a
-    /// thread). Requests that came meanwhile get the call next, in a task of their own.
-    private func runAlone(_ request: Request, key: [String], tenant: String, run: @escaping Run) async throws -> Outcome {
-        let outcome: Result<Outcome, any Error>
-        do {
-            let outcomes = try await run(tenant, [request])
-            guard outcomes.count == 1 else { throw CountMismatch(requests: 1, outcomes: outcomes.count) }
-            outcome = .success(outcomes[0])
-        } catch {
-            outcome = .failure(error)
-        }
-        let handsOver = self.state.withLock { state -> Bool in
-            state.busy.remove(key)
-            if state.waiting[tenant] != nil { return true }
-            state.running[tenant] = nil
-            state.lastBatchStart[tenant] = nil
-            return false
-        }
-        if handsOver { Task { await self.drain(tenant, run: run) } }
-        return try outcome.get()
     }
 
     /// Runs the tenant's waiting requests, batch after batch, until none is left that another
