@@ -37,4 +37,22 @@ struct PlanReuseTests {
             [tenant])
         #expect(try events.map { try $0.decode(Int.self, column: 0) } == [10_000])
     }
+
+    /// `CREATE OR REPLACE FUNCTION` drops settings given by `ALTER FUNCTION`: a migration that
+    /// restates one of these functions must repeat them.
+    @Test("the keyed functions keep their generic plans, and the receipt triggers their hash joins")
+    func settingsSurvive() async throws {
+        try await TestDatabase.ensureMigrated()
+        let rows = try await TestDatabase.pool.query(
+            "SELECT proname, proconfig FROM pg_proc WHERE pronamespace = 'receipts'::regnamespace AND proname = ANY ($1)",
+            [["mark_read", "mark_delivered", "unread_of", "events_since", "record_receipts", "record_unread_changes"]])
+        var settings: [String: Set<String>] = [:]
+        for row in rows { settings[try row.decode(column: 0)] = Set(try row.decode([String]?.self, column: 1) ?? []) }
+        for function in ["mark_read", "mark_delivered", "unread_of", "events_since"] {
+            #expect(settings[function]?.contains("plan_cache_mode=force_generic_plan") == true, "\(function): \(settings[function] ?? [])")
+        }
+        for trigger in ["record_receipts", "record_unread_changes"] {
+            #expect(settings[trigger]?.isSuperset(of: ["enable_nestloop=off", "enable_hashjoin=on"]) == true, "\(trigger): \(settings[trigger] ?? [])")
+        }
+    }
 }
