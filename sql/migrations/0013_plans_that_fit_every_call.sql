@@ -7,7 +7,7 @@
 --    until an ANALYZE of the tables it reads: a session whose first run updated one message
 --    got a nested loop, and kept it for a read-all. Measured in one session: a read of one
 --    message, then a read of 5,000 in another chat, 3.6 s (25 million row comparisons in
---    record_receipts), and 10,000 took 11.7 s. (The bench had not shown it: it runs
+--    record_receipts), and 10,000 took 11.4-11.9 s. (The bench had not shown it: it runs
 --    VACUUM ANALYZE before each figure, which throws every cached plan away.) Both triggers
 --    now join those rows by hashing, whatever the first run's size, and record_unread_changes
 --    reads the chat's last_seq by key in a subquery, so no join of it scans chats.
@@ -16,15 +16,21 @@
 --    function with its call's values while that plan looks cheaper than the generic one
 --    (made without them), and for a lookup by key it often does: a message id array of one
 --    element against the generic plan's guess of ten, a seq range it can size. So
---    mark_read planned its UPDATE and its first-unread query on every call (0.12 and 0.11 ms
---    of a 1.1 ms call, pg_stat_statements with track_planning during the bench), the event
---    hub's events_since its query on 73 % of calls (0.17 ms each), and, with some
---    statistics, unread_of its count on every call (twice per read). Every statement of these
---    functions is a lookup by key or a range of one chat's messages by seq, for which the
---    generic plan (an index scan) is the right one whatever the values, so they now use it:
---    pgbench, one client, three interleaved rounds each, one mark_read a call went from
---    1,160-1,243 calls a second to 1,544-1,620, and batches of ten reads (mark_read_each)
---    from 425-470 to 616-647.
+--    mark_read planned its UPDATE by id on every call of the bench's idle figure (0.09 ms),
+--    and that UPDATE and its first-unread query on every call of the bench's figure for the
+--    function alone (0.12 and 0.11 ms of a 1.1 ms call; pg_stat_statements with
+--    track_planning), the event hub's events_since its query on 73 % of calls (0.17 ms
+--    each), and, with some statistics, unread_of its count on every call (twice per read).
+--    Every statement of these functions is a lookup by key or a range of one chat's
+--    messages by seq, for which the generic plan (an index scan) is the right one whatever
+--    the values, so they now use it.
+--    pgbench, one client, on a database whose statistics say readers never send, interleaved
+--    rounds: one mark_read a call went from 1,116-1,252 calls a second to 1,476-1,620 (seven
+--    rounds), batches of ten reads (mark_read_each) from 425-470 to 616-669 (five). The
+--    bench's figures moved within their noise (BENCHMARKS.md, fourth round).
+--
+-- A later CREATE OR REPLACE of one of these functions drops the settings given here by
+-- ALTER FUNCTION: restate them in its header (PlanReuseTests checks).
 
 ALTER FUNCTION receipts.mark_read(text, text, text, text[], text) SET plan_cache_mode = force_generic_plan;
 ALTER FUNCTION receipts.mark_delivered(text, text, text, text[], text) SET plan_cache_mode = force_generic_plan;
