@@ -19,13 +19,8 @@ public func buildApplication(
         let migrations = try Migration.load(from: configuration.migrationsDirectory)
         try await MigrationRunner(migrations: migrations, logger: logger).applyPending(to: database)
     }
-    // Tenant work runs as receipts_service, which row-level security applies to.
-    var serviceDatabase = database
-    serviceDatabase.role = ReceiptsStore.serviceRole
-    // The hub hears of this process's writes directly, and tells other instances itself.
-    serviceDatabase.settings = [ReceiptsStore.silentTriggers]
     let pool = PostgresConnectionPool(
-        configuration: serviceDatabase,
+        configuration: ReceiptsStore.serviceSessions(of: database),
         options: .init(maximumConnections: configuration.databasePoolSize),
         logger: logger
     )

@@ -17,6 +17,16 @@ public struct ReceiptsStore: Sendable {
     /// reach the event hub through `committedWrites` (see 0004_faster_writes.sql).
     public static let silentTriggers = (name: "receipts.notify", value: "off")
 
+    /// `database` as the service's pool opens it: tenant work runs as `serviceRole`, which
+    /// row-level security applies to, and the triggers send no NOTIFY (the event hub hears of
+    /// the pool's writes through `committedWrites`, and tells other instances itself).
+    public static func serviceSessions(of database: PostgresConfiguration) -> PostgresConfiguration {
+        var sessions = database
+        sessions.role = Self.serviceRole
+        sessions.settings = [Self.silentTriggers]
+        return sessions
+    }
+
     let pool: PostgresConnectionPool
     let logger: Logger
     /// Signalled after every write that may have added events.

@@ -44,13 +44,11 @@ public enum TestDatabase {
         logger: logger
     )
 
-    /// A pool whose sessions are set up as the service's (`Application+build.swift`): the
-    /// service's role, and the triggers' NOTIFY off, as the service announces its writes.
+    /// A pool whose sessions are set up as the service's (`ReceiptsStore.serviceSessions`).
     public static func servicePool(maximumConnections: Int = 4) -> PostgresConnectionPool {
-        var configuration = Self.configuration
-        configuration.role = ReceiptsStore.serviceRole
-        configuration.settings = [ReceiptsStore.silentTriggers]
-        return PostgresConnectionPool(configuration: configuration, options: .init(maximumConnections: maximumConnections), logger: Self.logger)
+        PostgresConnectionPool(
+            configuration: ReceiptsStore.serviceSessions(of: Self.configuration),
+            options: .init(maximumConnections: maximumConnections), logger: Self.logger)
     }
 
     /// A store as the service has it, on a new `servicePool()` (close it when done), with a
