@@ -14,13 +14,20 @@ import Darwin
 /// thread-safe, and its owners (`PostgresConnection`, `PostgresListener`) run one job on it
 /// at a time.
 final class LibPQConnection: @unchecked Sendable {
-    private let handle: OpaquePointer
+    let handle: OpaquePointer
     /// `host:port` of the server, for error messages.
     let server: String
     /// Named prepared statements this session already has, by SQL text and parameter types.
-    private var preparedStatements: [PreparedStatementKey: String] = [:]
+    var preparedStatements: [PreparedStatementKey: String] = [:]
+    /// Numbers the prepared statements' names (never reused, even for a failed prepare).
+    var preparedStatementCount = 0
+    /// In pipeline mode: each statement sent and not yet received, oldest first.
+    var pipelineQueue: [PipelinedStatement] = []
+    /// In pipeline mode: why a statement failed to prepare, for the statements sent after it
+    /// that counted on it (the server answers those "does not exist").
+    var failedPreparations: [PreparedStatementKey: PostgresError] = [:]
 
-    private struct PreparedStatementKey: Hashable {
+    struct PreparedStatementKey: Hashable {
         var sql: String
         var types: [UInt32]
     }
@@ -108,8 +115,8 @@ final class LibPQConnection: @unchecked Sendable {
     /// Whether libpq still considers the connection open.
     var isOpen: Bool { PQstatus(self.handle) == CONNECTION_OK }
 
-    /// Whether the session is outside any transaction block.
-    var isIdle: Bool { PQtransactionStatus(self.handle) == PQTRANS_IDLE }
+    /// Whether the session is outside any transaction block and out of pipeline mode (ready to lend).
+    var isIdle: Bool { PQtransactionStatus(self.handle) == PQTRANS_IDLE && PQpipelineStatus(self.handle) == PQ_PIPELINE_OFF }
 
     /// A non-blocking check that an idle connection is still alive: a server that
     /// terminated the session has sent an error and closed the socket, which shows up as
@@ -156,7 +163,8 @@ final class LibPQConnection: @unchecked Sendable {
     private func preparedStatementName(for sql: String, types: [UInt32]) throws(PostgresError) -> String {
         let key = PreparedStatementKey(sql: sql, types: types)
         if let name = self.preparedStatements[key] { return name }
-        let name = "receipts_\(self.preparedStatements.count + 1)"
+        self.preparedStatementCount += 1
+        let name = "receipts_\(self.preparedStatementCount)"
         let result = types.withUnsafeBufferPointer { types in
             PQprepare(self.handle, name, sql, Int32(types.count), types.baseAddress)
         }
@@ -166,7 +174,7 @@ final class LibPQConnection: @unchecked Sendable {
         return name
     }
 
-    private func consume(_ result: OpaquePointer?) throws(PostgresError) -> PostgresRows {
+    func consume(_ result: OpaquePointer?) throws(PostgresError) -> PostgresRows {
         defer { PQclear(result) }
         try self.check(result)
         guard let result else { throw self.connectionError() }
@@ -211,7 +219,7 @@ final class LibPQConnection: @unchecked Sendable {
         }
     }
 
-    private func serverError(from result: OpaquePointer) -> PostgresError {
+    func serverError(from result: OpaquePointer) -> PostgresError {
         func field(_ code: UInt8) -> String? {
             PQresultErrorField(result, Int32(code)).map { String(cString: $0) }
         }
@@ -226,7 +234,7 @@ final class LibPQConnection: @unchecked Sendable {
         )
     }
 
-    private func connectionError() -> PostgresError {
+    func connectionError() -> PostgresError {
         PostgresError(
             code: self.isOpen ? .server : .connectionClosed,
             message: "connection to \(self.server): \(Self.errorText(of: self.handle))",

@@ -96,7 +96,7 @@ public final class PostgresConnection: @unchecked Sendable {
         if self.ownsThreadPool { self.threadPool.shutdownGracefully { _ in } }
     }
 
-    private func onThread<T: Sendable>(
+    func onThread<T: Sendable>(
         _ body: @escaping @Sendable (LibPQConnection) throws(PostgresError) -> T
     ) async throws(PostgresError) -> T {
         let connection = self.connection

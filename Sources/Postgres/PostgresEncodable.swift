@@ -131,23 +131,24 @@ extension Array: PostgresEncodable where Element: PostgresEncodable {
         Element.postgresType.arrayType ?? .unspecified
     }
 
+    /// An array literal, `{"a","b\\"c",NULL}`, built as UTF-8 bytes.
     public var postgresText: String? {
-        var literal = "{"
+        var literal: [UInt8] = [UInt8(ascii: "{")]
         for (index, element) in self.enumerated() {
-            if index > 0 { literal.append(",") }
+            if index > 0 { literal.append(UInt8(ascii: ",")) }
             guard let text = element.postgresText else {
-                literal.append("NULL")
+                literal.append(contentsOf: "NULL".utf8)
                 continue
             }
-            literal.append("\"")
-            for character in text.unicodeScalars {
-                if character == "\\" || character == "\"" { literal.append("\\") }
-                literal.unicodeScalars.append(character)
+            literal.append(UInt8(ascii: "\""))
+            for byte in text.utf8 {
+                if byte == UInt8(ascii: "\\") || byte == UInt8(ascii: "\"") { literal.append(UInt8(ascii: "\\")) }
+                literal.append(byte)
             }
-            literal.append("\"")
+            literal.append(UInt8(ascii: "\""))
         }
-        literal.append("}")
-        return literal
+        literal.append(UInt8(ascii: "}"))
+        return String(decoding: literal, as: UTF8.self)
     }
 }
 

@@ -4,8 +4,14 @@ public enum Identifier {
     /// The longest id accepted.
     public static let maximumLength = 128
 
-    /// Whether `text` is a valid id.
+    /// Whether `text` is a valid id (a `Substring`, say: see the `String` version).
     public static func isValid(_ text: some StringProtocol) -> Bool {
+        self.isValid(String(text))
+    }
+
+    /// Whether `text` is a valid id. Not generic: the requests' ids are `String`s, and a
+    /// generic check called from another module walked their bytes unspecialized.
+    public static func isValid(_ text: String) -> Bool {
         let bytes = text.utf8
         guard !bytes.isEmpty, bytes.count <= maximumLength else { return false }
         return bytes.allSatisfy(isAllowed)

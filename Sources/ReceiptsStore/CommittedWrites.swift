@@ -11,9 +11,10 @@ public final class CommittedWrites: Sendable {
 
     init() {}
 
-    /// Calls `observer` after every write, at once, in the writer's task: no hand-over to
-    /// another task on the way from a commit to the event hub. So an observer only passes the
-    /// news on (say, yields to an `AsyncStream` that coalesces) and returns.
+    /// Calls `observer` after every write, at once, where the writer runs: its task, or a
+    /// connection's thread for a run of batches. No hand-over on the way from a commit to the
+    /// event hub, so an observer only passes the news on (say, yields to an `AsyncStream`
+    /// that coalesces) and returns.
     public func observe(_ observer: @escaping @Sendable () -> Void) {
         self.observers.withLock { $0.append(observer) }
     }

@@ -18,41 +18,33 @@ extension ReceiptsStore {
     /// A single message goes through `singleReads`, which marks concurrent ones together.
     public func markRead(tenant: String, chat: String, user: String, target: MarkTarget) async throws -> Result<(marked: Int, unreadCount: Int), MarkFailure> {
         if case .messages(let ids) = target, ids.count == 1 {
-            return try await self.singleReads.submit(SingleRead(chat: chat, user: user, message: ids[0]), tenant: tenant) { tenant, reads in
-                try await self.markReadEach(tenant: tenant, reads)
+            return try await self.singleReads.submit(SingleRead(chat: chat, user: user, message: ids[0]), tenant: tenant) { tenant, queue in
+                try await self.runBatches(of: "single reads", tenant: tenant, from: queue, Self.singleReadStatements)
             }
         }
         let (ids, upTo) = target.parameters
         return try await self.markReadNow(tenant: tenant, chat: chat, user: user, ids: ids, upTo: upTo)
     }
 
-    /// Marks one message read for each of `reads` in one statement; returns their outcomes
-    /// in order (see `batchOrEach`).
-    func markReadEach(tenant: String, _ reads: [SingleRead]) async throws -> [MarkReadOutcome] {
-        try await self.batchOrEach(reads, of: "single reads") { read in
-            // Alone, the plain function is the quicker of the two.
-            try await self.markReadNow(tenant: tenant, chat: read.chat, user: read.user, ids: [read.message], upTo: nil)
-        } together: { reads in
-            let rows = try await self.write(
-                "SELECT outcome, marked, unread_count FROM receipts.mark_read_each($1, $2, $3, $4)",
-                [tenant, reads.map(\.chat), reads.map(\.user), reads.map(\.message)]
-            )
-            return try rows.map { row in
-                if let failure = MarkFailure(rawValue: try row.decode(column: 0)) { return .failure(failure) }
-                return .success((try row.decode(Int.self, column: 1), try row.decode(Int.self, column: 2)))
-            }
+    /// Single reads: `receipts.mark_read` for one alone (the quicker of the two then), else
+    /// `receipts.mark_read_each`; both answer `outcome, marked, unread_count` rows.
+    static let singleReadStatements = BatchStatements<SingleRead, MarkReadOutcome> { tenant, reads in
+        if reads.count == 1 {
+            return (markReadSQL, [tenant, reads[0].chat, reads[0].user, [reads[0].message], String?.none])
         }
+        return ("SELECT outcome, marked, unread_count FROM receipts.mark_read_each($1, $2, $3, $4)",
+                [tenant, reads.map(\.chat), reads.map(\.user), reads.map(\.message)])
+    } outcomes: { rows in
+        try rows.map { try MarkReadOutcome(row: $0) }
     }
+
+    /// One call of `receipts.mark_read`: alone, or as a batch of one single read.
+    static let markReadSQL = "SELECT outcome, marked, unread_count FROM receipts.mark_read($1, $2, $3, $4, $5)"
 
     /// One call of `receipts.mark_read`.
     private func markReadNow(tenant: String, chat: String, user: String, ids: [String]?, upTo: String?) async throws -> MarkReadOutcome {
-        let rows = try await self.write(
-            "SELECT outcome, marked, unread_count FROM receipts.mark_read($1, $2, $3, $4, $5)",
-            [tenant, chat, user, ids, upTo]
-        )
-        let row = rows[0]
-        if let failure = MarkFailure(rawValue: try row.decode(column: 0)) { return .failure(failure) }
-        return .success((try row.decode(Int.self, column: 1), try row.decode(Int.self, column: 2)))
+        let rows = try await self.write(Self.markReadSQL, [tenant, chat, user, ids, upTo])
+        return try MarkReadOutcome(row: rows[0])
     }
 
     /// Marks messages delivered to `user`; returns how many changed.
@@ -92,6 +84,17 @@ extension ReceiptsStore {
     /// Turns the user's read receipts on or off.
     public func setReadReceipts(tenant: String, user: String, enabled: Bool) async throws {
         _ = try await self.query("SELECT receipts.set_read_receipts($1, $2, $3)", [tenant, user, enabled])
+    }
+}
+
+extension MarkReadOutcome {
+    /// Reads an `outcome, marked, unread_count` row.
+    init(row: PostgresRow) throws {
+        if let failure = MarkFailure(rawValue: try row.decode(column: 0)) {
+            self = .failure(failure)
+        } else {
+            self = .success((try row.decode(Int.self, column: 1), try row.decode(Int.self, column: 2)))
+        }
     }
 }
 

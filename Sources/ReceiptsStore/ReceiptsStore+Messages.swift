@@ -51,8 +51,8 @@ extension ReceiptsStore {
     /// Concurrent sends of a tenant go through `sends`, which sends them together.
     public func sendMessage(tenant: String, chat: String, id: String, sender: String, text: String) async throws -> SendOutcome {
         let message = NewMessage(chat: chat, id: id, sender: sender, text: text)
-        let result = try await self.sends.submit(message, tenant: tenant) { tenant, messages in
-            try await self.sendEach(tenant: tenant, messages)
+        let result = try await self.sends.submit(message, tenant: tenant) { tenant, queue in
+            try await self.runBatches(of: "sends", tenant: tenant, from: queue, Self.sendStatements)
         }
         switch result {
         case .created(let seq, let createdAt):
@@ -70,22 +70,18 @@ extension ReceiptsStore {
         }
     }
 
-    /// Sends each of `messages` (one per chat) in one statement; returns their results in
-    /// order (see `batchOrEach`).
-    func sendEach(tenant: String, _ messages: [NewMessage]) async throws -> [SendResult] {
-        try await self.batchOrEach(messages, of: "sends") { message in
-            let rows = try await self.write(
-                "SELECT outcome, seq, created_at FROM receipts.send_message($1, $2, $3, $4, $5)",
-                [tenant, message.chat, message.id, message.sender, message.text]
-            )
-            return try SendResult(row: rows[0], from: 0)
-        } together: { messages in
-            let rows = try await self.write(
-                "SELECT request, outcome, seq, created_at FROM receipts.send_each($1, $2, $3, $4, $5)",
-                [tenant, messages.map(\.chat), messages.map(\.id), messages.map(\.sender), messages.map(\.text)]
-            )
-            return try rows.map { try SendResult(row: $0, from: 1) }
+    /// Sends: `receipts.send_message` for one alone, else `receipts.send_each` (one message
+    /// per chat); both answer `outcome, seq, created_at` rows.
+    static let sendStatements = BatchStatements<NewMessage, SendResult> { tenant, messages in
+        if messages.count == 1 {
+            let message = messages[0]
+            return ("SELECT outcome, seq, created_at FROM receipts.send_message($1, $2, $3, $4, $5)",
+                    [tenant, message.chat, message.id, message.sender, message.text])
         }
+        return ("SELECT outcome, seq, created_at FROM receipts.send_each($1, $2, $3, $4, $5)",
+                [tenant, messages.map(\.chat), messages.map(\.id), messages.map(\.sender), messages.map(\.text)])
+    } outcomes: { rows in
+        try rows.map { try SendResult(row: $0, from: 0) }
     }
 
     /// A page of messages, oldest first: the newest `limit` before `before` (or overall).

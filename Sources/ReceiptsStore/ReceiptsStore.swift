@@ -71,27 +71,6 @@ public struct ReceiptsStore: Sendable {
         return try await self.query(sql, parameters)
     }
 
-    /// Does a batch of requests: one alone with `alone`, several with `together` (one
-    /// statement). When that statement fails for another reason than a conflict (those are
-    /// retried) or a lost connection, each request is tried alone, so one bad request fails
-    /// only itself.
-    func batchOrEach<Request, Outcome>(
-        _ requests: [Request],
-        of kind: String,
-        alone: (Request) async throws -> Outcome,
-        together: ([Request]) async throws -> [Outcome]
-    ) async throws -> [Outcome] {
-        if requests.count == 1 { return [try await alone(requests[0])] }
-        do {
-            return try await together(requests)
-        } catch let error as PostgresError where !error.isConnectionLoss {
-            self.logger.warning("a batch failed; doing its requests one by one", metadata: ["receipts.batch": "\(kind)", "error": "\(error)"])
-            var outcomes: [Outcome] = []
-            for request in requests { outcomes.append(try await alone(request)) }
-            return outcomes
-        }
-    }
-
     private func retryingConflicts<Result>(_ operation: () async throws -> Result) async throws -> Result {
         var attempt = 1
         while true {

@@ -4,70 +4,76 @@ import Synchronization
 /// function that does them all in one statement and one commit (see
 /// `sql/migrations/0004_faster_writes.sql` and `0005_batched_sends.sql`).
 ///
-/// A request that finds fewer than `concurrentBatches` calls of its tenant under way starts
-/// one at once, alone, so an idle service adds no wait. Requests that arrive while calls
-/// run go together into the next one: up to `maximumBatch`, and never two with the same
-/// `key` at a time (so requests on one key follow each other, as separate calls would).
-/// Each request gets the outcome the batch call gave it.
+/// A request that finds fewer than `concurrentRuns` runs of its tenant under way starts
+/// one at once, so an idle service adds no wait. A run takes batches off the tenant's queue
+/// (`BatchQueue`) until none is left: requests that arrive while it works go together into
+/// its next batch, up to `maximumBatch`, and never two with the same `key` at a time (so
+/// requests on one key follow each other, as separate calls would). Each request gets the
+/// outcome its batch gave it.
 ///
-/// A call can stall: it may wait on a row lock, held by a read-all of the same chat or by an
-/// open transaction in psql. So while requests wait, a watch looks every `stallAfter`: when
-/// no call of the tenant has started a batch for that long, it starts one more beside them,
-/// up to `maximumConcurrentBatches`, for the waiting requests whose keys are free.
+/// A run can stall: its statement may wait on a row lock, held by a read-all of the same
+/// chat or by an open transaction in psql. So while requests wait, a watch looks every
+/// `stallAfter`: when no run of the tenant has taken a batch for that long, it starts one
+/// more beside them, up to `maximumConcurrentRuns`, for the waiting requests whose keys are
+/// free. A run keeps two batches in the database (`ReceiptsStore.runBatches`), so a stalled
+/// statement also holds the batch sent behind it: the requests of up to two batches wait for
+/// the lock, and the watch serves those that come after them.
 final class TenantBatcher<Request: Sendable, Outcome: Sendable>: Sendable {
-    /// Does one batch of a tenant's requests; answers one outcome per request, in order.
-    typealias Run = @Sendable (_ tenant: String, _ batch: [Request]) async throws -> [Outcome]
+    /// Does a tenant's batches, taking them off `queue` until it ends the run.
+    typealias Run = @Sendable (_ tenant: String, _ queue: BatchQueue<Request, Outcome>) async throws -> Void
 
-    private struct Waiting: Sendable {
+    fileprivate struct Waiting: Sendable {
+        let id: Int
         let request: Request
         let key: [String]
         let reply: CheckedContinuation<Outcome, any Error>
     }
 
-    private struct State {
+    fileprivate struct State {
         var waiting: [String: [Waiting]] = [:]
-        /// Calls under way, per tenant.
+        /// Runs under way, per tenant.
         var running: [String: Int] = [:]
-        /// When a call of the tenant last started a batch.
+        /// When a run of the tenant last took a batch.
         var lastBatchStart: [String: ContinuousClock.Instant] = [:]
         /// The tenants with a stall watch under way.
         var watched: Set<String> = []
-        /// The tenant and key of every request in a call under way.
+        /// The tenant and key of every request taken by a run and not yet answered.
         var busy: Set<[String]> = []
+        var nextID = 0
     }
 
     /// What a request does after joining the queue.
     private enum Next {
-        case startCall, startWatch, wait
+        case startRun, startWatch, wait
     }
 
     let maximumBatch: Int
-    /// Calls of one tenant at a time. One: while it runs, the next batch gathers, and fewer,
-    /// larger batches share more of the per-call work (a transaction, the triggers, the
-    /// commit, the event hub's read). On the 2-core bench machine, five interleaved pairs:
-    /// one made 5,217-5,510 sends/s in four, 3,632 in one; two made 4,133-4,320 (BENCHMARKS.md,
-    /// third round). Other tenants' calls run beside it.
-    let concurrentBatches: Int
-    /// Calls of one tenant at a time when some stall.
-    let maximumConcurrentBatches: Int
-    /// How long calls may go without starting a batch before one more starts: several times
+    /// Runs of one tenant at a time. One: while its batch is in the database, the next one
+    /// gathers, and fewer, larger batches share more of the per-call work (a transaction,
+    /// the triggers, the commit, the event hub's read). On the 2-core bench machine, five
+    /// interleaved pairs: one made 5,217-5,510 sends/s in four, 3,632 in one; two made
+    /// 4,133-4,320 (BENCHMARKS.md, third round). Other tenants' runs go beside it.
+    let concurrentRuns: Int
+    /// Runs of one tenant at a time when some stall.
+    let maximumConcurrentRuns: Int
+    /// How long runs may go without taking a batch before one more starts: several times
     /// what a batch took in the bench (about 4 ms for 16 reads), short beside a client's
     /// timeout.
     let stallAfter: Duration
     private let key: @Sendable (Request) -> [String]
-    private let state = Mutex(State())
+    fileprivate let state = Mutex(State())
 
     /// - Parameter key: requests with equal keys never share a batch or run at once.
     init(
         maximumBatch: Int = 100,
-        concurrentBatches: Int = 1,
-        maximumConcurrentBatches: Int = 4,
+        concurrentRuns: Int = 1,
+        maximumConcurrentRuns: Int = 4,
         stallAfter: Duration = .milliseconds(50),
         key: @escaping @Sendable (Request) -> [String]
     ) {
         self.maximumBatch = maximumBatch
-        self.concurrentBatches = concurrentBatches
-        self.maximumConcurrentBatches = max(concurrentBatches, maximumConcurrentBatches)
+        self.concurrentRuns = concurrentRuns
+        self.maximumConcurrentRuns = max(concurrentRuns, maximumConcurrentRuns)
         self.stallAfter = stallAfter
         self.key = key
     }
@@ -78,46 +84,109 @@ final class TenantBatcher<Request: Sendable, Outcome: Sendable>: Sendable {
         let key = [tenant] + self.key(request)
         return try await withCheckedThrowingContinuation { reply in
             let next = self.state.withLock { state -> Next in
-                state.waiting[tenant, default: []].append(Waiting(request: request, key: key, reply: reply))
-                if state.running[tenant, default: 0] < self.concurrentBatches {
+                state.nextID += 1
+                state.waiting[tenant, default: []].append(Waiting(id: state.nextID, request: request, key: key, reply: reply))
+                if state.running[tenant, default: 0] < self.concurrentRuns {
                     state.running[tenant, default: 0] += 1
-                    return .startCall
+                    return .startRun
                 }
                 return state.watched.insert(tenant).inserted ? .startWatch : .wait
             }
             switch next {
-            case .startCall: Task { await self.drain(tenant, run: run) }
+            case .startRun: Task { await self.drain(tenant, run: run) }
             case .startWatch: Task { await self.watchForStalls(of: tenant, run: run) }
             case .wait: break
             }
         }
     }
 
-    /// Runs the tenant's waiting requests, batch after batch, until none is left that another
-    /// call is not already doing for the same key.
+    /// Lets `run` do the tenant's batches until the queue ends the run. A run that fails
+    /// fails the batches it had taken and not answered; when it had taken none, the next
+    /// batch fails with its error, so that a failure that repeats (a pool that cannot lend
+    /// a connection) reaches the waiting requests instead of holding them.
     private func drain(_ tenant: String, run: Run) async {
-        var finished: [Waiting] = []
-        while let batch = self.nextBatch(of: tenant, after: finished) {
+        let queue = BatchQueue(batcher: self, tenant: tenant)
+        while !queue.hasEnded {
             do {
-                let outcomes = try await run(tenant, batch.map(\.request))
-                guard outcomes.count == batch.count else { throw CountMismatch(requests: batch.count, outcomes: outcomes.count) }
-                for (waiting, outcome) in zip(batch, outcomes) { waiting.reply.resume(returning: outcome) }
+                try await run(tenant, queue)
+                queue.failUnanswered(with: RunEndedEarly())
             } catch {
-                for waiting in batch { waiting.reply.resume(throwing: error) }
+                if !queue.failUnanswered(with: error), let batch = queue.next(endingRunWhenEmpty: true) {
+                    queue.fail(batch, with: error)
+                }
             }
-            finished = batch
         }
     }
 
-    /// Releases the keys of the finished batch and takes the next one off the queue, or
-    /// ends this call's run when nothing can go.
-    private func nextBatch(of tenant: String, after finished: [Waiting]) -> [Waiting]? {
-        self.state.withLock { state in
-            for waiting in finished { state.busy.remove(waiting.key) }
-            var batch: [Waiting] = []
-            var later: [Waiting] = []
+    /// While requests of the tenant wait, starts one more run whenever the runs under way
+    /// have taken no batch for `stallAfter`.
+    private func watchForStalls(of tenant: String, run: @escaping Run) async {
+        while true {
+            try? await Task.sleep(for: self.stallAfter)
+            let startsRun = self.state.withLock { state -> Bool? in
+                guard state.waiting[tenant] != nil else {
+                    state.watched.remove(tenant)
+                    return nil
+                }
+                let running = state.running[tenant, default: 0]
+                let stalled = state.lastBatchStart[tenant].map { ContinuousClock.now - $0 >= self.stallAfter } ?? true
+                guard running < self.maximumConcurrentRuns, stalled else { return false }
+                state.running[tenant] = running + 1
+                return true
+            }
+            switch startsRun {
+            case nil: return
+            case true?: Task { await self.drain(tenant, run: run) }
+            case false?: continue
+            }
+        }
+    }
+}
+
+/// Requests of one batch, taken off a `BatchQueue`.
+struct Batch<Request: Sendable, Outcome: Sendable>: Sendable {
+    fileprivate let members: [TenantBatcher<Request, Outcome>.Waiting]
+
+    var requests: [Request] { self.members.map(\.request) }
+    var count: Int { self.members.count }
+
+    /// The same requests, each a batch of its own.
+    var split: [Batch] { self.members.map { Batch(members: [$0]) } }
+}
+
+/// One run's view of a tenant's waiting requests: it takes batches and answers them.
+///
+/// A run may take the next batch before it has answered the last (to keep the database
+/// busy); the keys of a batch stay taken until it is answered.
+final class BatchQueue<Request: Sendable, Outcome: Sendable>: Sendable {
+    private let batcher: TenantBatcher<Request, Outcome>
+    private let tenant: String
+    private struct RunState {
+        /// Taken and not yet answered, by id.
+        var unanswered: [Int: TenantBatcher<Request, Outcome>.Waiting] = [:]
+        var hasEnded = false
+    }
+    private let runState = Mutex(RunState())
+
+    fileprivate init(batcher: TenantBatcher<Request, Outcome>, tenant: String) {
+        self.batcher = batcher
+        self.tenant = tenant
+    }
+
+    /// Whether the run has ended: the queue had nothing for it.
+    var hasEnded: Bool { self.runState.withLock { $0.hasEnded } }
+
+    /// Takes the next batch: the waiting requests whose keys are free, in arrival order.
+    /// Nil when there is none; with `endingRunWhenEmpty`, that also ends the run (a run
+    /// that still has batches to answer passes false, and asks again after answering).
+    func next(endingRunWhenEmpty: Bool) -> Batch<Request, Outcome>? {
+        let maximumBatch = self.batcher.maximumBatch
+        let tenant = self.tenant
+        let batch = self.batcher.state.withLock { state -> [TenantBatcher<Request, Outcome>.Waiting]? in
+            var batch: [TenantBatcher<Request, Outcome>.Waiting] = []
+            var later: [TenantBatcher<Request, Outcome>.Waiting] = []
             for waiting in state.waiting[tenant] ?? [] {
-                if batch.count < self.maximumBatch, state.busy.insert(waiting.key).inserted {
+                if batch.count < maximumBatch, state.busy.insert(waiting.key).inserted {
                     batch.append(waiting)
                 } else {
                     later.append(waiting)
@@ -128,6 +197,7 @@ final class TenantBatcher<Request: Sendable, Outcome: Sendable>: Sendable {
                 state.lastBatchStart[tenant] = .now
                 return batch
             }
+            guard endingRunWhenEmpty else { return nil }
             state.running[tenant, default: 1] -= 1
             if state.running[tenant] == 0 {
                 state.running[tenant] = nil
@@ -135,29 +205,50 @@ final class TenantBatcher<Request: Sendable, Outcome: Sendable>: Sendable {
             }
             return nil
         }
+        self.runState.withLock { run in
+            if let batch {
+                for waiting in batch { run.unanswered[waiting.id] = waiting }
+            } else if endingRunWhenEmpty {
+                run.hasEnded = true
+            }
+        }
+        return batch.map(Batch.init(members:))
     }
 
-    /// While requests of the tenant wait, starts one more call whenever the calls under way
-    /// have started no batch for `stallAfter`.
-    private func watchForStalls(of tenant: String, run: @escaping Run) async {
-        while true {
-            try? await Task.sleep(for: self.stallAfter)
-            let startsCall = self.state.withLock { state -> Bool? in
-                guard state.waiting[tenant] != nil else {
-                    state.watched.remove(tenant)
-                    return nil
-                }
-                let running = state.running[tenant, default: 0]
-                let stalled = state.lastBatchStart[tenant].map { ContinuousClock.now - $0 >= self.stallAfter } ?? true
-                guard running < self.maximumConcurrentBatches, stalled else { return false }
-                state.running[tenant] = running + 1
-                return true
-            }
-            switch startsCall {
-            case nil: return
-            case true?: Task { await self.drain(tenant, run: run) }
-            case false?: continue
-            }
+    /// Answers each request of `batch` with its outcome, in order, and frees their keys.
+    func answer(_ batch: Batch<Request, Outcome>, with outcomes: [Outcome]) {
+        guard outcomes.count == batch.count else {
+            self.fail(batch, with: CountMismatch(requests: batch.count, outcomes: outcomes.count))
+            return
+        }
+        self.release(batch.members)
+        for (waiting, outcome) in zip(batch.members, outcomes) { waiting.reply.resume(returning: outcome) }
+    }
+
+    /// Answers each request of `batch` with `error`, and frees their keys.
+    func fail(_ batch: Batch<Request, Outcome>, with error: any Error) {
+        self.release(batch.members)
+        for waiting in batch.members { waiting.reply.resume(throwing: error) }
+    }
+
+    /// Fails every request taken and not answered; returns whether there was one.
+    @discardableResult
+    func failUnanswered(with error: any Error) -> Bool {
+        let unanswered = self.runState.withLock { run in
+            defer { run.unanswered = [:] }
+            return Array(run.unanswered.values)
+        }
+        guard !unanswered.isEmpty else { return false }
+        self.fail(Batch(members: unanswered), with: error)
+        return true
+    }
+
+    private func release(_ members: [TenantBatcher<Request, Outcome>.Waiting]) {
+        self.runState.withLock { run in
+            for waiting in members { run.unanswered[waiting.id] = nil }
+        }
+        self.batcher.state.withLock { state in
+            for waiting in members { state.busy.remove(waiting.key) }
         }
     }
 }
@@ -167,4 +258,9 @@ struct CountMismatch: Error, CustomStringConvertible {
     let requests: Int
     let outcomes: Int
     var description: String { "a batch call answered \(self.outcomes) outcomes for \(self.requests) requests" }
+}
+
+/// A run returned with batches it had taken and not answered (a bug).
+struct RunEndedEarly: Error, CustomStringConvertible {
+    var description: String { "a batch run ended without answering every request it had taken" }
 }

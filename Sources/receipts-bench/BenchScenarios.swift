@@ -107,7 +107,7 @@ struct BenchScenarios {
                 let message = try await client.expect(201, .POST, "/v1/chats/\(chat)/messages", as: key, body: ["senderId": "alice", "text": "x"])
                 let id = message["id"] as! String
                 let start = ContinuousClock.now
-                try await client.expect(200, .POST, "/v1/chats/\(chat)/read", as: key, body: ["userId": "bob", "messageIds": [id]])
+                try await client.check(200, .POST, "/v1/chats/\(chat)/read", as: key, body: ["userId": "bob", "messageIds": [id]])
                 let answer = ContinuousClock.now
                 while inbox[id] == nil {
                     guard let receipt = await receipts.next() else { throw BenchFailure("the WebSocket closed") }
@@ -132,7 +132,7 @@ struct BenchScenarios {
     func httpCeiling(into results: inout BenchResults) async throws {
         let client = self.client
         let requests = try await self.callsPerSecond(perClient: self.count(20_000, minimum: 100) / self.concurrency + 1) { _, _ in
-            try await client.expect(200, .GET, "/healthz", as: nil)
+            try await client.check(200, .GET, "/healthz", as: nil)
         }
         results.add("HTTP alone: GET /healthz (no database)", unit: "requests/s", value: requests,
                     target: "", note: "\(self.concurrency) clients")
@@ -182,7 +182,7 @@ struct BenchScenarios {
                 let reader = "r" + chat.dropFirst(4)
                 group.addTask {
                     for id in ids {
-                        try await client.expect(200, .POST, "/v1/chats/\(chat)/read", as: key, body: ["userId": reader, "messageIds": [id]])
+                        try await client.check(200, .POST, "/v1/chats/\(chat)/read", as: key, body: ["userId": reader, "messageIds": [id]])
                     }
                     return ids.count
                 }

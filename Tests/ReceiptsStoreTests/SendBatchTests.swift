@@ -125,6 +125,42 @@ struct SendBatchTests {
         await pool.close()
     }
 
+    @Test("a message the table refuses fails alone: the others sent beside it, in its batch or not, are created")
+    func refusedMessageFailsAlone() async throws {
+        let (store, pool, tenant) = try await TestDatabase.serviceStore(tenantPrefix: "refused")
+        for chat in 0..<20 {
+            #expect(try await store.putChat(tenant: tenant, chat: "c\(chat)", kind: .direct, members: ["a", "b"]) == .created)
+        }
+        // The HTTP layer refuses a text this long before the store; here the table's check
+        // does, and fails the whole statement of a batch that holds it.
+        let tooLong = String(repeating: "x", count: 70_000)
+        let outcomes = await withTaskGroup(of: (Int, Result<SendOutcome, any Error>).self) { group in
+            for chat in 0..<20 {
+                group.addTask {
+                    let text = chat == 13 ? tooLong : "hi"
+                    do {
+                        return (chat, .success(try await store.sendMessage(tenant: tenant, chat: "c\(chat)", id: "m", sender: "a", text: text)))
+                    } catch {
+                        return (chat, .failure(error))
+                    }
+                }
+            }
+            return await group.reduce(into: [Int: Result<SendOutcome, any Error>]()) { $0[$1.0] = $1.1 }
+        }
+        await pool.close()
+        for chat in 0..<20 {
+            switch outcomes[chat] {
+            case .success(.created)? where chat != 13: break
+            case .failure(let error as PostgresError)? where chat == 13:
+                #expect(error.sqlState == PostgresError.SQLState.checkViolation)
+            default: Issue.record("chat c\(chat): \(String(describing: outcomes[chat]))")
+            }
+        }
+        let created = try await TestDatabase.pool.query(
+            "SELECT count(*) FROM receipts.messages WHERE tenant_id = $1", [tenant])[0].decode(Int64.self, column: 0)
+        #expect(created == 19)
+    }
+
     @Test("a send that waits on a chat locked elsewhere does not hold up the tenant's sends to other chats")
     func lockedChatDoesNotStallOthers() async throws {
         let (store, pool, tenant) = try await TestDatabase.serviceStore(tenantPrefix: "locked")

@@ -1,0 +1,49 @@
+/// Statements sent to PostgreSQL ahead of the answers to earlier ones (libpq's pipeline
+/// mode), for a caller that runs statements back to back: the server starts each one as
+/// soon as it has finished the one before, instead of waiting for the client to read the
+/// answer and send the next.
+///
+/// Each statement is its own transaction, as with `PostgresConnection.query`; one that
+/// fails aborts no other. Answers come in the order the statements were sent.
+///
+/// Lent by `PostgresConnection.withPipeline(_:)` to a closure that runs on the connection's
+/// thread: `send` and `receive` block that thread (never an event loop), and the pipeline
+/// must not be used after the closure returns.
+public struct PostgresPipeline {
+    let connection: LibPQConnection
+
+    /// Sends a statement (prepared once per connection, then reused) without waiting for
+    /// its answer. Values are bound to `$1`, `$2`, … in order.
+    public func send(_ sql: String, _ parameters: [any PostgresEncodable]) throws(PostgresError) {
+        try self.connection.send(sql, bindings: try PostgresBindings(parameters))
+    }
+
+    /// Waits for the answer to the oldest statement sent and not yet received.
+    ///
+    /// - Throws: the statement's error; `connectionClosed` when the connection is lost (the
+    ///   statements not yet received may or may not have run).
+    public func receive() throws(PostgresError) -> PostgresRows {
+        try self.connection.receive()
+    }
+
+    /// How many statements have been sent and not yet received.
+    public var waiting: Int { self.connection.pipelineQueue.count }
+}
+
+extension PostgresConnection {
+    /// Runs `body` on the connection's thread with a pipeline to send statements through.
+    ///
+    /// Answers `body` left unread are read (and dropped) before the connection leaves
+    /// pipeline mode. The calls in `body` block the connection's thread, so `body` holds it
+    /// for as long as it runs: meant for work that keeps the database busy.
+    public func withPipeline<Result: Sendable>(
+        _ body: @escaping @Sendable (PostgresPipeline) throws -> Result
+    ) async throws -> Result {
+        let outcome = try await self.onThread { connection throws(PostgresError) -> Swift.Result<Result, any Error> in
+            try connection.enterPipelineMode()
+            defer { connection.leavePipelineMode() }
+            return Swift.Result { try body(PostgresPipeline(connection: connection)) }
+        }
+        return try outcome.get()
+    }
+}

@@ -1,0 +1,87 @@
+import Logging
+import Postgres
+
+/// How one kind of batch is done in SQL: its statement, and the outcomes its rows give.
+struct BatchStatements<Request: Sendable, Outcome: Sendable>: Sendable {
+    /// The statement doing `requests` of `tenant`, one outcome row per request in order.
+    /// (One request alone may take another function, quicker alone.)
+    let statement: @Sendable (_ tenant: String, _ requests: [Request]) -> (sql: String, parameters: [any PostgresEncodable])
+    /// The outcomes in the statement's rows.
+    let outcomes: @Sendable (PostgresRows) throws -> [Outcome]
+}
+
+extension ReceiptsStore {
+    /// How many batch statements a run keeps in the database at once: one running, and the
+    /// next one sent behind it, so the server starts it as soon as it has committed the
+    /// first, while the service reads and answers that one.
+    static let batchesInFlight = 2
+
+    /// Does a tenant's batches from `queue` on one connection, until the queue ends the run.
+    ///
+    /// Batches go through a `PostgresPipeline`, `batchesInFlight` at a time. Each batch is
+    /// its own transaction, and after each one `committedWrites` is signalled (also after a
+    /// failure: a commit whose answer was lost with the connection still added events).
+    /// - A batch that PostgreSQL aborts for a deadlock or a serialization failure (nothing of
+    ///   it stays) is sent again, up to five times.
+    /// - A batch of several requests that fails for another reason is sent again as one
+    ///   batch per request, so a bad request fails only itself.
+    /// - A lost connection ends the run with its error; the batcher fails the batches not
+    ///   answered and starts another run for the rest.
+    func runBatches<Request: Sendable, Outcome: Sendable>(
+        of kind: String,
+        tenant: String,
+        from queue: BatchQueue<Request, Outcome>,
+        _ statements: BatchStatements<Request, Outcome>
+    ) async throws {
+        try await self.pool.withConnection { connection in
+            try await connection.withPipeline { pipeline in
+                var inFlight: [(batch: Batch<Request, Outcome>, attempt: Int)] = []
+                func send(_ batch: Batch<Request, Outcome>, attempt: Int) throws(PostgresError) {
+                    let statement = statements.statement(tenant, batch.requests)
+                    do throws(PostgresError) {
+                        try pipeline.send(statement.sql, statement.parameters)
+                    } catch where !error.isConnectionLoss {
+                        // Not sent (a value the protocol cannot carry): fail only the requests
+                        // that hold it.
+                        guard batch.count > 1 else { return queue.fail(batch, with: error) }
+                        for alone in batch.split { try send(alone, attempt: attempt) }
+                        return
+                    }
+                    inFlight.append((batch, attempt))
+                }
+                while true {
+                    if inFlight.count < Self.batchesInFlight, let batch = queue.next(endingRunWhenEmpty: inFlight.isEmpty) {
+                        try send(batch, attempt: 1)
+                        continue
+                    }
+                    guard !inFlight.isEmpty else { return }
+                    let (batch, attempt) = inFlight.removeFirst()
+                    let rows: PostgresRows
+                    do throws(PostgresError) {
+                        defer { self.committedWrites.signal() }
+                        rows = try pipeline.receive()
+                    } catch let error where error.isConnectionLoss {
+                        throw error
+                    } catch let error where error.isSerializationFailure && attempt < 5 {
+                        self.logger.debug("retrying a batch after a conflict", metadata: ["receipts.batch": "\(kind)"])
+                        try send(batch, attempt: attempt + 1)
+                        continue
+                    } catch where batch.count > 1 {
+                        self.logger.warning(
+                            "a batch failed; doing its requests one by one", metadata: ["receipts.batch": "\(kind)", "error": "\(error)"])
+                        for alone in batch.split { try send(alone, attempt: 1) }
+                        continue
+                    } catch {
+                        queue.fail(batch, with: error)
+                        continue
+                    }
+                    do {
+                        queue.answer(batch, with: try statements.outcomes(rows))
+                    } catch {
+                        queue.fail(batch, with: error)
+                    }
+                }
+            }
+        }
+    }
+}
