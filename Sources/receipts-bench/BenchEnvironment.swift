@@ -73,7 +73,18 @@ struct BenchService: Sendable {
         guard FileManager.default.isExecutableFile(atPath: executable) else {
             throw BenchFailure("\(executable) not found: run `swift build -c release --product receiptsd` first")
         }
-        let port = Int.random(in: 20_000...40_000)
+        // A port below Linux's ephemeral range (32768–60999), which the bench's own
+        // connections draw from; a port another program holds makes receiptsd exit at once,
+        // and then another is tried.
+        for _ in 0..<5 {
+            let service = try launch(executable: executable, databaseURL: databaseURL, poolSize: poolSize, port: Int.random(in: 20_000...32_000))
+            if try await service.waitUntilReady() { return service }
+            service.stop()
+        }
+        throw BenchFailure("receiptsd did not become ready")
+    }
+
+    private static func launch(executable: String, databaseURL: String, poolSize: Int?, port: Int) throws -> BenchService {
         let adminToken = UUID().uuidString
         let process = Process()
         process.executableURL = URL(fileURLWithPath: executable)
@@ -84,19 +95,22 @@ struct BenchService: Sendable {
         if let poolSize { settings["RECEIPTS_DATABASE_POOL_SIZE"] = String(poolSize) }
         process.environment = ProcessInfo.processInfo.environment.merging(settings) { $1 }
         try process.run()
-        let service = BenchService(baseURL: "http://127.0.0.1:\(port)", adminToken: adminToken, process: process)
-        let client = try BenchClient(baseURL: service.baseURL)
-        for _ in 0..<300 {
-            if let (status, _) = try? await client.send(.GET, "/readyz", as: nil, body: nil), status == 200 {
-                await client.shutdown()
-                return service
-            }
-            guard process.isRunning else { break }
-            try await Task.sleep(for: .milliseconds(100))
+        return BenchService(baseURL: "http://127.0.0.1:\(port)", adminToken: adminToken, process: process)
+    }
+
+    /// Whether the started process answered `/readyz` (while still running, so the answer
+    /// was its own); false once it has exited or after 30 s.
+    private func waitUntilReady() async throws -> Bool {
+        guard let process else { return true }
+        let client = try BenchClient(baseURL: baseURL)
+        var ready = false
+        for _ in 0..<300 where process.isRunning && !ready {
+            let status = try? await client.send(.GET, "/readyz", as: nil, body: nil).0
+            ready = status == 200 && process.isRunning
+            if !ready { try? await Task.sleep(for: .milliseconds(100)) }
         }
         await client.shutdown()
-        process.terminate()
-        throw BenchFailure("receiptsd did not become ready")
+        return ready
     }
 
     func stop() {

@@ -10,25 +10,15 @@ struct GracefulShutdownTests {
     @Test("on SIGTERM, receiptsd closes its open streams and exits within seconds")
     func sigterm() async throws {
         try await TestDatabase.ensureMigrated()
-        let port = Int.random(in: 30_000...50_000)
         let adminToken = TestDatabase.uniqueName("admin")
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: TestDatabase.receiptsdExecutable)
-        process.arguments = ["serve", "--no-migrate", "--port", String(port)]
-        process.environment = ProcessInfo.processInfo.environment.merging(
-            ["DATABASE_URL": TestDatabase.url, "RECEIPTS_ADMIN_TOKEN": adminToken, "LOG_LEVEL": "error"]
-        ) { $1 }
-        try process.run()
-        defer { if process.isRunning { kill(process.processIdentifier, SIGKILL) } }
-
-        let base = "http://127.0.0.1:\(port)"
-        var ready = false
-        for _ in 0..<300 where !ready {
-            let response = try? await HTTPClient.shared.execute(HTTPClientRequest(url: base + "/readyz"), timeout: .seconds(2))
-            ready = response?.status == .ok
-            if !ready { try await Task.sleep(for: .milliseconds(50)) }
-        }
-        try #require(ready, "receiptsd did not become ready")
+        let service = try await ReceiptsdProcess.start(
+            arguments: ["--no-migrate"],
+            environment: ["DATABASE_URL": TestDatabase.url, "RECEIPTS_ADMIN_TOKEN": adminToken, "LOG_LEVEL": "error"]
+        )
+        defer { service.kill() }
+        let process = service.process
+        let port = service.port
+        let base = service.baseURL
         let apiKey = try #require(try await Self.send(.POST, base + "/admin/v1/tenants", as: adminToken, json: #"{"name":"shutdown"}"#)["apiKey"] as? String)
         _ = try await Self.send(.PUT, base + "/v1/chats/g", as: apiKey, json: #"{"kind":"group","members":["a","b"]}"#)
 
