@@ -38,7 +38,7 @@ struct Serve: AsyncParsableCommand {
 
 /// A logger writing to standard error at `level`.
 func makeLogger(level: Logger.Level) -> Logger {
-    LoggingSystem.bootstrap(StreamLogHandler.standardError)
+    LoggingSystem.bootstrap(StandardErrorLogHandler.init)
     var logger = Logger(label: "receiptsd")
     logger.logLevel = level
     return logger

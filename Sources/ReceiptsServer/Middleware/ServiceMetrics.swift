@@ -1,4 +1,5 @@
 import CoreMetrics
+import NIOConcurrencyHelpers
 import Prometheus
 
 /// The service's Prometheus metrics, kept in a registry of its own (not the global
@@ -11,6 +12,21 @@ public final class ServiceMetrics: Sendable {
     private let poolOpen: CoreMetrics.Gauge
     private let poolLeased: CoreMetrics.Gauge
     private let poolWaiting: CoreMetrics.Gauge
+    /// The count and duration of each method, route and status seen, made once: making them
+    /// anew per request (the factory's lookup checks and hashes the names and labels each
+    /// time) cost about 3 % of the service's CPU under load (perf).
+    private let requestMetrics = NIOLockedValueBox([RequestKey: RequestMetrics]())
+
+    private struct RequestKey: Hashable {
+        var method: String
+        var route: String
+        var status: Int
+    }
+
+    private struct RequestMetrics {
+        var count: CoreMetrics.Counter
+        var duration: CoreMetrics.Timer
+    }
 
     public init() {
         var factory = PrometheusMetricsFactory(registry: self.registry)
@@ -27,10 +43,19 @@ public final class ServiceMetrics: Sendable {
 
     /// Counts a finished request and records its duration.
     func recordRequest(method: String, route: String, status: Int, duration: Duration) {
-        let dimensions = [("method", method), ("route", route), ("status", String(status))]
-        Counter(label: "receipts_http_requests_total", dimensions: dimensions, factory: self.factory).increment()
-        Timer(label: "receipts_http_request_duration_seconds", dimensions: dimensions, factory: self.factory)
-            .recordNanoseconds(duration.nanoseconds)
+        let key = RequestKey(method: method, route: route, status: status)
+        let metrics = self.requestMetrics.withLockedValue { made in
+            if let metrics = made[key] { return metrics }
+            let dimensions = [("method", method), ("route", route), ("status", String(status))]
+            let metrics = RequestMetrics(
+                count: Counter(label: "receipts_http_requests_total", dimensions: dimensions, factory: self.factory),
+                duration: Timer(label: "receipts_http_request_duration_seconds", dimensions: dimensions, factory: self.factory)
+            )
+            made[key] = metrics
+            return metrics
+        }
+        metrics.count.increment()
+        metrics.duration.recordNanoseconds(duration.nanoseconds)
     }
 
     func recordPoolUsage(_ usage: (open: Int, leased: Int, waiting: Int)) {
