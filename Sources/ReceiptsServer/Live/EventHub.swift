@@ -93,6 +93,44 @@ public final class EventHub: Service, Sendable {
         func liveLag(of position: Int64) -> Int {
             position < self.coveredFrom ? 0 : self.recent.count - self.firstIndex(after: position)
         }
+
+        /// The next page of events held in memory for a subscriber, moving its position past
+        /// them; or where to read from the log when it is behind what memory holds.
+        mutating func pull(for id: Int, pageSize: Int) -> Pull {
+            guard let subscriber = self.subscribers[id] else { return .closed(.shuttingDown) }
+            if let reason = subscriber.closeReason { return .closed(reason) }
+            if subscriber.position < self.coveredFrom {
+                return .fromLog(after: subscriber.position, through: self.coveredFrom, committedBefore: subscriber.committedBefore)
+            }
+            let start = self.firstIndex(after: subscriber.position)
+            let end = min(self.recent.count, start + pageSize)
+            guard start < end else { return .events([], isUpToDate: true, committedBefore: nil) }
+            let events = Array(self.recent[start..<end])
+            self.subscribers[id]!.position = events[events.count - 1].id
+            return .events(events, isUpToDate: end == self.recent.count, committedBefore: subscriber.committedBefore)
+        }
+
+        /// Drops the oldest events beyond `limit`, and marks the subscribers more than
+        /// `maximumLag` behind as too slow.
+        ///
+        /// - Returns: the wake-ups of every subscriber, closed ones finished.
+        mutating func trim(to limit: Int, maximumLag: Int) -> [AsyncStream<Void>.Continuation] {
+            if self.recent.count > limit {
+                let excess = self.recent.count - limit
+                self.coveredFrom = self.recent[excess - 1].id
+                self.recent.removeFirst(excess)
+            }
+            var wakes: [AsyncStream<Void>.Continuation] = []
+            wakes.reserveCapacity(self.subscribers.count)
+            for (id, subscriber) in self.subscribers {
+                if subscriber.closeReason == nil && self.liveLag(of: subscriber.position) > maximumLag {
+                    self.subscribers[id]!.closeReason = .tooSlow
+                    subscriber.wake.finish()
+                }
+                wakes.append(subscriber.wake)
+            }
+            return wakes
+        }
     }
 
     struct State {
@@ -274,11 +312,10 @@ public final class EventHub: Service, Sendable {
         let id = self.state.withLockedValue { state -> Int in
             let id = state.nextSubscriberId
             state.nextSubscriberId += 1
-            var feed = state.feeds[start.tenant] ?? Feed(coveredFrom: state.cursor?.position ?? start.position)
-            feed.subscribers[id] = Subscriber(
+            let coveredFrom = state.cursor?.position ?? start.position
+            state.feeds[start.tenant, default: Feed(coveredFrom: coveredFrom)].subscribers[id] = Subscriber(
                 principal: principal, position: start.position, committedBefore: start.committedBefore, wake: wake,
                 closeReason: nil)
-            state.feeds[start.tenant] = feed
             if state.isShuttingDown { wake.finish() }
             return id
         }
@@ -325,7 +362,7 @@ public final class EventHub: Service, Sendable {
         var isUpToDate: Bool
     }
 
-    private enum Pull {
+    enum Pull {
         case events([LiveEvent], isUpToDate: Bool, committedBefore: TransactionSnapshot?)
         case fromLog(after: Int64, through: Int64, committedBefore: TransactionSnapshot?)
         case closed(CloseReason)
@@ -334,21 +371,9 @@ public final class EventHub: Service, Sendable {
     /// The next events for a subscription. Throws `CloseReason` when it was closed.
     func nextEvents(for subscription: EventSubscription) async throws -> Batch {
         let pull = self.state.withLockedValue { state -> Pull in
-            guard var feed = state.feeds[subscription.tenant], var subscriber = feed.subscribers[subscription.id] else {
-                return .closed(.shuttingDown)
-            }
-            if let reason = subscriber.closeReason { return .closed(reason) }
-            if subscriber.position < feed.coveredFrom {
-                return .fromLog(after: subscriber.position, through: feed.coveredFrom, committedBefore: subscriber.committedBefore)
-            }
-            let start = feed.firstIndex(after: subscriber.position)
-            let end = min(feed.recent.count, start + self.options.pageSize)
-            guard start < end else { return .events([], isUpToDate: true, committedBefore: nil) }
-            let events = Array(feed.recent[start..<end])
-            subscriber.position = events[events.count - 1].id
-            feed.subscribers[subscription.id] = subscriber
-            state.feeds[subscription.tenant] = feed
-            return .events(events, isUpToDate: end == feed.recent.count, committedBefore: subscriber.committedBefore)
+            // In place: a copy of the feed would copy its table of subscribers on the write,
+            // once per subscriber woken, which made a fan-out quadratic in its subscribers.
+            state.feeds[subscription.tenant]?.pull(for: subscription.id, pageSize: self.options.pageSize) ?? .closed(.shuttingDown)
         }
         func shown(_ events: [LiveEvent], committedBefore: TransactionSnapshot?) -> [LiveEvent] {
             events.filter { event in
@@ -431,19 +456,7 @@ public final class EventHub: Service, Sendable {
         }
         var wakes: [AsyncStream<Void>.Continuation] = []
         for tenant in touched {
-            var feed = state.feeds[tenant]!
-            if feed.recent.count > self.options.recentEvents {
-                let excess = feed.recent.count - self.options.recentEvents
-                feed.coveredFrom = feed.recent[excess - 1].id
-                feed.recent.removeFirst(excess)
-            }
-            for (id, subscriber) in feed.subscribers
-            where subscriber.closeReason == nil && feed.liveLag(of: subscriber.position) > self.options.maximumLag {
-                feed.subscribers[id]?.closeReason = .tooSlow
-                subscriber.wake.finish()
-            }
-            state.feeds[tenant] = feed
-            wakes += feed.subscribers.values.map(\.wake)
+            wakes += state.feeds[tenant]!.trim(to: self.options.recentEvents, maximumLag: self.options.maximumLag)
         }
         return wakes
     }
