@@ -10,19 +10,17 @@ import Logging
 struct StandardErrorLogHandler: LogHandler {
     private var stream: StreamLogHandler
     var metadata: Logger.Metadata = [:]
+    /// Kept here rather than in `stream`, so that its values rank between the logger's
+    /// metadata and a line's own, as in `StreamLogHandler`.
+    var metadataProvider: Logger.MetadataProvider? = LoggingSystem.metadataProvider
 
     init(label: String) {
-        self.stream = StreamLogHandler.standardError(label: label)
+        self.stream = StreamLogHandler.standardError(label: label, metadataProvider: nil)
     }
 
     var logLevel: Logger.Level {
         get { self.stream.logLevel }
         set { self.stream.logLevel = newValue }
-    }
-
-    var metadataProvider: Logger.MetadataProvider? {
-        get { self.stream.metadataProvider }
-        set { self.stream.metadataProvider = newValue }
     }
 
     subscript(metadataKey key: String) -> Logger.Metadata.Value? {
@@ -31,9 +29,13 @@ struct StandardErrorLogHandler: LogHandler {
     }
 
     func log(event: LogEvent) {
+        var metadata = self.metadata
+        if let provided = self.metadataProvider?.get() {
+            metadata.merge(provided) { _, provided in provided }
+        }
         var event = event
-        if !self.metadata.isEmpty {
-            event.metadata = self.metadata.merging(event.metadata ?? [:]) { _, explicit in explicit }
+        if !metadata.isEmpty {
+            event.metadata = metadata.merging(event.metadata ?? [:]) { _, explicit in explicit }
         }
         self.stream.log(event: event)
     }
