@@ -36,6 +36,25 @@ public struct ReceiptsConfiguration: Sendable {
     /// 5 seconds; not read from the environment). A peer counts as gone after three intervals
     /// unheard.
     public var peerAnnouncementInterval: Duration = .seconds(5)
+    /// How long SIGTERM/SIGINT waits for streams to close and requests in flight to finish
+    /// before the process exits regardless (`RECEIPTS_SHUTDOWN_GRACE_SECONDS`, default 10).
+    public var shutdownGracePeriod: Duration
+    /// Most streams (WebSocket and SSE) one user may have open on this instance
+    /// (`RECEIPTS_MAX_STREAMS_PER_USER`, default 20); one more is 429 before the upgrade.
+    public var maximumStreamsPerUser: Int
+    /// Most streams one tenant (its key and its users together) may have open on this
+    /// instance (`RECEIPTS_MAX_STREAMS_PER_TENANT`, default 10000).
+    public var maximumStreamsPerTenant: Int
+    /// Longest a request waits for the database: for a pooled connection and for each
+    /// statement (`RECEIPTS_DATABASE_TIMEOUT_SECONDS`, default 5). Past it the request answers
+    /// 503 `unavailable`.
+    public var databaseTimeout: Duration
+    /// Longest a connection may take to send a complete request head (default 10 seconds;
+    /// not read from the environment).
+    public var requestHeadTimeout: Duration = .seconds(10)
+    /// Longest a keep-alive connection may stay idle between requests (default 60 seconds;
+    /// not read from the environment).
+    public var idleConnectionTimeout: Duration = .seconds(60)
 
     public init(
         host: String = "127.0.0.1",
@@ -47,8 +66,16 @@ public struct ReceiptsConfiguration: Sendable {
         migrationsDirectory: URL,
         eventRetentionSeconds: Int = 7 * 24 * 3600,
         streamMaximumLag: Int = 5000,
-        notifiesOtherInstances: Bool = true
+        notifiesOtherInstances: Bool = true,
+        shutdownGracePeriod: Duration = .seconds(10),
+        maximumStreamsPerUser: Int = 20,
+        maximumStreamsPerTenant: Int = 10_000,
+        databaseTimeout: Duration = .seconds(5)
     ) {
+        self.shutdownGracePeriod = shutdownGracePeriod
+        self.maximumStreamsPerUser = maximumStreamsPerUser
+        self.maximumStreamsPerTenant = maximumStreamsPerTenant
+        self.databaseTimeout = databaseTimeout
         self.notifiesOtherInstances = notifiesOtherInstances
         self.eventRetentionSeconds = eventRetentionSeconds
         self.streamMaximumLag = streamMaximumLag

@@ -62,6 +62,15 @@ struct Environment {
         return value
     }
 
+    /// A whole number that must lie in `range`.
+    func integer(_ name: String, default defaultValue: Int, in range: ClosedRange<Int>) throws -> Int {
+        let value = try self.integer(name, default: defaultValue)
+        guard range.contains(value) else {
+            throw ConfigurationError("\(name) must be between \(range.lowerBound) and \(range.upperBound), not \(value)")
+        }
+        return value
+    }
+
     func boolean(_ name: String, default defaultValue: Bool) throws -> Bool {
         guard let text = self[name] else { return defaultValue }
         switch text.lowercased() {

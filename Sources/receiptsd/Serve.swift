@@ -29,7 +29,11 @@ struct Serve: AsyncParsableCommand {
             migrationsDirectory: environment.migrationsDirectory(),
             eventRetentionSeconds: try environment.integer("RECEIPTS_EVENT_RETENTION_SECONDS", default: 7 * 24 * 3600),
             streamMaximumLag: try environment.integer("RECEIPTS_STREAM_MAX_LAG", default: 5000),
-            notifiesOtherInstances: try environment.boolean("RECEIPTS_NOTIFY_OTHER_INSTANCES", default: true)
+            notifiesOtherInstances: try environment.boolean("RECEIPTS_NOTIFY_OTHER_INSTANCES", default: true),
+            shutdownGracePeriod: .seconds(try environment.integer("RECEIPTS_SHUTDOWN_GRACE_SECONDS", default: 10, in: 1...3600)),
+            maximumStreamsPerUser: try environment.integer("RECEIPTS_MAX_STREAMS_PER_USER", default: 20, in: 1...100_000),
+            maximumStreamsPerTenant: try environment.integer("RECEIPTS_MAX_STREAMS_PER_TENANT", default: 10_000, in: 1...10_000_000),
+            databaseTimeout: .seconds(try environment.integer("RECEIPTS_DATABASE_TIMEOUT_SECONDS", default: 5, in: 1...600))
         )
         let app = try await buildApplication(configuration, logger: logger)
         try await app.runService()
