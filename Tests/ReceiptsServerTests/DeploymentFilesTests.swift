@@ -32,4 +32,20 @@ struct DeploymentFilesTests {
         #expect(result.output.contains("8080"))
         #expect(result.output.contains("condition: service_healthy"))
     }
+
+    @Test("docker-compose.yml starts no known admin token: without RECEIPTS_ADMIN_TOKEN the admin API is off")
+    func composeHasNoDefaultAdminToken() async throws {
+        let result = try await TestDatabase.run(
+            "/usr/bin/env",
+            arguments: ["-u", "RECEIPTS_ADMIN_TOKEN", "docker-compose", "-f", "docker-compose.yml", "config"],
+            allowFailure: true
+        )
+        try #require(result.status == 0, "\(result.errorOutput)")
+        // receiptsd treats an empty value as unset: the admin API answers 404.
+        let adminTokenLines = result.output.split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) }
+            .filter { $0.hasPrefix("RECEIPTS_ADMIN_TOKEN") }
+        #expect(adminTokenLines.count == 1)
+        #expect(adminTokenLines.allSatisfy { ["RECEIPTS_ADMIN_TOKEN: ''", "RECEIPTS_ADMIN_TOKEN:"].contains($0) }, "\(adminTokenLines)")
+        #expect(!result.output.contains("change-me"))
+    }
 }
