@@ -1,5 +1,6 @@
 import Foundation
 import Postgres
+import ReceiptsCore
 import ReceiptsStore
 import TestSupport
 import Testing
