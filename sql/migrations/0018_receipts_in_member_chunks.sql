@@ -14,9 +14,9 @@
 -- The layout. A chat numbers its members as they first join (chats.members_numbered counts
 -- them, chat_members.receipt_chunk = number / 32, kept across leave and rejoin). Each message
 -- has one row per chunk in receipts.receipt_chunks, keyed (tenant, chat, seq, chunk), with
--- the five arrays of 0001 holding only that chunk's members: at most 32 readers, so a row
--- stays well below the TOAST threshold (about 2 KB with 16-character ids) and a receipt
--- rewrites at most one such row. The rows are created, empty, with their message (trigger
+-- the five arrays of 0001 holding only that chunk's members: at most 32 readers, so a full
+-- row (about 1.7 KB with 10-character ids) stays under the TOAST threshold of about 2 KB
+-- (longer ids get compressed), and a receipt rewrites one such row, whatever the group. The rows are created, empty, with their message (trigger
 -- create_receipt_chunks, for every chunk up to the chat's last numbered member: the
 -- recipients of a message are members when it was sent, so no receipt ever needs a chunk
 -- row created later). Receipts are then appended exactly as before, with guarded UPDATEs:
@@ -48,11 +48,11 @@
 -- After (same psql/pgbench run as above, same machine, chunks of 32):
 --     1,000 members: read-all 15.2 ms in the first tenth, 13.5 ms in the last (0.89x);
 --     receipt_chunks grew by 5.0 MiB (105 bytes per receipt), messages not at all;
---     5,000 members: 18.2 ms and 21.1 ms (1.16x), 24.1 MiB (97 bytes per receipt).
+--     5,000 members: 18.2 ms and 21.1 ms (1.16x), 23.0 MiB (97 bytes per receipt).
 --   (Those times are mostly the commit's WAL flush; PostgreSQL's own work for one read-all of
 --   50 at 1,000 members, auto_explain: 3.1 ms, of which 0.5 the 50 row updates and 0.9 the
 --   event, whose audience array lists the 1,000 members.) Chunks of 16: 13.1 and 16.4 ms,
---   5.1 MiB. The event log grows by one event per read request as before; its audience
+--   4.5 MiB. The event log grows by one event per read request as before; its audience
 --   column (0003) holds every member, so it grows with the group: 5 KB an event at 1,000
 --   members, 18 KB at 5,000 (not changed here).
 --
