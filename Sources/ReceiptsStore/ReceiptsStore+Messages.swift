@@ -113,7 +113,12 @@ extension ReceiptsStore {
                 """,
                 [tenant, chat, beforeSeq, limit]
             )
-            let messages = try rows.reversed().map { try MessageRecord(row: $0, chatId: chat) }
+            let seqs = try rows.map { try $0.decode(Int64.self, column: 1) }
+            let chunks = try await Self.receiptChunks(
+                tenant: tenant, chat: chat, from: seqs.min() ?? 0, through: seqs.max() ?? -1, on: connection)
+            let messages = try zip(rows, seqs).reversed().map { row, seq in
+                try MessageRecord(row: row, chatId: chat, chunks: chunks[seq] ?? [])
+            }
             let mostRecent = try await viewer.asyncMap { try await Self.mostRecentMessageId(tenant: tenant, chat: chat, sender: $0, on: connection) } ?? nil
             return .success(MessagePage(roster: roster, messages: messages, viewersMostRecentMessageId: mostRecent))
         }
@@ -133,13 +138,30 @@ extension ReceiptsStore {
                 [tenant, chat, id]
             )
             guard let row = rows.first else { return nil }
-            let message = try MessageRecord(row: row, chatId: chat)
+            let seq = try row.decode(Int64.self, column: 1)
+            let chunks = try await Self.receiptChunks(tenant: tenant, chat: chat, from: seq, through: seq, on: connection)
+            let message = try MessageRecord(row: row, chatId: chat, chunks: chunks[seq] ?? [])
             var isMostRecent = false
             if let viewer {
                 isMostRecent = try await Self.mostRecentMessageId(tenant: tenant, chat: chat, sender: viewer, on: connection) == id
             }
             return (message, roster, isMostRecent)
         }
+    }
+
+    /// The receipt chunks of a chat's messages with `from <= seq <= through`, by seq, each
+    /// message's in chunk order (none when the range is empty).
+    static func receiptChunks(
+        tenant: String, chat: String, from: Int64, through: Int64, on connection: PostgresConnection
+    ) async throws -> [Int64: [ReceiptChunk]] {
+        guard from <= through else { return [:] }
+        let rows = try await connection.query(ReceiptChunk.sql, [tenant, chat, from, through])
+        var chunks: [Int64: [ReceiptChunk]] = [:]
+        for row in rows {
+            let chunk = try ReceiptChunk(row: row)
+            chunks[chunk.seq, default: []].append(chunk)
+        }
+        return chunks
     }
 
     static func mostRecentMessageId(tenant: String, chat: String, sender: String, on connection: PostgresConnection) async throws -> String? {

@@ -21,6 +21,7 @@ struct BenchScenarios {
     /// The scenarios, by the names `--only` takes.
     enum Scenario: String, CaseIterable {
         case idle, load, fanout, http, send, single, batches, raw, readall, unread
+        case largeGroup = "large-group"
     }
 
     func run(_ scenarios: Set<Scenario>, into results: inout BenchResults) async throws {
@@ -41,6 +42,7 @@ struct BenchScenarios {
         if scenarios.contains(.raw) { try await self.rawReference(into: &results) }
         if scenarios.contains(.readall) { try await self.readAll(into: &results) }
         if scenarios.contains(.unread) { try await self.unreadCounts(into: &results) }
+        if scenarios.contains(.largeGroup) { try await self.largeGroups(into: &results) }
     }
 
     /// Gives the new database a history and the planner its statistics, as in any database
@@ -230,8 +232,9 @@ struct BenchScenarios {
                     note: "\(marked) receipts")
     }
 
-    /// The raw reference: the guarded `UPDATE … array_append` that marks one message read,
-    /// straight at PostgreSQL with the same concurrency, one statement per transaction;
+    /// The raw reference: the guarded `UPDATE … array_append` that marks one message read
+    /// (on the reader's receipt chunk row, chunk 0 in a direct chat; 0018), straight at
+    /// PostgreSQL with the same concurrency, one statement per transaction;
     /// then the service's whole SQL function for a single mark-read the same way (the
     /// database's share of a request). Both as the table owner, in sessions set up like the
     /// service's (`receipts.notify = off`); the event trigger runs as it does for the service.
@@ -247,14 +250,16 @@ struct BenchScenarios {
         try await self.settleDatabase()
         let tenant = self.tenant.id
         let statement = """
-            UPDATE receipts.messages AS message SET
-                read_by      = array_append(message.read_by, $3),
-                read_at      = array_append(message.read_at, now()),
-                delivered_to = CASE WHEN $3 = ANY (message.delivered_to) THEN message.delivered_to ELSE array_append(message.delivered_to, $3) END,
-                delivered_at = CASE WHEN $3 = ANY (message.delivered_to) THEN message.delivered_at ELSE array_append(message.delivered_at, now()) END
+            UPDATE receipts.receipt_chunks AS receipt SET
+                read_by      = array_append(receipt.read_by, $3),
+                read_at      = array_append(receipt.read_at, now()),
+                delivered_to = CASE WHEN $3 = ANY (receipt.delivered_to) THEN receipt.delivered_to ELSE array_append(receipt.delivered_to, $3) END,
+                delivered_at = CASE WHEN $3 = ANY (receipt.delivered_to) THEN receipt.delivered_at ELSE array_append(receipt.delivered_at, now()) END
+            FROM receipts.messages AS message
             WHERE message.tenant_id = $1 AND message.chat_id = $2 AND message.message_id = $4
               AND message.sender_id <> $3
-              AND NOT ($3 = ANY (message.read_by)) AND NOT ($3 = ANY (message.hidden_read_by))
+              AND receipt.tenant_id = $1 AND receipt.chat_id = $2 AND receipt.seq = message.seq AND receipt.chunk = 0
+              AND NOT ($3 = ANY (receipt.read_by)) AND NOT ($3 = ANY (receipt.hidden_read_by))
             """
         let pool = self.database.servicePool
         let updates = try await self.callsPerSecond(perClient: perClient) { index, message in
@@ -350,7 +355,7 @@ struct BenchScenarios {
     func settleDatabase() async throws {
         try await self.database.pool.withConnection {
             _ = try await $0.executeScript(
-                "VACUUM (ANALYZE) receipts.messages, receipts.chats, receipts.chat_members, receipts.membership_periods, receipts.events")
+                "VACUUM (ANALYZE) receipts.messages, receipts.receipt_chunks, receipts.chats, receipts.chat_members, receipts.membership_periods, receipts.events")
         }
     }
 }

@@ -87,9 +87,9 @@ struct SingleReadBatchTests {
     static func state(of tenant: String) async throws -> [String] {
         let messages = try await TestDatabase.pool.query(
             """
-            SELECT concat_ws(' ', chat_id, message_id, read_by::text, hidden_read_by::text, delivered_to::text,
+            SELECT concat_ws(' ', chat_id, message_id, chunk, read_by::text, hidden_read_by::text, delivered_to::text,
                              cardinality(read_at), cardinality(delivered_at))
-            FROM receipts.messages WHERE tenant_id = $1 ORDER BY chat_id, seq
+            FROM receipts.receipt_chunks WHERE tenant_id = $1 ORDER BY chat_id, seq, chunk
             """, [tenant]
         ).map { try $0.decode(String.self, column: 0) }
         let members = try await TestDatabase.pool.query(
@@ -134,7 +134,10 @@ struct SingleReadBatchTests {
         #expect(answers.filter { $0.0 == 0 }.count == 40)
         #expect(answers.allSatisfy { $0.1 == 1 })  // "later" is still unread for everyone
         let readBy = try await TestDatabase.pool.query(
-            "SELECT read_by FROM receipts.messages WHERE tenant_id = $1 AND message_id = 'hello'", [tenant]
+            """
+            SELECT coalesce(array_agg(reader), '{}') FROM receipts.receipt_chunks AS receipt, unnest(receipt.read_by) AS reader
+            WHERE receipt.tenant_id = $1 AND receipt.message_id = 'hello'
+            """, [tenant]
         ).scalar([String].self)
         #expect(readBy.sorted() == readers.sorted())
         await pool.close()

@@ -24,8 +24,10 @@ struct UnreadCountTests {
             (SELECT count(*) FROM receipts.messages AS message
              WHERE message.tenant_id = member.tenant_id AND message.chat_id = member.chat_id
                AND message.sender_id <> member.user_id
-               AND NOT (member.user_id = ANY (message.read_by))
-               AND NOT (member.user_id = ANY (message.hidden_read_by))
+               AND NOT EXISTS (
+                   SELECT FROM receipts.receipt_chunks AS receipt
+                   WHERE receipt.tenant_id = message.tenant_id AND receipt.chat_id = message.chat_id AND receipt.seq = message.seq
+                     AND (member.user_id = ANY (receipt.read_by) OR member.user_id = ANY (receipt.hidden_read_by)))
                AND EXISTS (
                    SELECT FROM receipts.membership_periods AS period
                    WHERE period.tenant_id = member.tenant_id AND period.chat_id = member.chat_id
