@@ -1,0 +1,113 @@
+import Foundation
+import HTTPTypes
+import HummingbirdWSClient
+import Logging
+import NIOCore
+import NIOPosix
+import NIOWebSocket
+import Testing
+
+/// A WebSocket upgrade request sent over a plain TCP connection, to see exactly what the
+/// server answers (a refused upgrade's status and body, which WebSocket clients hide), or to
+/// hold a stream open cheaply (after a 101 the connection stays open until `close()`).
+struct RawUpgrade {
+    let channel: NIOAsyncChannel<ByteBuffer, ByteBuffer>
+    let status: Int
+    let head: String
+    let body: String
+
+    /// The `error.code` of a JSON error body.
+    var errorCode: String? {
+        let object = (try? JSONSerialization.jsonObject(with: Data(self.body.utf8))) as? [String: Any]
+        return (object?["error"] as? [String: Any])?["code"] as? String
+    }
+
+    /// Sends `GET <path>` with the WebSocket upgrade headers (and `Authorization: Bearer` when
+    /// `credential` is given), and reads the answer's head, and its body when it has one.
+    static func open(port: Int, path: String, credential: String? = nil) async throws -> RawUpgrade {
+        let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .connect(host: "127.0.0.1", port: port) { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try NIOAsyncChannel<ByteBuffer, ByteBuffer>(wrappingChannelSynchronously: channel)
+                }
+            }
+        var request = "GET \(path) HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+        request += "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n"
+        if let credential { request += "Authorization: Bearer \(credential)\r\n" }
+        request += "\r\n"
+        try await channel.outbound.write(ByteBuffer(string: request))
+        var received = ""
+        var iterator = channel.inbound.makeAsyncIterator()
+        let deadline = ContinuousClock.now + .seconds(10)
+        while ContinuousClock.now < deadline {
+            if let end = received.range(of: "\r\n\r\n") {
+                let head = String(received[..<end.lowerBound])
+                let status = Int(head.split(separator: " ").dropFirst().first ?? "") ?? 0
+                let length = head.split(separator: "\r\n").compactMap { line -> Int? in
+                    let parts = line.split(separator: ":", maxSplits: 1)
+                    guard parts.count == 2, parts[0].lowercased() == "content-length" else { return nil }
+                    return Int(parts[1].trimmingCharacters(in: .whitespaces))
+                }.first ?? 0
+                let body = String(received[end.upperBound...])
+                if status == 101 || body.utf8.count >= length {
+                    return RawUpgrade(channel: channel, status: status, head: head, body: body)
+                }
+            }
+            guard let buffer = try await iterator.next() else { break }
+            received += String(buffer: buffer)
+        }
+        try? await channel.channel.close()
+        throw Failure(description: "no complete answer to the upgrade request: \(received)")
+    }
+
+    func close() async {
+        try? await self.channel.channel.close()
+    }
+
+    struct Failure: Error, CustomStringConvertible {
+        var description: String
+    }
+}
+
+enum WebSocketProbe {
+    static let logger = Logger(label: "websocket-probe")
+
+    /// Opens `GET /v1/stream`, runs `body` with the socket's writer and the text frames
+    /// received so far, then waits (at most `limit`) for the server to close the socket, and
+    /// returns its close frame (nil when the connection ended without one).
+    static func closeFrame(
+        port: Int,
+        credential: String,
+        within limit: Duration = .seconds(10),
+        _ body: @escaping @Sendable (WebSocketOutboundWriter, ReceivedEvents) async throws -> Void = { _, _ in }
+    ) async throws -> WebSocketCloseFrame? {
+        var configuration = WebSocketClientConfiguration(maxFrameSize: 1 << 20)
+        configuration.additionalHeaders = [.authorization: "Bearer \(credential)"]
+        let received = ReceivedEvents()
+        let clientConfiguration = configuration
+        return try await withThrowingTaskGroup(of: WebSocketCloseFrame?.self) { group in
+            group.addTask {
+                try await WebSocketClient.connect(
+                    url: "ws://127.0.0.1:\(port)/v1/stream", configuration: clientConfiguration, logger: logger
+                ) { inbound, outbound, _ in
+                    received.markOpened()
+                    try await withThrowingTaskGroup(of: Void.self) { inner in
+                        inner.addTask { try await body(outbound, received) }
+                        for try await message in inbound.messages(maxSize: 1 << 24) {
+                            if case .text(let text) = message { received.receive(text) }
+                        }
+                        inner.cancelAll()
+                    }
+                }
+            }
+            group.addTask {
+                try await Task.sleep(for: limit)
+                Issue.record("the server did not close the WebSocket within \(limit)")
+                return nil
+            }
+            let frame = try await group.next() ?? nil
+            group.cancelAll()
+            return frame
+        }
+    }
+}
