@@ -1,3 +1,4 @@
+import HTTPTypes
 import NIOConcurrencyHelpers
 
 /// Counts the open streams (WebSocket and SSE together) of each user and each tenant on this

@@ -77,7 +77,7 @@ struct WebSocketStream {
                 try await GoingAwayCloseHandler.install(on: context.requestContext.channel, shutdown: self.guards.shutdown)
                 let subscription = await self.hub.subscribe(opening.principal, from: opening.start)
                 defer { subscription.cancel() }
-                let reason = try await withThrowingTaskGroup(of: Ending.self) { group in
+                let reason = try await withThrowingTaskGroup(of: Ending.self) { group -> EventHub.CloseReason? in
                     group.addTask {
                         .closed(try await subscription.relay { _, json in try await outbound.write(.text(json)) })
                     }

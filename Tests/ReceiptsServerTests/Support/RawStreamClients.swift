@@ -2,6 +2,7 @@ import Foundation
 import HTTPTypes
 import HummingbirdWSClient
 import Logging
+import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
 import NIOWebSocket
@@ -11,7 +12,7 @@ import Testing
 /// server answers (a refused upgrade's status and body, which WebSocket clients hide), or to
 /// hold a stream open cheaply (after a 101 the connection stays open until `close()`).
 struct RawUpgrade {
-    let channel: NIOAsyncChannel<ByteBuffer, ByteBuffer>
+    let channel: any Channel
     let status: Int
     let head: String
     let body: String
@@ -25,47 +26,64 @@ struct RawUpgrade {
     /// Sends `GET <path>` with the WebSocket upgrade headers (and `Authorization: Bearer` when
     /// `credential` is given), and reads the answer's head, and its body when it has one.
     static func open(port: Int, path: String, credential: String? = nil) async throws -> RawUpgrade {
+        let received = ReceivedBytes()
         let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
-            .connect(host: "127.0.0.1", port: port) { channel in
-                channel.eventLoop.makeCompletedFuture {
-                    try NIOAsyncChannel<ByteBuffer, ByteBuffer>(wrappingChannelSynchronously: channel)
-                }
+            .channelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture { try channel.pipeline.syncOperations.addHandler(received) }
             }
+            .connect(host: "127.0.0.1", port: port).get()
         var request = "GET \(path) HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
         request += "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n"
         if let credential { request += "Authorization: Bearer \(credential)\r\n" }
         request += "\r\n"
-        try await channel.outbound.write(ByteBuffer(string: request))
-        var received = ""
-        var iterator = channel.inbound.makeAsyncIterator()
+        try await channel.writeAndFlush(ByteBuffer(string: request)).get()
         let deadline = ContinuousClock.now + .seconds(10)
         while ContinuousClock.now < deadline {
-            if let end = received.range(of: "\r\n\r\n") {
-                let head = String(received[..<end.lowerBound])
+            let (text, closed) = received.snapshot
+            if let end = text.range(of: "\r\n\r\n") {
+                let head = String(text[..<end.lowerBound])
                 let status = Int(head.split(separator: " ").dropFirst().first ?? "") ?? 0
                 let length = head.split(separator: "\r\n").compactMap { line -> Int? in
                     let parts = line.split(separator: ":", maxSplits: 1)
                     guard parts.count == 2, parts[0].lowercased() == "content-length" else { return nil }
                     return Int(parts[1].trimmingCharacters(in: .whitespaces))
                 }.first ?? 0
-                let body = String(received[end.upperBound...])
+                let body = String(text[end.upperBound...])
                 if status == 101 || body.utf8.count >= length {
                     return RawUpgrade(channel: channel, status: status, head: head, body: body)
                 }
             }
-            guard let buffer = try await iterator.next() else { break }
-            received += String(buffer: buffer)
+            if closed { break }
+            try await Task.sleep(for: .milliseconds(2))
         }
-        try? await channel.channel.close()
-        throw Failure(description: "no complete answer to the upgrade request: \(received)")
+        try? await channel.close()
+        throw Failure(description: "no complete answer to the upgrade request: \(received.snapshot.text)")
     }
 
     func close() async {
-        try? await self.channel.channel.close()
+        try? await self.channel.close()
     }
 
     struct Failure: Error, CustomStringConvertible {
         var description: String
+    }
+
+    /// Collects what the server sends.
+    final class ReceivedBytes: ChannelInboundHandler, Sendable {
+        typealias InboundIn = ByteBuffer
+        private let state = NIOLockedValueBox((text: "", closed: false))
+
+        var snapshot: (text: String, closed: Bool) { self.state.withLockedValue { $0 } }
+
+        func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+            let buffer = self.unwrapInboundIn(data)
+            self.state.withLockedValue { $0.text += String(buffer: buffer) }
+        }
+
+        func channelInactive(context: ChannelHandlerContext) {
+            self.state.withLockedValue { $0.closed = true }
+            context.fireChannelInactive()
+        }
     }
 }
 
