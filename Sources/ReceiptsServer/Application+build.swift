@@ -33,12 +33,17 @@ public func buildApplication(
         notifiesOtherInstances: configuration.notifiesOtherInstances,
         peerAnnouncementInterval: configuration.peerAnnouncementInterval
     )
-    let hub = EventHub(store: store, listener: listener, options: hubOptions, logger: logger)
-    let components = ServiceComponents(configuration: configuration, pool: pool, store: store, hub: hub, metrics: ServiceMetrics())
+    let metrics = ServiceMetrics()
+    let hub = EventHub(store: store, listener: listener, options: hubOptions, logger: logger, metrics: metrics.factory)
+    let components = ServiceComponents(configuration: configuration, pool: pool, store: store, hub: hub, metrics: metrics)
 
     let app = Application(
         router: buildRouter(components),
-        server: .http1WebSocketUpgrade(webSocketRouter: buildWebSocketRouter(components)),
+        server: .http1WebSocketUpgrade(
+            webSocketRouter: buildWebSocketRouter(components),
+            configuration: .init(ws: WebSocketStream.serverConfiguration),
+            shutdown: components.streamGuards.shutdown
+        ),
         configuration: .init(
             address: .hostname(configuration.host, port: configuration.port),
             serverName: "receiptsd"
@@ -62,6 +67,8 @@ public struct ServiceComponents: Sendable {
     public let metrics: ServiceMetrics
     let authenticator: Authenticator
     let userTokens: UserTokens
+    /// The stream caps, the shutdown flag and the credential checks of every stream.
+    let streamGuards: StreamGuards
 
     public init(
         configuration: ReceiptsConfiguration,
@@ -77,6 +84,13 @@ public struct ServiceComponents: Sendable {
         self.metrics = metrics
         self.userTokens = UserTokens(store: store)
         self.authenticator = Authenticator(store: store, userTokens: self.userTokens)
+        self.streamGuards = StreamGuards(
+            authenticator: self.authenticator,
+            limiter: StreamLimiter(
+                maximumPerUser: configuration.maximumStreamsPerUser, maximumPerTenant: configuration.maximumStreamsPerTenant),
+            shutdown: StreamShutdown(),
+            credentialCheckInterval: configuration.streamCredentialCheckInterval
+        )
     }
 }
 
@@ -99,7 +113,7 @@ public func buildRouter(_ components: ServiceComponents) -> Router<ReceiptsReque
     MessageController(store: components.store).addRoutes(to: api)
     MarkingController(store: components.store).addRoutes(to: api)
     UserController(store: components.store).addRoutes(to: api)
-    EventStreamController(hub: components.hub).addRoutes(
+    EventStreamController(hub: components.hub, guards: components.streamGuards).addRoutes(
         to: router.group("v1/events").add(
             middleware: AuthenticationMiddleware(authenticator: components.authenticator, acceptsTokenParameter: true))
     )
@@ -109,6 +123,6 @@ public func buildRouter(_ components: ServiceComponents) -> Router<ReceiptsReque
 /// The WebSocket route, `GET /v1/stream`.
 public func buildWebSocketRouter(_ components: ServiceComponents) -> Router<ReceiptsWebSocketContext> {
     let router = Router(context: ReceiptsWebSocketContext.self)
-    WebSocketStream(hub: components.hub, store: components.store, authenticator: components.authenticator).addRoutes(to: router)
+    WebSocketStream(hub: components.hub, store: components.store, guards: components.streamGuards).addRoutes(to: router)
     return router
 }

@@ -45,6 +45,10 @@ public struct ReceiptsConfiguration: Sendable {
     /// Most streams one tenant (its key and its users together) may have open on this
     /// instance (`RECEIPTS_MAX_STREAMS_PER_TENANT`, default 10000).
     public var maximumStreamsPerTenant: Int
+    /// How often an open stream's credential is checked again, so that a stream opened with a
+    /// replaced API key closes (default 10 seconds; not read from the environment). A user
+    /// token's stream closes at the token's expiry regardless.
+    public var streamCredentialCheckInterval: Duration = .seconds(10)
     /// Longest a request waits for the database: for a pooled connection and for each
     /// statement (`RECEIPTS_DATABASE_TIMEOUT_SECONDS`, default 5). Past it the request answers
     /// 503 `unavailable`.

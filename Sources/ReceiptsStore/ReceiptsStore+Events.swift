@@ -49,6 +49,24 @@ extension ReceiptsStore {
         Set(try await self.query("SELECT receipts.running_transactions()", []).scalar([Int64].self))
     }
 
+    /// The transactions of this database that may still commit an event: those holding a
+    /// write lock on the event log (see 0016_event_log_readers.sql).
+    /// Unlike `runningTransactions()`, transactions of other databases of the cluster and
+    /// sessions that never wrote an event are not among them.
+    public func eventWriters() async throws -> EventWriters {
+        let rows = try await self.query("SELECT transaction_id, pid FROM receipts.event_writers()", [])
+        var writers = EventWriters(transactions: [], pids: [], hasWriterWithoutTransaction: false)
+        for row in rows {
+            if let transaction = try row.decode(Int64?.self, column: 0) {
+                writers.transactions.insert(transaction)
+            } else {
+                writers.hasWriterWithoutTransaction = true
+            }
+            if let pid = try row.decode(Int32?.self, column: 1) { writers.pids.append(pid) }
+        }
+        return writers
+    }
+
     /// The tenant's events in `(position, through]`, oldest first (what a resuming stream
     /// replays; every event up to `through` has committed).
     public func events(tenant: String, after position: Int64, through: Int64, limit: Int) async throws -> [StoredEvent] {
@@ -60,6 +78,30 @@ extension ReceiptsStore {
             [tenant, position, through, Int32(limit)]
         )
         return try rows.map { try StoredEvent(row: $0) }
+    }
+
+    /// As `events(tenant:after:through:limit:)`, with the newest id of the tenant's events that
+    /// retention deleted, read in the same snapshot: when it is past `position`, events the
+    /// caller needs may be gone from the page.
+    public func retainedEvents(
+        tenant: String, after position: Int64, through: Int64, limit: Int
+    ) async throws -> (events: [StoredEvent], prunedThrough: Int64) {
+        let rows = try await self.query(
+            """
+            SELECT pruned_through, event_id, transaction_id, tenant_id, type, chat_id, user_id, message_ids, data,
+                   audience, occurred_at
+            FROM receipts.retained_events_after($1, $2, $3, $4)
+            """,
+            [tenant, position, through, Int32(limit)]
+        )
+        guard let first = rows.first else {
+            throw PostgresError(code: .invalidValue, message: "receipts.retained_events_after returned no row")
+        }
+        var events: [StoredEvent] = []
+        for row in rows where try row.decode(Int64?.self, column: 1) != nil {
+            events.append(try StoredEvent(row: row, from: 1))
+        }
+        return (events, try first.decode(Int64.self, column: 0))
     }
 
     /// Wakes the event listeners of every instance with one NOTIFY carrying `payload`. A

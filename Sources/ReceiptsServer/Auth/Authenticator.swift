@@ -52,9 +52,15 @@ final class Authenticator: Sendable {
 
     /// The credential of a stream request: the bearer credential, or the `token` query
     /// parameter that browsers must use for WebSocket and EventSource.
+    ///
+    /// `?token=` takes user tokens only: URLs end up in the logs of proxies and browsers, where
+    /// a short-lived token of one user may be, a tenant's API key may not (it belongs in the
+    /// `Authorization` header). An API key there counts as no credential (401).
     static func credential(of request: Request) -> String? {
         if let bearer = bearerCredential(of: request) { return bearer }
-        guard let token = request.uri.queryParameters.get("token"), !token.isEmpty else { return nil }
+        guard let token = request.uri.queryParameters.get("token"), !token.isEmpty, !token.hasPrefix(APIKeys.prefix) else {
+            return nil
+        }
         return token
     }
 

@@ -1,3 +1,4 @@
+import CoreMetrics
 import DequeModule
 import HTTPTypes
 import Logging
@@ -29,6 +30,13 @@ public final class EventHub: Service, Sendable {
     public struct Options: Sendable {
         /// Recent events kept in memory per tenant with subscribers.
         public var recentEvents: Int
+        /// Most bytes those recent events may take per tenant (`LiveEvent.estimatedBytes`:
+        /// the JSON and the audience). Default 16 MiB: the 10,000 events of a tenant of
+        /// small chats (about 1 KiB each) fit as before, but an event may carry an audience
+        /// of 10,000 members (some 400 KiB), and 10,000 of those would be gigabytes; then
+        /// about 40 stay, and subscribers further behind read from the log, as they do past
+        /// `recentEvents`. Memory for recent events is at most this per tenant with open streams.
+        public var recentEventBytes: Int
         /// How far behind a subscriber may fall before it is closed.
         public var maximumLag: Int
         /// Events read from the log per query.
@@ -41,10 +49,11 @@ public final class EventHub: Service, Sendable {
         public var peerAnnouncementInterval: Duration
 
         public init(
-            recentEvents: Int = 10_000, maximumLag: Int = 5_000, pageSize: Int = 500, notifiesOtherInstances: Bool = true,
-            peerAnnouncementInterval: Duration = .seconds(5)
+            recentEvents: Int = 10_000, recentEventBytes: Int = 16 << 20, maximumLag: Int = 5_000, pageSize: Int = 500,
+            notifiesOtherInstances: Bool = true, peerAnnouncementInterval: Duration = .seconds(5)
         ) {
             self.recentEvents = recentEvents
+            self.recentEventBytes = recentEventBytes
             self.maximumLag = maximumLag
             self.pageSize = pageSize
             self.notifiesOtherInstances = notifiesOtherInstances
@@ -56,6 +65,7 @@ public final class EventHub: Service, Sendable {
     public enum CloseReason: String, Sendable {
         case tooSlow = "the client fell too far behind; reconnect with the last id to resume"
         case shuttingDown = "the server is shutting down; reconnect with the last id to resume"
+        case credentialEnded = "the credential expired or was revoked; reconnect with a valid one and the last id"
     }
 
     struct Subscriber {
@@ -74,6 +84,8 @@ public final class EventHub: Service, Sendable {
         /// `recent` holds every event of the tenant after this position (up to the cursor).
         var coveredFrom: Int64
         var recent: Deque<LiveEvent> = []
+        /// The `estimatedBytes` of `recent`.
+        var recentBytes = 0
         var subscribers: [Int: Subscriber] = [:]
 
         /// The index in `recent` of the first event after `position`.
@@ -110,15 +122,20 @@ public final class EventHub: Service, Sendable {
             return .events(events, isUpToDate: end == self.recent.count, committedBefore: subscriber.committedBefore)
         }
 
-        /// Drops the oldest events beyond `limit`, and marks the subscribers more than
-        /// `maximumLag` behind as too slow.
+        mutating func append(_ event: LiveEvent) {
+            self.recent.append(event)
+            self.recentBytes += event.estimatedBytes
+        }
+
+        /// Drops the oldest events beyond `limit` or `byteLimit`, and marks the subscribers
+        /// more than `maximumLag` behind as too slow.
         ///
         /// - Returns: the wake-ups of every subscriber, closed ones finished.
-        mutating func trim(to limit: Int, maximumLag: Int) -> [AsyncStream<Void>.Continuation] {
-            if self.recent.count > limit {
-                let excess = self.recent.count - limit
-                self.coveredFrom = self.recent[excess - 1].id
-                self.recent.removeFirst(excess)
+        mutating func trim(to limit: Int, bytes byteLimit: Int, maximumLag: Int) -> [AsyncStream<Void>.Continuation] {
+            while let oldest = self.recent.first, self.recent.count > limit || self.recentBytes > byteLimit {
+                self.coveredFrom = oldest.id
+                self.recentBytes -= oldest.estimatedBytes
+                self.recent.removeFirst()
             }
             var wakes: [AsyncStream<Void>.Continuation] = []
             wakes.reserveCapacity(self.subscribers.count)
@@ -157,6 +174,8 @@ public final class EventHub: Service, Sendable {
     let options: Options
     let logger: Logger
     let state: NIOLockedValueBox<State>
+    /// Reports a gap that holds live events back for long (log line and metrics).
+    private let stallWatch: EventStallWatch
     private let refreshRequests: AsyncStream<Void>
     private let requestRefresh: AsyncStream<Void>.Continuation
     /// The payload of this hub's own notifications, which its listener ignores.
@@ -165,11 +184,17 @@ public final class EventHub: Service, Sendable {
     private let peerNotifications: AsyncStream<Void>
     private let requestPeerNotification: AsyncStream<Void>.Continuation
 
-    public init(store: ReceiptsStore, listener: PostgresListener, options: Options = Options(), logger: Logger) {
+    /// - Parameter metrics: where the hub's metrics go (`receipts_live_events_*`); the global
+    ///   `MetricsSystem` when nil.
+    public init(
+        store: ReceiptsStore, listener: PostgresListener, options: Options = Options(), logger: Logger,
+        metrics: (any MetricsFactory)? = nil
+    ) {
         self.store = store
         self.listener = listener
         self.options = options
         self.logger = logger
+        self.stallWatch = EventStallWatch(logger: logger, factory: metrics ?? MetricsSystem.factory)
         self.state = NIOLockedValueBox(State(peers: PeerInstances(announcementInterval: options.peerAnnouncementInterval)))
         (self.refreshRequests, self.requestRefresh) = AsyncStream.makeStream(bufferingPolicy: .bufferingNewest(1))
         (self.peerNotifications, self.requestPeerNotification) = AsyncStream.makeStream(bufferingPolicy: .bufferingNewest(1))
@@ -360,6 +385,9 @@ public final class EventHub: Service, Sendable {
         var events: [LiveEvent]
         /// Nothing more is there for the subscription right now.
         var isUpToDate: Bool
+        /// Set when retention deleted events the subscription still needed: the id to send in
+        /// `resync.required` (before `events`, which follow it).
+        var resyncId: Int64? = nil
     }
 
     enum Pull {
@@ -386,7 +414,22 @@ public final class EventHub: Service, Sendable {
         case .events(let events, let isUpToDate, let committedBefore):
             return Batch(events: shown(events, committedBefore: committedBefore), isUpToDate: isUpToDate)
         case .fromLog(let position, let through, let committedBefore):
-            let stored = try await self.store.events(tenant: subscription.tenant, after: position, through: through, limit: self.options.pageSize)
+            let page = try await self.store.retainedEvents(
+                tenant: subscription.tenant, after: position, through: through, limit: self.options.pageSize)
+            if page.prunedThrough > position {
+                // Retention deleted events after `position` while the subscription caught up:
+                // it cannot have them all. As for an expired id at the start: resync.required
+                // with the current id, then on from there (live, from memory).
+                let current = self.state.withLockedValue { state -> Int64? in
+                    guard let current = state.cursor?.position,
+                        state.feeds[subscription.tenant]?.subscribers[subscription.id]?.position == position
+                    else { return nil }
+                    state.feeds[subscription.tenant]?.subscribers[subscription.id]?.position = max(current, through)
+                    return max(current, through)
+                }
+                return Batch(events: [], isUpToDate: false, resyncId: current)
+            }
+            let stored = page.events
             let reached = stored.count < self.options.pageSize ? through : stored[stored.count - 1].id
             self.state.withLockedValue { state in
                 if state.feeds[subscription.tenant]?.subscribers[subscription.id]?.position == position {
@@ -403,10 +446,11 @@ public final class EventHub: Service, Sendable {
             if self.state.withLockedValue({ $0.cursor == nil }) {
                 let newest = try await self.store.newestEvent()
                 // Asked after that read: whatever may still commit a lower id is among these.
-                let running = try await self.store.runningTransactions()
+                let writers = try await self.store.eventWriters()
+                if writers.hasWriterWithoutTransaction { return .waiting }
                 self.state.withLockedValue { state in
                     if state.cursor == nil {
-                        state.cursor = EventLogCursor(after: newest.id, running: newest.snapshot.running.union(running))
+                        state.cursor = EventLogCursor(after: newest.id, running: writers.transactions)
                     }
                 }
             }
@@ -426,11 +470,16 @@ public final class EventHub: Service, Sendable {
                 }
                 for wake in wakes { wake.yield() }
                 guard let cursor else { return .waiting }
+                var writers: EventWriters?
                 if cursor.needsRunningTransactions {
                     // Asked after the read: whatever may still fill the gap is among these.
-                    let running = try await self.store.runningTransactions()
-                    self.state.withLockedValue { $0.cursor?.waitForGap(on: running) }
+                    let found = try await self.store.eventWriters()
+                    if !found.hasWriterWithoutTransaction {
+                        self.state.withLockedValue { $0.cursor?.waitForGap(on: found.transactions) }
+                    }
+                    writers = found
                 }
+                self.stallWatch.observe(gap: cursor.gapStart, writers: writers)
                 if cursor.isWaiting { return .waiting }
                 if page.events.count < self.options.pageSize { return .upToDate }
             }
@@ -451,12 +500,13 @@ public final class EventHub: Service, Sendable {
         var touched = Set<String>()
         for event in events where state.feeds[event.tenantId] != nil {
             // A feed that appeared since the encoding gets its event encoded here.
-            state.feeds[event.tenantId]!.recent.append(encoded[event.id] ?? LiveEvent(event))
+            state.feeds[event.tenantId]!.append(encoded[event.id] ?? LiveEvent(event))
             touched.insert(event.tenantId)
         }
         var wakes: [AsyncStream<Void>.Continuation] = []
         for tenant in touched {
-            wakes += state.feeds[tenant]!.trim(to: self.options.recentEvents, maximumLag: self.options.maximumLag)
+            wakes += state.feeds[tenant]!.trim(
+                to: self.options.recentEvents, bytes: self.options.recentEventBytes, maximumLag: self.options.maximumLag)
         }
         return wakes
     }

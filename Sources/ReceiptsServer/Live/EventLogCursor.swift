@@ -7,9 +7,11 @@ import ReceiptsStore
 /// id once that id can no longer appear. Its writer took a transaction id before the event
 /// id, and a later id had committed before the read that found the gap, so the writer was
 /// running then (or had rolled back). The owner asks PostgreSQL which transactions are
-/// running right after that read (`ReceiptsStore.runningTransactions()`: a snapshot lists
-/// only those below its xmax) and hands them to `waitForGap(on:)`; once every one of them
-/// has finished, the missing id either became visible or was rolled back for good.
+/// running right after that read (`ReceiptsStore.eventWriters()`: the transactions of this
+/// database that hold a write lock on the event log, which every transaction holding an
+/// event id does; a snapshot would list only those below its xmax, and strangers too) and
+/// hands them to `waitForGap(on:)`; once every one of them has finished, the missing id either
+/// became visible or was rolled back for good.
 ///
 /// So "everything up to `position`" is exact, which is what stream ids promise a client
 /// that resumes. A gap usually closes within a commit or two; a cursor that waits reports
@@ -36,6 +38,9 @@ struct EventLogCursor: Sendable {
 
     /// Whether the cursor waits for running transactions, and should read again soon.
     var isWaiting: Bool { self.startingWaitsFor != nil || self.gap != nil }
+
+    /// The first missing id the cursor waits at, if it waits at a gap.
+    var gapStart: Int64? { self.gap?.start }
 
     /// Whether the cursor found a gap and needs to know what was running (`waitForGap(on:)`).
     var needsRunningTransactions: Bool { self.gap != nil && self.gap?.waitsFor == nil }

@@ -6,11 +6,16 @@ import NIOCore
 /// `GET /v1/events`: the event stream as Server-Sent Events.
 ///
 /// Each event is `id: <id>` and `data: <json>`; `Last-Event-ID` resumes after that id; a
-/// comment line every 15 seconds keeps proxies from closing an idle stream.
+/// comment line every 15 seconds keeps proxies from closing an idle stream. The stream takes
+/// its place under the stream caps before the headers (429 beyond them), and ends with a
+/// `: closed: <reason>` comment when the hub closes it, the server shuts down, or its
+/// credential stops being valid (`StreamCredential`). A client that leaves is noticed at the
+/// next write (an event, or the heartbeat), which also gives its place back.
 struct EventStreamController {
     static let heartbeatInterval = Duration.seconds(15)
 
     let hub: EventHub
+    let guards: StreamGuards
 
     func addRoutes(to group: RouterGroup<ReceiptsRequestContext>) {
         group.get(use: self.events)
@@ -18,13 +23,18 @@ struct EventStreamController {
 
     @Sendable func events(_ request: Request, context: ReceiptsRequestContext) async throws -> Response {
         let principal = try context.requirePrincipal()
+        let permit = try self.guards.limiter.admit(principal)
         let after = request.headers[.lastEventID] ?? request.uri.queryParameters.get("after")
         let start = try await self.hub.start(tenant: principal.tenantId, after: after)
-        let subscription = await self.hub.subscribe(principal, from: start)
+        let credential = await StreamCredential(credential: Authenticator.credential(of: request) ?? "", principal: principal)
         var headers = HTTPFields()
         headers[.contentType] = "text/event-stream"
         headers[.cacheControl] = "no-cache"
         return Response(status: .ok, headers: headers, body: ResponseBody { writer in
+            defer { permit.release() }
+            // Subscribed here, not before the response: a body that is never written leaves
+            // nothing behind (events since `start` are read from the log).
+            let subscription = await self.hub.subscribe(principal, from: start)
             defer { subscription.cancel() }
             try await writer.write(ByteBuffer(string: ": receipts event stream\n\n"))
             try await withThrowingTaskGroup(of: Void.self) { group in
@@ -33,6 +43,12 @@ struct EventStreamController {
                         try await Task.sleep(for: Self.heartbeatInterval)
                         self.hub.wake(subscription)
                     }
+                }
+                group.addTask {
+                    try await credential.waitUntilInvalid(
+                        authenticator: self.guards.authenticator, checkInterval: self.guards.credentialCheckInterval,
+                        logger: context.logger)
+                    self.hub.close(subscription, .credentialEnded)
                 }
                 var lastWrite = ContinuousClock.now
                 let reason = try await subscription.relay(

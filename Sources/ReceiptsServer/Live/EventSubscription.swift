@@ -39,6 +39,7 @@ struct EventSubscription: Sendable {
             for await _ in self.wakeups {
                 while true {
                     let batch = try await self.hub.nextEvents(for: self)
+                    if let resyncId = batch.resyncId { try await send(resyncId, LiveEvent.resyncRequired(currentId: resyncId)) }
                     for event in batch.events { try await send(event.id, event.json) }
                     if batch.isUpToDate { break }
                 }

@@ -12,6 +12,10 @@ struct LiveEvent: Sendable {
     let audience: Set<String>
     /// The JSON object of one WebSocket text frame or SSE `data:` line.
     let json: String
+    /// About how much memory the event takes while the hub keeps it (the JSON, and each
+    /// audience member with a `Set` entry's and a `String`'s overhead): what the hub's byte
+    /// budget for recent events counts.
+    let estimatedBytes: Int
 
     private struct Body: Encodable {
         let id: String
@@ -32,6 +36,7 @@ struct LiveEvent: Sendable {
         )
         let encoded = (try? JSONCoding.makeEncoder().encode(body)).map { String(decoding: $0, as: UTF8.self) } ?? "{}"
         self.json = Self.merging(encoded, with: event.data.text)
+        self.estimatedBytes = 128 + self.json.utf8.count + self.audience.reduce(0) { $0 + 48 + $1.utf8.count }
     }
 
     /// Whether `principal` may see the event: the tenant key sees all, a user what names them.

@@ -1,6 +1,8 @@
 import Foundation
 import Hummingbird
 import HummingbirdWebSocket
+import Logging
+import NIOCore
 import NIOWebSocket
 import ReceiptsCore
 import ReceiptsStore
@@ -10,48 +12,120 @@ import ReceiptsStore
 public struct ReceiptsWebSocketContext: RequestContext, WebSocketRequestContext {
     public var coreContext: CoreRequestContextStorage
     public let webSocket: WebSocketHandlerReference<Self>
-    var principal: Principal?
-    var start: EventHub.Start?
+    /// The connection: a refused upgrade's answer is put into its pipeline
+    /// (`UpgradeRejectionMiddleware`), and so is the shutdown close rewrite.
+    let channel: any Channel
+    var stream: OpeningStream?
 
     public init(source: Source) {
         self.coreContext = .init(source: source)
         self.webSocket = .init()
+        self.channel = source.channel
     }
+}
+
+/// A stream that passed its checks before the handshake response: who, from where, its place
+/// under the stream caps, and its credential to watch.
+struct OpeningStream: Sendable {
+    let principal: Principal
+    let start: EventHub.Start
+    let permit: StreamPermit
+    let credential: StreamCredential
+}
+
+/// What the WebSocket stream needs beyond the hub and the store.
+struct StreamGuards: Sendable {
+    let authenticator: Authenticator
+    let limiter: StreamLimiter
+    let shutdown: StreamShutdown
+    /// How often a stream's credential is checked again (see `StreamCredential`).
+    let credentialCheckInterval: Duration
 }
 
 /// `GET /v1/stream`: the event stream over WebSocket.
 ///
 /// One event per text frame. `?after=<id>` resumes. The client may send
-/// `{"type":"delivered","chatId","messageIds":[…]}` to acknowledge delivery as its user.
+/// `{"type":"delivered","chatId","messageIds":[…]}` to acknowledge delivery as its user; when
+/// the database cannot record one, the client gets `{"type":"delivered.failed","chatId",
+/// "messageIds","error":{"code","message"}}` (no `id`: it is no event of the log) and may send
+/// it again. Client frames over 64 KiB close the socket with 1009 (`serverConfiguration`), and
+/// messages of several frames are taken up to 1 MiB.
 struct WebSocketStream {
+    /// Largest client frame: DESIGN.md, "Limits, timeouts and faults" (hummingbird-websocket's
+    /// default is 16 KiB). NIO's frame decoder refuses a larger one with close 1009.
+    static let maximumFrameSize = 64 * 1024
+    /// Largest message a client may send in several frames.
+    static let maximumMessageSize = 1024 * 1024
+
+    /// The WebSocket part of the server configuration.
+    static var serverConfiguration: WebSocketServerConfiguration {
+        WebSocketServerConfiguration(maxFrameSize: Self.maximumFrameSize)
+    }
+
     let hub: EventHub
     let store: ReceiptsStore
-    let authenticator: Authenticator
+    let guards: StreamGuards
 
     func addRoutes(to router: Router<ReceiptsWebSocketContext>) {
+        router.add(middleware: UpgradeRejectionMiddleware())
         router.add(middleware: ErrorMiddleware())
         router.group("v1/stream")
-            .add(middleware: StreamStartMiddleware(authenticator: self.authenticator, hub: self.hub))
+            .add(middleware: StreamStartMiddleware(guards: self.guards, hub: self.hub))
             .ws { _, _ in .upgrade([:]) } onUpgrade: { inbound, outbound, context in
-                guard let principal = context.requestContext.principal, let start = context.requestContext.start else { return }
-                let subscription = await self.hub.subscribe(principal, from: start)
+                guard let opening = context.requestContext.stream else { return }
+                defer { opening.permit.release() }
+                try await GoingAwayCloseHandler.install(on: context.requestContext.channel, shutdown: self.guards.shutdown)
+                let subscription = await self.hub.subscribe(opening.principal, from: opening.start)
                 defer { subscription.cancel() }
-                let reason = try await withThrowingTaskGroup(of: EventHub.CloseReason?.self) { group in
+                let reason = try await withThrowingTaskGroup(of: Ending.self) { group -> EventHub.CloseReason? in
                     group.addTask {
-                        try await subscription.relay { _, json in try await outbound.write(.text(json)) }
+                        .closed(try await subscription.relay { _, json in try await outbound.write(.text(json)) })
                     }
                     group.addTask {
-                        try await self.acknowledgeDeliveries(from: inbound, principal: principal)
-                        return nil
+                        try await self.acknowledgeDeliveries(from: inbound, to: outbound, principal: opening.principal, logger: context.logger)
+                        return .clientLeft
                     }
-                    let first = try await group.next() ?? nil
-                    group.cancelAll()
-                    return first
+                    group.addTask {
+                        try await opening.credential.waitUntilInvalid(
+                            authenticator: self.guards.authenticator, checkInterval: self.guards.credentialCheckInterval,
+                            logger: context.logger)
+                        self.hub.close(subscription, .credentialEnded)
+                        return .credentialChecked
+                    }
+                    while let ending = try await group.next() {
+                        switch ending {
+                        case .closed(let reason):
+                            group.cancelAll()
+                            return reason
+                        case .clientLeft:
+                            group.cancelAll()
+                            return nil
+                        case .credentialChecked:
+                            continue  // the relay ends with the reason
+                        }
+                    }
+                    return nil
                 }
                 if let reason {
-                    try await outbound.close(reason == .tooSlow ? .policyViolation : .goingAway, reason: reason.rawValue)
+                    try await outbound.close(Self.closeCode(for: reason), reason: reason.rawValue)
                 }
             }
+    }
+
+    /// How one of the stream's tasks ended.
+    private enum Ending {
+        case closed(EventHub.CloseReason)
+        case clientLeft
+        case credentialChecked
+    }
+
+    /// 1001 when the server goes away; 1008 ("policy violation") when the client must change
+    /// something first (keep up, or bring a valid credential).
+    static func closeCode(for reason: EventHub.CloseReason) -> WebSocketErrorCode {
+        switch reason {
+        case .shuttingDown: .goingAway
+        case .tooSlow, .credentialEnded: .policyViolation
+        }
     }
 
     private struct DeliveryAcknowledgement: Decodable {
@@ -60,36 +134,70 @@ struct WebSocketStream {
         let messageIds: [String]
     }
 
+    private struct DeliveryFailure: Encodable {
+        struct Detail: Encodable {
+            let code: String
+            let message: String
+        }
+        var type = "delivered.failed"
+        let chatId: String
+        let messageIds: [String]
+        let error: Detail
+    }
+
     /// Marks delivery for `{"type":"delivered",…}` frames of a user token; anything else,
-    /// and chats the user is not in, are ignored.
-    private func acknowledgeDeliveries(from inbound: WebSocketInboundStream, principal: Principal) async throws {
-        for try await message in inbound.messages(maxSize: 1 << 20) {
+    /// and chats the user is not in, are ignored. A delivery the database could not record is
+    /// logged and answered with `delivered.failed`.
+    private func acknowledgeDeliveries(
+        from inbound: WebSocketInboundStream, to outbound: WebSocketOutboundWriter, principal: Principal, logger: Logger
+    ) async throws {
+        for try await message in inbound.messages(maxSize: Self.maximumMessageSize) {
             guard case .text(let text) = message, let user = principal.tokenUser,
                 let acknowledgement = try? JSONDecoder().decode(DeliveryAcknowledgement.self, from: Data(text.utf8)),
                 acknowledgement.type == "delivered", Identifier.isValid(acknowledgement.chatId),
                 let ids = try? Validation.messageIds(acknowledgement.messageIds)
             else { continue }
-            _ = try? await self.store.markDelivered(
-                tenant: principal.tenantId, chat: acknowledgement.chatId, user: user, target: .messages(ids))
+            do {
+                _ = try await self.store.markDelivered(
+                    tenant: principal.tenantId, chat: acknowledgement.chatId, user: user, target: .messages(ids))
+            } catch is CancellationError {
+                throw CancellationError()
+            } catch {
+                logger.warning(
+                    "recording a delivery sent over a WebSocket failed",
+                    metadata: [
+                        "receipts.tenant_id": "\(principal.tenantId)", "receipts.chat_id": "\(acknowledgement.chatId)",
+                        "error": "\(String(reflecting: type(of: error)))",
+                    ])
+                let failure = DeliveryFailure(
+                    chatId: acknowledgement.chatId, messageIds: acknowledgement.messageIds,
+                    error: .init(code: APIError.Code.unavailable.rawValue, message: "the delivery was not recorded; send it again"))
+                let json = try JSONEncoder().encode(failure)
+                try await outbound.write(.text(String(decoding: json, as: UTF8.self)))
+            }
         }
     }
 }
 
-/// Authenticates a stream request (`Authorization` or `?token=`, as browsers cannot set
-/// headers on WebSocket) and resolves where it starts (`?after=`).
+/// Authenticates a stream request (`Authorization`, or `?token=` with a user token, as browsers
+/// cannot set headers on WebSocket), takes its place under the stream caps, and resolves where
+/// it starts (`?after=`); any refusal is answered before the upgrade.
 struct StreamStartMiddleware: RouterMiddleware {
     typealias Context = ReceiptsWebSocketContext
-    let authenticator: Authenticator
+    let guards: StreamGuards
     let hub: EventHub
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         guard let credential = Authenticator.credential(of: request) else {
-            throw APIError.unauthorized("missing bearer credential or token parameter")
+            throw APIError.unauthorized("missing bearer credential or token parameter (a user token; API keys go in the Authorization header)")
         }
         var context = context
-        let principal = try await self.authenticator.principal(for: credential)
-        context.principal = principal
-        context.start = try await self.hub.start(tenant: principal.tenantId, after: request.uri.queryParameters.get("after"))
+        let principal = try await self.guards.authenticator.principal(for: credential)
+        let permit = try self.guards.limiter.admit(principal)
+        let start = try await self.hub.start(tenant: principal.tenantId, after: request.uri.queryParameters.get("after"))
+        context.stream = OpeningStream(
+            principal: principal, start: start, permit: permit,
+            credential: await StreamCredential(credential: credential, principal: principal))
         return try await next(request, context)
     }
 }

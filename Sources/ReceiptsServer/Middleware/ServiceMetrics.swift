@@ -8,7 +8,8 @@ import Prometheus
 /// Labels are bounded: method, route pattern (never an id), status.
 public final class ServiceMetrics: Sendable {
     private let registry = PrometheusCollectorRegistry()
-    private let factory: PrometheusMetricsFactory
+    /// Also for the metrics of other parts (the event hub's).
+    let factory: PrometheusMetricsFactory
     private let poolOpen: CoreMetrics.Gauge
     private let poolLeased: CoreMetrics.Gauge
     private let poolWaiting: CoreMetrics.Gauge

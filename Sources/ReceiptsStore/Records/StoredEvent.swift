@@ -76,3 +76,21 @@ public struct EventLogPosition: Sendable {
         position >= self.prunedThrough && position <= self.lastAllocated
     }
 }
+
+/// The transactions that may still commit an event (`ReceiptsStore.eventWriters()`), read
+/// right after a read of the log.
+public struct EventWriters: Sendable {
+    /// Their transaction ids (xid8), to compare with a `TransactionSnapshot`.
+    public var transactions: Set<Int64>
+    /// Their backends (none for a prepared transaction), for the log.
+    public var pids: [Int32]
+    /// A writer holds the lock but has no transaction id yet (a manual INSERT between its
+    /// `nextval` and its row): ask again instead of waiting on what is known.
+    public var hasWriterWithoutTransaction: Bool
+
+    public init(transactions: Set<Int64>, pids: [Int32], hasWriterWithoutTransaction: Bool) {
+        self.transactions = transactions
+        self.pids = pids
+        self.hasWriterWithoutTransaction = hasWriterWithoutTransaction
+    }
+}

@@ -1,0 +1,187 @@
+import AsyncHTTPClient
+import Foundation
+import HTTPTypes
+import HummingbirdWSClient
+import NIOCore
+import NIOHTTP1
+import NIOWebSocket
+import ReceiptsServer
+import ServiceLifecycle
+import TestSupport
+import Testing
+
+/// The limits streams live under (DESIGN.md, "Limits, timeouts and faults"): refusals before
+/// the upgrade in the contract's shape, the stream caps, the frame size, and streams that end
+/// with their credential.
+@Suite("Stream guards")
+struct StreamGuardTests {
+    @Test("a WebSocket upgrade without a valid credential is 401 with the error JSON, as SSE is; ?token= takes no API key")
+    func upgradeRefusedWithJSON() async throws {
+        try await TestService.run { client in
+            let tenant = try await client.createTenant()
+            let token = try await tenant.token(for: "a")
+            for (path, credential) in [
+                ("/v1/stream", nil), ("/v1/stream?token=nope", nil), ("/v1/stream", "nope"),
+                ("/v1/stream?token=\(tenant.apiKey)", nil),
+            ] as [(String, String?)] {
+                let answer = try await RawUpgrade.open(port: client.port, path: path, credential: credential)
+                #expect(answer.status == 401, "\(path): \(answer.head)")
+                #expect(answer.errorCode == "unauthorized", "\(path): \(answer.body)")
+                #expect(answer.head.lowercased().contains("content-type: application/json"))
+                await answer.close()
+            }
+            let sse = try await client.request(.get, "/v1/events?token=\(tenant.apiKey)", as: nil)
+            #expect(sse.status == .unauthorized)
+            #expect(sse.errorCode == "unauthorized")
+            // The same key in the header, and a user token in the URL, still open streams.
+            let byHeader = try await RawUpgrade.open(port: client.port, path: "/v1/stream", credential: tenant.apiKey)
+            #expect(byHeader.status == 101)
+            await byHeader.close()
+            let byToken = try await RawUpgrade.open(port: client.port, path: "/v1/stream?token=\(token)")
+            #expect(byToken.status == 101)
+            await byToken.close()
+        }
+    }
+
+    @Test("the 21st stream of one user is 429 rate_limited, WebSocket and SSE alike; closing one lets a new one in")
+    func streamCapPerUser() async throws {
+        try await TestService.run { client in
+            let tenant = try await client.createTenant()
+            let token = try await tenant.token(for: "a")
+            var open: [RawUpgrade] = []
+            for index in 0..<20 {
+                let stream = try await RawUpgrade.open(port: client.port, path: "/v1/stream", credential: token)
+                #expect(stream.status == 101, "stream \(index): \(stream.head)")
+                open.append(stream)
+            }
+            let refused = try await RawUpgrade.open(port: client.port, path: "/v1/stream", credential: token)
+            #expect(refused.status == 429)
+            #expect(refused.errorCode == "rate_limited")
+            await refused.close()
+            let refusedEvents = try await client.request(.get, "/v1/events", as: token)
+            #expect(refusedEvents.status == .tooManyRequests)
+            #expect(refusedEvents.errorCode == "rate_limited")
+            // Another user of the tenant, and the tenant key, are not held back by this user's streams.
+            let other = try await RawUpgrade.open(port: client.port, path: "/v1/stream", credential: try await tenant.token(for: "b"))
+            #expect(other.status == 101)
+            await other.close()
+
+            await open.removeLast().close()
+            var reopened: RawUpgrade?
+            let deadline = ContinuousClock.now + .seconds(5)
+            while reopened == nil, ContinuousClock.now < deadline {
+                let attempt = try await RawUpgrade.open(port: client.port, path: "/v1/stream", credential: token)
+                if attempt.status == 101 { reopened = attempt } else { await attempt.close() }
+            }
+            #expect(reopened != nil, "no new stream after one was closed")
+            await reopened?.close()
+            for stream in open { await stream.close() }
+        }
+    }
+
+    @Test("the tenant cap counts the key's and the users' streams together")
+    func streamCapPerTenant() async throws {
+        try await TestService.run(configure: { $0.maximumStreamsPerTenant = 3 }) { client in
+            let tenant = try await client.createTenant()
+            let other = try await client.createTenant(name: "other")
+            var open: [RawUpgrade] = []
+            for credential in [tenant.apiKey, try await tenant.token(for: "a"), try await tenant.token(for: "b")] {
+                let stream = try await RawUpgrade.open(port: client.port, path: "/v1/stream", credential: credential)
+                #expect(stream.status == 101)
+                open.append(stream)
+            }
+            let refused = try await RawUpgrade.open(port: client.port, path: "/v1/stream", credential: try await tenant.token(for: "c"))
+            #expect(refused.status == 429)
+            #expect(refused.errorCode == "rate_limited")
+            await refused.close()
+            let sse = try await client.request(.get, "/v1/events", as: tenant.apiKey)
+            #expect(sse.status == .tooManyRequests)
+            // Another tenant is unaffected.
+            let elsewhere = try await RawUpgrade.open(port: client.port, path: "/v1/stream", credential: other.apiKey)
+            #expect(elsewhere.status == 101)
+            await elsewhere.close()
+            for stream in open { await stream.close() }
+        }
+    }
+
+    @Test("a client frame over 64 KiB closes the WebSocket with 1009; one of 60 KiB does not")
+    func frameSize() async throws {
+        try await TestService.run { client in
+            let tenant = try await client.createTenant()
+            try await tenant.createChat("g", members: ["a", "b"])
+            let token = try await tenant.token(for: "a")
+            let tooLarge = try await WebSocketProbe.closeFrame(port: client.port, credential: token) { outbound, _ in
+                try await outbound.write(.text(String(repeating: "x", count: 65 * 1024)))
+            }
+            #expect(tooLarge?.closeCode == .messageTooLarge)
+
+            try await StreamClients.withWebSocket(port: client.port, credential: token) { stream, send in
+                try await send(String(repeating: "y", count: 60 * 1024))
+                let id = try await tenant.send(in: "g", from: "b")
+                #expect((await stream.next())?["messageIds"] as? [String] == [id])
+            }
+        }
+    }
+
+    @Test("a stream opened with a user token ends when the token expires: WebSocket 1008 with a reason, SSE ends")
+    func tokenExpiry() async throws {
+        try await TestService.run { client in
+            let tenant = try await client.createTenant()
+            try await tenant.createChat("g", members: ["a", "b"])
+            let token = try await tenant.token(for: "a", ttlSeconds: 2)
+            let opened = ContinuousClock.now
+            async let webSocket = WebSocketProbe.closeFrame(port: client.port, credential: token)
+            var sseEnded: Duration?
+            try await StreamClients.withEventSource(port: client.port, credential: token) { stream in
+                let id = try await tenant.send(in: "g", from: "b")
+                #expect((await stream.next())?["messageIds"] as? [String] == [id])
+                #expect(await stream.next(within: .seconds(6)) == nil)
+                sseEnded = ContinuousClock.now - opened
+            }
+            let frame = try await webSocket
+            let closedAfter = ContinuousClock.now - opened
+            #expect(frame?.closeCode == .policyViolation)
+            #expect(frame?.reason?.contains("expired") == true)
+            #expect(closedAfter < .seconds(5))
+            #expect(sseEnded.map { $0 < .seconds(5) } == true)
+        }
+    }
+
+    @Test("on graceful shutdown a WebSocket closes with 1001 and the reason, never 1000")
+    func shutdownClosesGoingAway() async throws {
+        var configuration = TestService.configuration()
+        configuration.port = Int.random(in: 20_000...32_000)
+        let app = try await buildApplication(configuration, logger: TestDatabase.logger)
+        let services = ServiceGroup(configuration: .init(services: [app], logger: TestDatabase.logger))
+        let port = configuration.port
+        let base = "http://127.0.0.1:\(port)"
+        try await withThrowingTaskGroup(of: Void.self) { tasks in
+            tasks.addTask { try await services.run() }
+            let deadline = ContinuousClock.now + .seconds(30)
+            while ContinuousClock.now < deadline {
+                let ready = try? await HTTPClient.shared.execute(HTTPClientRequest(url: base + "/readyz"), timeout: .milliseconds(500))
+                if ready?.status == .ok { break }
+                try await Task.sleep(for: .milliseconds(50))
+            }
+            let apiKey = try #require(
+                try await GracefulShutdownTests.send(.POST, base + "/admin/v1/tenants", as: TestService.adminToken, json: #"{"name":"shutdown"}"#)["apiKey"] as? String)
+            _ = try await GracefulShutdownTests.send(.PUT, base + "/v1/chats/g", as: apiKey, json: #"{"kind":"group","members":["a","b"]}"#)
+
+            let (steps, step) = AsyncStream<Void>.makeStream()
+            async let closed = WebSocketProbe.closeFrame(port: port, credential: apiKey) { _, received in
+                step.yield()  // open
+                _ = await received.event(at: 0, before: .now + .seconds(10))
+                step.yield()  // live
+            }
+            var iterator = steps.makeAsyncIterator()
+            await iterator.next()
+            _ = try await GracefulShutdownTests.send(.POST, base + "/v1/chats/g/messages", as: apiKey, json: #"{"senderId":"a","text":"hi"}"#)
+            await iterator.next()
+            await services.triggerGracefulShutdown()
+            let frame = try await closed
+            #expect(frame?.closeCode == .goingAway)
+            #expect(frame?.reason == "the server is shutting down; reconnect with the last id to resume")
+            try await tasks.waitForAll()
+        }
+    }
+}
