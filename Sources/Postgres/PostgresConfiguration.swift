@@ -7,8 +7,11 @@ public struct PostgresConfiguration: Sendable {
     public var applicationName: String
     /// Seconds libpq waits for a connection before giving up (`connect_timeout`).
     public var connectTimeoutSeconds: Int
-    /// A role every session switches to right after connecting (`SET ROLE`), e.g. one that
-    /// row-level security applies to; nil keeps the login role.
+    /// A role every transaction takes first (`SET LOCAL ROLE`), e.g. one that row-level
+    /// security applies to; nil keeps the login role. Never a session-level `SET ROLE`:
+    /// nothing a transaction does to its role (`RESET ROLE`, say) outlives it, and the next
+    /// transaction on the session takes the role again. A statement outside a transaction
+    /// gets a transaction of its own that takes the role, in the same round trip.
     public var role: String?
     /// Run-time parameters every session sets right after connecting (`set_config(name,
     /// value, false)`), in this order, e.g. `("receipts.notify", "off")`.

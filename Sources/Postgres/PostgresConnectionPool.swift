@@ -8,7 +8,12 @@ import ServiceLifecycle
 /// A bounded pool of `PostgresConnection`s.
 ///
 /// - Opens connections on demand up to `maximumConnections`; a lease beyond that waits, in
-///   arrival order, and fails with `poolTimeout` after `leaseTimeout`.
+///   arrival order, and fails with `poolTimeout` after `leaseTimeout`. At most
+///   `maximumWaiters` leases wait; one more fails at once with `poolExhausted`, so a database
+///   that has become slow cannot gather an unbounded queue of requests.
+/// - A connection whose statement was cancelled (its task was cancelled) is closed, not
+///   reused: the cancel request could otherwise reach the server late and cancel the next
+///   borrower's statement.
 /// - A connection the server dropped (found at lease or after a failed statement) is closed
 ///   and replaced by a new one on the next lease.
 /// - As a `Service`, it closes every connection on graceful shutdown; leases then fail with
@@ -23,11 +28,15 @@ public final class PostgresConnectionPool: Service, Sendable {
         public var maximumConnections: Int
         /// How long a lease waits for a free connection before failing.
         public var leaseTimeout: TimeAmount
+        /// The most leases waiting at once; one more fails at once.
+        public var maximumWaiters: Int
 
-        public init(maximumConnections: Int = 10, leaseTimeout: TimeAmount = .seconds(10)) {
+        public init(maximumConnections: Int = 10, leaseTimeout: TimeAmount = .seconds(5), maximumWaiters: Int = 1000) {
             precondition(maximumConnections > 0, "a pool needs at least one connection")
+            precondition(maximumWaiters >= 0, "the bound of waiting leases cannot be negative")
             self.maximumConnections = maximumConnections
             self.leaseTimeout = leaseTimeout
+            self.maximumWaiters = maximumWaiters
         }
     }
 
@@ -90,12 +99,15 @@ public final class PostgresConnectionPool: Service, Sendable {
     /// Lends a connection to `body` and takes it back afterwards.
     ///
     /// A connection left inside a transaction, or found broken, is closed rather than reused.
+    /// - Parameter leaseTimeout: how long to wait for a free connection, when not the pool's
+    ///   `leaseTimeout` (a health check waits less than a request).
     @discardableResult
     public func withConnection<Result>(
+        leaseTimeout: TimeAmount? = nil,
         caller: isolated (any Actor)? = #isolation,
         _ body: (PostgresConnection) async throws -> Result
     ) async throws -> Result {
-        let connection = try await self.lease()
+        let connection = try await self.lease(timeout: leaseTimeout ?? self.options.leaseTimeout)
         let result: Result
         do {
             result = try await body(connection)
@@ -142,7 +154,7 @@ public final class PostgresConnectionPool: Service, Sendable {
         case wait
     }
 
-    private func lease() async throws -> PostgresConnection {
+    private func lease(timeout: TimeAmount) async throws -> PostgresConnection {
         while true {
             let action = try self.state.withLockedValue { state throws(PostgresError) -> LeaseAction in
                 if state.isClosed { throw PostgresError(code: .poolClosed, message: "the connection pool is closed") }
@@ -162,7 +174,7 @@ public final class PostgresConnectionPool: Service, Sendable {
             case .open:
                 return try await self.openConnection()
             case .wait:
-                switch try await self.waitForGrant() {
+                switch try await self.waitForGrant(timeout: timeout) {
                 case .connection(let connection):
                     if connection.connection.checkAlive() { return connection }
                     await self.discard(connection, replacing: true)
@@ -184,19 +196,19 @@ public final class PostgresConnectionPool: Service, Sendable {
         }
     }
 
-    private func waitForGrant() async throws -> Grant {
+    private func waitForGrant(timeout leaseTimeout: TimeAmount) async throws -> Grant {
         let id = self.state.withLockedValue { state in
             defer { state.nextWaiterID += 1 }
             return state.nextWaiterID
         }
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Grant, any Error>) in
-                let timeout = self.eventLoopGroup.any().scheduleTask(in: self.options.leaseTimeout) {
+                let timeout = self.eventLoopGroup.any().scheduleTask(in: leaseTimeout) {
                     self.failWaiter(
                         id,
                         with: PostgresError(
                             code: .poolTimeout,
-                            message: "no database connection became free within \(self.options.leaseTimeout)"
+                            message: "no database connection became free within \(leaseTimeout)"
                         )
                     )
                 }
@@ -208,6 +220,13 @@ public final class PostgresConnectionPool: Service, Sendable {
                     if state.openCount < self.options.maximumConnections {
                         state.openCount += 1
                         return .success(.openSlot)
+                    }
+                    if state.waiters.count >= self.options.maximumWaiters {
+                        return .failure(
+                            PostgresError(
+                                code: .poolExhausted,
+                                message: "\(state.waiters.count) leases wait for a database connection already"
+                            ))
                     }
                     state.waiters[id] = Waiter(continuation: continuation, timeout: timeout)
                     state.waiterOrder.append(id)
@@ -231,7 +250,7 @@ public final class PostgresConnectionPool: Service, Sendable {
     }
 
     private func release(_ connection: PostgresConnection) async {
-        guard connection.isOpen, connection.connection.isIdle else {
+        guard connection.isOpen, connection.connection.isIdle, !connection.isCancelRequested else {
             await self.discard(connection, replacing: false)
             return
         }

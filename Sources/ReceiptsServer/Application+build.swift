@@ -1,6 +1,7 @@
 import Hummingbird
 import HummingbirdWebSocket
 import Logging
+import NIOCore
 import Postgres
 import ReceiptsStore
 
@@ -12,7 +13,9 @@ public func buildApplication(
     _ configuration: ReceiptsConfiguration,
     logger: Logger
 ) async throws -> some ApplicationProtocol {
-    let database = PostgresConfiguration(connectionString: configuration.databaseURL, applicationName: configuration.instanceName)
+    var database = PostgresConfiguration(connectionString: configuration.databaseURL, applicationName: configuration.instanceName)
+    // libpq counts whole seconds, at least 2.
+    database.connectTimeoutSeconds = max(2, Int(configuration.databaseTimeout.components.seconds))
     if configuration.runMigrations {
         // Before anything starts: the event hub and the retention job read what they create.
         // As the login role (the tables' owner), not receipts_service.
@@ -20,8 +23,8 @@ public func buildApplication(
         try await MigrationRunner(migrations: migrations, logger: logger).applyPending(to: database)
     }
     let pool = PostgresConnectionPool(
-        configuration: ReceiptsStore.serviceSessions(of: database),
-        options: .init(maximumConnections: configuration.databasePoolSize),
+        configuration: ReceiptsStore.serviceSessions(of: database, timeout: configuration.databaseTimeout),
+        options: .init(maximumConnections: configuration.databasePoolSize, leaseTimeout: TimeAmount(configuration.databaseTimeout)),
         logger: logger
     )
     let store = ReceiptsStore(pool: pool, logger: logger)

@@ -1,6 +1,8 @@
 -- Who a message reached and who read it, and when. Reads made with read receipts off are
 -- listed as hidden (the service never shows them to anyone).
 -- Usage: psql -v tenant=TENANT -v chat=CHAT -v message=MESSAGE -f sql/admin/message_readers.sql
+-- Row-level security is forced (migration 0017): scope the session to the tenant.
+SELECT set_config('receipts.tenant_id', :'tenant', false) \gset
 SELECT message.seq, message.sender_id, message.created_at,
        recipient.user_id,
        delivery.delivered_at,
