@@ -23,14 +23,14 @@ struct HealthController<Context: RequestContext>: Sendable {
     /// Ready when the database answers within `checkTimeout` and the event listener is
     /// connected.
     private func readiness(context: Context) async throws -> Status {
-        guard self.hub.isLive else {
-            throw APIError(.serviceUnavailable, .unavailable, "the event listener is not connected")
-        }
         do {
             try await self.checkDatabase()
         } catch {
             context.logger.warning("readiness check failed", metadata: Self.metadata(of: error))
             throw APIError(.serviceUnavailable, .unavailable, "the database is unreachable")
+        }
+        guard self.hub.isLive else {
+            throw APIError(.serviceUnavailable, .unavailable, "the event listener is not connected")
         }
         return Status(status: "ready")
     }
