@@ -47,7 +47,7 @@ public func buildApplication(
             serverName: "receiptsd"
         ),
         services: [
-            pool, listener, hub,
+            pool, listener, hub, components.databaseHealth,
             EventRetentionService(
                 store: store, retentionSeconds: configuration.eventRetentionSeconds, interval: .seconds(3600), logger: logger),
         ],
@@ -64,6 +64,7 @@ public struct ServiceComponents: Sendable {
     public let hub: EventHub
     public let metrics: ServiceMetrics
     let authenticator: Authenticator
+    let databaseHealth: DatabaseHealthMonitor
     let userTokens: UserTokens
 
     public init(
@@ -80,6 +81,7 @@ public struct ServiceComponents: Sendable {
         self.metrics = metrics
         self.userTokens = UserTokens(store: store)
         self.authenticator = Authenticator(store: store, userTokens: self.userTokens)
+        self.databaseHealth = DatabaseHealthMonitor(pool: pool, logger: store.logger)
     }
 }
 
@@ -90,7 +92,7 @@ public func buildRouter(_ components: ServiceComponents) -> Router<ReceiptsReque
     router.add(middleware: ErrorMiddleware())
     router.add(middleware: BodyLimitMiddleware())
 
-    HealthController(pool: components.pool, hub: components.hub).addRoutes(to: router)
+    HealthController(database: components.databaseHealth, hub: components.hub).addRoutes(to: router)
     OperationsController(metrics: components.metrics, pool: components.pool).addRoutes(to: router)
 
     AdminController(registration: TenantRegistration(store: components.store)).addRoutes(

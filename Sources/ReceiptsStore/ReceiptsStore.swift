@@ -48,7 +48,7 @@ public struct ReceiptsStore: Sendable {
     }
 
     let pool: PostgresConnectionPool
-    let logger: Logger
+    public let logger: Logger
     /// Signalled after every write that may have added events.
     public let committedWrites = CommittedWrites()
     /// Concurrent single-message reads of a tenant, marked together (one per chat and user
