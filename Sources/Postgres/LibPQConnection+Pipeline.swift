@@ -84,6 +84,8 @@ extension LibPQConnection {
     ///
     /// - Throws: the statement's error, or `connectionClosed` when the connection is lost.
     func receive() throws(PostgresError) -> PostgresRows {
+        self.markBlocked()
+        defer { self.markUnblocked() }
         guard !self.pipelineQueue.isEmpty else {
             throw PostgresError(code: .invalidValue, message: "no statement sent in the pipeline is waiting for its answer")
         }

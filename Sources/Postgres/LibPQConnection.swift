@@ -1,5 +1,7 @@
 internal import CLibPQ
 import NIOConcurrencyHelpers
+import NIOCore
+import Synchronization
 
 #if canImport(Glibc)
 import Glibc
@@ -25,6 +27,9 @@ final class LibPQConnection: @unchecked Sendable {
     private(set) var takeRoleStatementName: String?
     /// What cancels the statement running on this connection, from another thread.
     private let cancellation: NIOLockedValueBox<Cancellation>
+    /// When the call blocked on the server now began (`NIODeadline` uptime nanoseconds),
+    /// 0 while none is: for the pool's watchdog, which reads it from another thread.
+    let blockedSince = Atomic<UInt64>(0)
     /// Named prepared statements this session already has, by SQL text and parameter types.
     var preparedStatements: [PreparedStatementKey: String] = [:]
     /// Numbers the prepared statements' names (never reused, even for a failed prepare).
@@ -45,6 +50,7 @@ final class LibPQConnection: @unchecked Sendable {
     struct Cancellation {
         var handle: OpaquePointer?
         var isRequested = false
+        var isClosed = false
     }
 
     /// The statement every transaction of a connection with a `transactionRole` starts with,
@@ -135,11 +141,40 @@ final class LibPQConnection: @unchecked Sendable {
     /// Closes the connection. Afterwards the object must not be used.
     func close() {
         let cancel = self.cancellation.withLockedValue { state in
-            defer { state.handle = nil }
+            defer {
+                state.handle = nil
+                state.isClosed = true
+            }
             return state.handle
         }
         if let cancel { PQfreeCancel(cancel) }
         PQfinish(self.handle)
+    }
+
+    /// Marks the calls that wait for the server, for `blockedFor`.
+    @inline(__always)
+    func markBlocked() { self.blockedSince.store(max(1, NIODeadline.now().uptimeNanoseconds), ordering: .relaxed) }
+    @inline(__always)
+    func markUnblocked() { self.blockedSince.store(0, ordering: .relaxed) }
+
+    /// How long the call now waiting for the server has waited; nil when none is.
+    var blockedFor: Duration? {
+        let since = self.blockedSince.load(ordering: .relaxed)
+        guard since != 0 else { return nil }
+        return .nanoseconds(Int64(NIODeadline.now().uptimeNanoseconds) - Int64(since))
+    }
+
+    /// Ends the connection under a call that waits for a server that does not answer, even
+    /// to a cancel request (frozen, or stalled on its storage): shuts its socket down, so the
+    /// blocked call fails at once with a lost connection, and the pool discards it. Safe
+    /// from any thread; does nothing once the connection is closed (its descriptor may then
+    /// belong to another file).
+    func abandon() {
+        self.cancellation.withLockedValue { state in
+            guard !state.isClosed else { return }
+            state.isRequested = true
+            _ = shutdown(PQsocket(self.handle), Int32(SHUT_RDWR))
+        }
     }
 
     /// Whether `requestCancel()` was called: a cancel request may reach the server after the
@@ -213,7 +248,9 @@ final class LibPQConnection: @unchecked Sendable {
         let values = bindings.values.map { $0.map { strdup($0) } ?? nil }
         defer { values.forEach { free($0) } }
         let valuePointers = values.map { UnsafePointer($0) }
+        self.markBlocked()
         let result = PQexecPrepared(self.handle, statementName, Int32(values.count), valuePointers, nil, nil, 1)
+        self.markUnblocked()
         return try self.consume(result)
     }
 
@@ -231,7 +268,9 @@ final class LibPQConnection: @unchecked Sendable {
             // SET ROLE takes an identifier, not a value; libpq quotes it.
             script = "SET LOCAL ROLE \(try self.quotedIdentifier(role)); " + sql
         }
+        self.markBlocked()
         let result = PQexec(self.handle, script)
+        self.markUnblocked()
         defer { PQclear(result) }
         try self.check(result)
         return PQcmdStatus(result).map { String(cString: $0) } ?? ""
@@ -242,9 +281,11 @@ final class LibPQConnection: @unchecked Sendable {
         if let name = self.preparedStatements[key] { return name }
         self.preparedStatementCount += 1
         let name = "receipts_\(self.preparedStatementCount)"
+        self.markBlocked()
         let result = types.withUnsafeBufferPointer { types in
             PQprepare(self.handle, name, sql, Int32(types.count), types.baseAddress)
         }
+        self.markUnblocked()
         defer { PQclear(result) }
         try self.check(result)
         self.preparedStatements[key] = name

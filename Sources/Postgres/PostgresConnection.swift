@@ -113,10 +113,17 @@ public final class PostgresConnection: @unchecked Sendable {
                 return .failure(error)
             }
         } onCancel: {
-            // PQcancel blocks for a round trip: never on the cancelling thread (maybe an event loop).
-            Self.cancelThreads.submit { _ in connection.requestCancel() }
+            self.cancelRunningCall()
         }
         return try outcome.get()
+    }
+
+    /// Asks the server to cancel the statement running on this connection, from a thread of
+    /// its own (PQcancel blocks for a round trip: never on the caller's thread, maybe an event
+    /// loop). The connection is not lent again afterwards.
+    func cancelRunningCall() {
+        let connection = self.connection
+        Self.cancelThreads.submit { _ in connection.requestCancel() }
     }
 
     /// Threads that send cancel requests (`PQcancel` connects to the server and waits for it).

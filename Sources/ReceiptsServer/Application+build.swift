@@ -24,7 +24,12 @@ public func buildApplication(
     }
     let pool = PostgresConnectionPool(
         configuration: ReceiptsStore.serviceSessions(of: database, timeout: configuration.databaseTimeout),
-        options: .init(maximumConnections: configuration.databasePoolSize, leaseTimeout: TimeAmount(configuration.databaseTimeout)),
+        options: .init(
+            maximumConnections: configuration.databasePoolSize,
+            leaseTimeout: TimeAmount(configuration.databaseTimeout),
+            // statement_timeout ends a slow statement first; this is for a server that cannot.
+            unresponsiveCallTimeout: TimeAmount(configuration.databaseTimeout + .seconds(1))
+        ),
         logger: logger
     )
     let store = ReceiptsStore(pool: pool, logger: logger)

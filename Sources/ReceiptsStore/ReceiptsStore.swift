@@ -88,12 +88,21 @@ public struct ReceiptsStore: Sendable {
     }
 
     /// Runs one statement of background maintenance (retention), which may take longer than
-    /// the sessions' `statement_timeout` allows a request: in a transaction of its own whose
-    /// statements may run for up to `timeout`.
+    /// the sessions' `statement_timeout` allows a request: on a connection of its own (set up
+    /// as the pool's, but beyond the pool's watchdog), in a transaction whose statements may
+    /// run for up to `timeout`.
     func maintenanceQuery(_ sql: String, _ parameters: [any PostgresEncodable], timeout: Duration = .seconds(600)) async throws -> PostgresRows {
-        try await self.pool.withTransaction { connection in
-            try await connection.execute("SELECT set_config('statement_timeout', $1, true)", ["\(timeout.components.seconds)s"])
-            return try await connection.query(sql, parameters)
+        let connection = try await PostgresConnection.connect(to: self.pool.configuration, logger: self.logger)
+        do {
+            let rows = try await connection.withTransaction { connection in
+                try await connection.execute("SELECT set_config('statement_timeout', $1, true)", ["\(timeout.components.seconds)s"])
+                return try await connection.query(sql, parameters)
+            }
+            await connection.close()
+            return rows
+        } catch {
+            await connection.close()
+            throw error
         }
     }
 

@@ -67,6 +67,24 @@ struct CancellationAndRoleTests {
         await pool.close()
     }
 
+    @Test("the pool's watchdog cancels a call that waits on the server longer than unresponsiveCallTimeout")
+    func watchdogCancelsSlowCalls() async throws {
+        let pool = PostgresConnectionPool(
+            configuration: TestDatabase.configuration,
+            options: .init(maximumConnections: 1, unresponsiveCallTimeout: .milliseconds(300)),
+            logger: TestDatabase.logger
+        )
+        try await withLockedTable { table in
+            let started = ContinuousClock.now
+            let error = await #expect(throws: PostgresError.self) { try await pool.query("SELECT count(*) FROM \(table)") }
+            #expect(error?.sqlState == PostgresError.SQLState.queryCanceled)
+            #expect(ContinuousClock.now - started < .seconds(2), "the call waited \(ContinuousClock.now - started)")
+        }
+        // The cancelled connection was not lent again; a new one answers.
+        #expect(try await pool.query("SELECT 1").scalar(Int.self) == 1)
+        await pool.close()
+    }
+
     @Test("leases wait at most leaseTimeout, and beyond maximumWaiters one more fails at once")
     func boundedWaiters() async throws {
         let pool = PostgresConnectionPool(

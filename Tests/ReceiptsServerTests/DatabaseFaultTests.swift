@@ -24,7 +24,10 @@ struct DatabaseFaultTests {
             "LOG_LEVEL": "critical",
         ]
         let target = Target(try await ReceiptsdProcess.start(arguments: [], environment: environment))
-        defer { target.service.kill() }
+        defer {
+            Foundation.kill(target.service.process.processIdentifier, SIGKILL)
+            target.service.process.waitUntilExit()
+        }
         let client = FaultClient(http: HTTPClient.shared, target: target)
 
         // A tenant, a chat, and a token for each member.
@@ -111,10 +114,33 @@ struct DatabaseFaultTests {
                 try await cluster.start()
                 try await readiness.waitUntilReady(within: .seconds(5), after: "PostgreSQL's return")
             }
+            // (e) PostgreSQL freezes (every process stopped; its host still accepts and
+            // acknowledges): neither statement_timeout nor a cancel request can act, so the
+            // pool's watchdog drops the connections under calls that wait too long. /readyz
+            // is 503 within 2 s; a request is 503 within the timeout and the watchdog's 3 s.
+            try await check(after: "freezing PostgreSQL", expectingUnready: true) {
+                try await cluster.signal("STOP")
+                let frozen = ContinuousClock.now
+                try await readiness.waitUntilUnready(within: .seconds(2), after: "PostgreSQL froze")
+                #expect(ContinuousClock.now - frozen < .seconds(2))
+                let asked = ContinuousClock.now
+                let unread = try await client.send(.GET, "/v1/users/b/unread", as: apiKey)
+                #expect(unread.status == 503)
+                #expect(ContinuousClock.now - asked < .seconds(6), "GET unread waited \(ContinuousClock.now - asked)")
+                try await cluster.signal("CONT")
+                try await readiness.waitUntilReady(within: .seconds(5), after: "PostgreSQL thawed")
+            }
             // (d) The service is killed and started again (on another port; clients follow).
             try await check(after: "kill -9 of the service and a new start", expectingUnready: false) {
-                target.service.kill()
-                try await Task.sleep(for: .milliseconds(300))
+                // SIGKILL whatever Foundation believes of the process (its isRunning can read
+                // false for a live child), then until its port is closed.
+                let old = target.service
+                Foundation.kill(old.process.processIdentifier, SIGKILL)
+                let deadline = ContinuousClock.now + .seconds(5)
+                while (try? await client.send(.GET, "/healthz")) != nil, ContinuousClock.now < deadline {
+                    try await Task.sleep(for: .milliseconds(20))
+                }
+                #expect((try? await client.send(.GET, "/healthz")) == nil, "the killed service still answers")
                 target.replace(with: try await ReceiptsdProcess.start(arguments: [], environment: environment))
             }
 
@@ -238,6 +264,20 @@ final class PrivateCluster: Sendable {
             await connection.close()
             throw error
         }
+    }
+
+    /// Sends `signal` (STOP, CONT) to the cluster's postmaster and every process it started.
+    func signal(_ signal: String) async throws {
+        var dataDirectory = self.directory.appendingPathComponent("postgres/data")
+        if let elsewhere = try? String(contentsOf: self.directory.appendingPathComponent("postgres/datadir"), encoding: .utf8) {
+            dataDirectory = URL(fileURLWithPath: elsewhere.trimmingCharacters(in: .whitespacesAndNewlines))
+        }
+        let pidFile = try String(contentsOf: dataDirectory.appendingPathComponent("postmaster.pid"), encoding: .utf8)
+        guard let postmaster = pidFile.split(separator: "\n").first.flatMap({ Int32($0) }) else {
+            throw SetupFailure(description: "no postmaster pid in \(dataDirectory.path)")
+        }
+        // A number read from the pid file, and a signal name from the test: no input of others.
+        try await TestDatabase.run("/bin/sh", arguments: ["-c", "kill -\(signal) \(postmaster); pkill -\(signal) -P \(postmaster); true"])
     }
 
     func listenerPID() async throws -> Int32? {
