@@ -10,7 +10,8 @@ import Darwin
 /// that the server starts the next one as soon as it has finished the last.
 ///
 /// Each statement is sent with a sync point of its own, so each one is its own transaction
-/// (as `execute` outside a pipeline) and a failing one aborts no other.
+/// (as `execute` outside a pipeline) and a failing one aborts no other. On a connection with
+/// a `transactionRole`, each such transaction takes the role first, in the same trip.
 extension LibPQConnection {
     /// What the results of a statement sent in pipeline mode begin with.
     struct PipelinedStatement {
@@ -18,6 +19,9 @@ extension LibPQConnection {
         var key: PreparedStatementKey
         /// Whether it was prepared in the same trip: the prepare's result comes first.
         var prepares: Bool
+        /// Whether its transaction takes the connection's role first: that statement's
+        /// result comes next.
+        var takesRole: Bool
     }
 
     /// Enters pipeline mode; the connection must be idle.
@@ -59,19 +63,29 @@ extension LibPQConnection {
             // If the prepare fails, `receive` forgets it again.
             self.preparedStatements[key] = statementName
         }
+        if let role = self.transactionRole, let roleStatement = self.takeRoleStatementName {
+            let sent = role.withCString { role in
+                withUnsafePointer(to: role) { values in
+                    PQsendQueryPrepared(self.handle, roleStatement, 1, values, nil, nil, 1)
+                }
+            }
+            guard sent == 1 else { throw self.sendFailure() }
+        }
         let values = bindings.values.map { $0.map { strdup($0) } ?? nil }
         defer { values.forEach { free($0) } }
         let valuePointers = values.map { UnsafePointer($0) }
         guard PQsendQueryPrepared(self.handle, statementName, Int32(values.count), valuePointers, nil, nil, 1) == 1,
             PQpipelineSync(self.handle) == 1
         else { throw self.sendFailure() }
-        self.pipelineQueue.append(PipelinedStatement(key: key, prepares: prepares))
+        self.pipelineQueue.append(PipelinedStatement(key: key, prepares: prepares, takesRole: self.transactionRole != nil))
     }
 
     /// Waits for the answer of the oldest statement sent and not yet received.
     ///
     /// - Throws: the statement's error, or `connectionClosed` when the connection is lost.
     func receive() throws(PostgresError) -> PostgresRows {
+        self.markBlocked()
+        defer { self.markUnblocked() }
         guard !self.pipelineQueue.isEmpty else {
             throw PostgresError(code: .invalidValue, message: "no statement sent in the pipeline is waiting for its answer")
         }
@@ -87,6 +101,16 @@ extension LibPQConnection {
                 failure = error
                 self.failedPreparations[statement.key] = error
                 self.preparedStatements[statement.key] = nil
+            }
+            PQclear(result)
+            try self.expectEndOfCommand()
+        }
+        if statement.takesRole {
+            let result = PQgetResult(self.handle)
+            guard let result else { throw self.connectionError() }
+            let status = PQresultStatus(result)
+            if status != PGRES_TUPLES_OK && status != PGRES_PIPELINE_ABORTED {
+                failure = failure ?? self.serverError(from: result)
             }
             PQclear(result)
             try self.expectEndOfCommand()

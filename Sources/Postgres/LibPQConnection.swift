@@ -1,4 +1,7 @@
 internal import CLibPQ
+import NIOConcurrencyHelpers
+import NIOCore
+import Synchronization
 
 #if canImport(Glibc)
 import Glibc
@@ -12,11 +15,21 @@ import Darwin
 /// `PostgresListener` call them, and only from their thread pools, never from an event loop.
 /// `@unchecked Sendable` so that it can be handed to a thread-pool job; it is not
 /// thread-safe, and its owners (`PostgresConnection`, `PostgresListener`) run one job on it
-/// at a time.
+/// at a time. The one exception is `requestCancel()`, which any thread may call while a job
+/// runs: it touches only `cancellation`, behind its own lock.
 final class LibPQConnection: @unchecked Sendable {
     let handle: OpaquePointer
     /// `host:port` of the server, for error messages.
     let server: String
+    /// The role every transaction takes (`PostgresConfiguration.role`); nil keeps the login role.
+    private(set) var transactionRole: String?
+    /// The prepared `takeRoleStatement`, when there is a `transactionRole`.
+    private(set) var takeRoleStatementName: String?
+    /// What cancels the statement running on this connection, from another thread.
+    private let cancellation: NIOLockedValueBox<Cancellation>
+    /// When the call blocked on the server now began (`NIODeadline` uptime nanoseconds),
+    /// 0 while none is: for the pool's watchdog, which reads it from another thread.
+    let blockedSince = Atomic<UInt64>(0)
     /// Named prepared statements this session already has, by SQL text and parameter types.
     var preparedStatements: [PreparedStatementKey: String] = [:]
     /// Numbers the prepared statements' names (never reused, even for a failed prepare).
@@ -32,9 +45,23 @@ final class LibPQConnection: @unchecked Sendable {
         var types: [UInt32]
     }
 
+    /// libpq's cancel object (made on the connection's thread, used on another one), and
+    /// whether a cancel was asked for.
+    struct Cancellation {
+        var handle: OpaquePointer?
+        var isRequested = false
+        var isClosed = false
+    }
+
+    /// The statement every transaction of a connection with a `transactionRole` starts with,
+    /// in the same round trip as its first statement: `set_config(…, true)` is
+    /// `SET LOCAL ROLE`, undone when the transaction ends.
+    static let takeRoleStatement = "SELECT set_config('role', $1, true)"
+
     private init(handle: OpaquePointer, server: String) {
         self.handle = handle
         self.server = server
+        self.cancellation = NIOLockedValueBox(Cancellation(handle: PQgetCancel(handle)))
     }
 
     /// Opens a connection (blocking).
@@ -78,16 +105,23 @@ final class LibPQConnection: @unchecked Sendable {
                 )
             }
         }
-        if let role = configuration.role {
-            // SET ROLE takes an identifier, not a value; libpq quotes it.
-            try setUp("switch to role \(role)") { () throws(PostgresError) in
-                try connection.executeScript("SET ROLE \(try connection.quotedIdentifier(role))")
-            }
-        }
         for setting in configuration.settings {
             try setUp("set \(setting.name)") { () throws(PostgresError) in
                 _ = try connection.execute(
                     "SELECT set_config($1, $2, false)", bindings: try PostgresBindings([setting.name, setting.value]))
+            }
+        }
+        if let role = configuration.role {
+            // Not a session-level SET ROLE, which a statement could undo for every later
+            // user of the session: each transaction takes the role itself (see `execute`,
+            // `executeScript`, `send`). Checked once here, so a role the login cannot take
+            // fails at connect, not at the first request.
+            try setUp("take role \(role)") { () throws(PostgresError) in
+                let bindings = try PostgresBindings([role])
+                connection.takeRoleStatementName = try connection.preparedStatementName(
+                    for: Self.takeRoleStatement, types: bindings.types)
+                connection.transactionRole = role
+                _ = try connection.execute("SELECT 1", bindings: try PostgresBindings([]))
             }
         }
         return connection
@@ -106,7 +140,63 @@ final class LibPQConnection: @unchecked Sendable {
 
     /// Closes the connection. Afterwards the object must not be used.
     func close() {
+        let cancel = self.cancellation.withLockedValue { state in
+            defer {
+                state.handle = nil
+                state.isClosed = true
+            }
+            return state.handle
+        }
+        if let cancel { PQfreeCancel(cancel) }
         PQfinish(self.handle)
+    }
+
+    /// Marks the calls that wait for the server, for `blockedFor`.
+    @inline(__always)
+    func markBlocked() { self.blockedSince.store(max(1, NIODeadline.now().uptimeNanoseconds), ordering: .relaxed) }
+    @inline(__always)
+    func markUnblocked() { self.blockedSince.store(0, ordering: .relaxed) }
+
+    /// How long the call now waiting for the server has waited; nil when none is.
+    var blockedFor: Duration? {
+        let since = self.blockedSince.load(ordering: .relaxed)
+        guard since != 0 else { return nil }
+        return .nanoseconds(Int64(NIODeadline.now().uptimeNanoseconds) - Int64(since))
+    }
+
+    /// Ends the connection under a call that waits for a server that does not answer, even
+    /// to a cancel request (frozen, or stalled on its storage): shuts its socket down, so the
+    /// blocked call fails at once with a lost connection, and the pool discards it. Safe
+    /// from any thread; does nothing once the connection is closed (its descriptor may then
+    /// belong to another file).
+    func abandon() {
+        self.cancellation.withLockedValue { state in
+            guard !state.isClosed else { return }
+            state.isRequested = true
+            _ = shutdown(PQsocket(self.handle), Int32(SHUT_RDWR))
+        }
+    }
+
+    /// Whether `requestCancel()` was called: a cancel request may reach the server after the
+    /// statement it was meant for has ended, and cancel whatever runs next, so a connection
+    /// that was asked to cancel is never lent again.
+    var isCancelRequested: Bool { self.cancellation.withLockedValue { $0.isRequested } }
+
+    /// Asks the server to cancel the statement running on this connection (`PQcancel`, which
+    /// opens a connection of its own to send the request). Safe from any thread while another
+    /// one is blocked in a call on this connection; it blocks for a network round trip, so
+    /// never call it on an event loop. Only the first call does anything.
+    func requestCancel() {
+        let cancel = self.cancellation.withLockedValue { state -> OpaquePointer? in
+            guard !state.isRequested else { return nil }
+            state.isRequested = true
+            defer { state.handle = nil }
+            return state.handle
+        }
+        guard let cancel else { return }
+        var message = [CChar](repeating: 0, count: 256)
+        _ = PQcancel(cancel, &message, Int32(message.count))
+        PQfreeCancel(cancel)
     }
 
     /// The server process id of this session (for `pg_terminate_backend`, `pg_stat_activity`).
@@ -141,33 +231,61 @@ final class LibPQConnection: @unchecked Sendable {
 
     /// Runs one statement with parameters and returns its rows in binary format. The
     /// statement is parsed once per connection and reused.
+    ///
+    /// Outside a transaction, on a connection with a `transactionRole`, the statement runs in
+    /// a transaction of its own that takes the role first, in the same round trip (through
+    /// pipeline mode: two statements before one sync point share an implicit transaction).
     func execute(_ sql: String, bindings: PostgresBindings) throws(PostgresError) -> PostgresRows {
+        if self.transactionRole != nil, PQtransactionStatus(self.handle) == PQTRANS_IDLE,
+            PQpipelineStatus(self.handle) == PQ_PIPELINE_OFF
+        {
+            try self.enterPipelineMode()
+            defer { self.leavePipelineMode() }
+            try self.send(sql, bindings: bindings)
+            return try self.receive()
+        }
         let statementName = try self.preparedStatementName(for: sql, types: bindings.types)
         let values = bindings.values.map { $0.map { strdup($0) } ?? nil }
         defer { values.forEach { free($0) } }
         let valuePointers = values.map { UnsafePointer($0) }
+        self.markBlocked()
         let result = PQexecPrepared(self.handle, statementName, Int32(values.count), valuePointers, nil, nil, 1)
+        self.markUnblocked()
         return try self.consume(result)
     }
 
     /// Runs one or more statements without parameters through the simple query protocol
     /// (migrations, `BEGIN`, `LISTEN`). Returns the command tag of the last statement.
+    ///
+    /// Outside a transaction, on a connection with a `transactionRole`, the script starts
+    /// with `SET LOCAL ROLE`: the statements of one script share a transaction (a `BEGIN` in
+    /// it keeps it open), so the role lasts until that transaction ends. Such a script cannot
+    /// hold a statement that refuses to run in a transaction (`CREATE DATABASE`).
     @discardableResult
     func executeScript(_ sql: String) throws(PostgresError) -> String {
-        let result = PQexec(self.handle, sql)
+        var script = sql
+        if let role = self.transactionRole, PQtransactionStatus(self.handle) == PQTRANS_IDLE {
+            // SET ROLE takes an identifier, not a value; libpq quotes it.
+            script = "SET LOCAL ROLE \(try self.quotedIdentifier(role)); " + sql
+        }
+        self.markBlocked()
+        let result = PQexec(self.handle, script)
+        self.markUnblocked()
         defer { PQclear(result) }
         try self.check(result)
         return PQcmdStatus(result).map { String(cString: $0) } ?? ""
     }
 
-    private func preparedStatementName(for sql: String, types: [UInt32]) throws(PostgresError) -> String {
+    func preparedStatementName(for sql: String, types: [UInt32]) throws(PostgresError) -> String {
         let key = PreparedStatementKey(sql: sql, types: types)
         if let name = self.preparedStatements[key] { return name }
         self.preparedStatementCount += 1
         let name = "receipts_\(self.preparedStatementCount)"
+        self.markBlocked()
         let result = types.withUnsafeBufferPointer { types in
             PQprepare(self.handle, name, sql, Int32(types.count), types.baseAddress)
         }
+        self.markUnblocked()
         defer { PQclear(result) }
         try self.check(result)
         self.preparedStatements[key] = name

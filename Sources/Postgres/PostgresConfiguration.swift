@@ -7,8 +7,17 @@ public struct PostgresConfiguration: Sendable {
     public var applicationName: String
     /// Seconds libpq waits for a connection before giving up (`connect_timeout`).
     public var connectTimeoutSeconds: Int
-    /// A role every session switches to right after connecting (`SET ROLE`), e.g. one that
-    /// row-level security applies to; nil keeps the login role.
+    /// Seconds a server that stops answering altogether (a network partition, a host that is
+    /// gone) may go unnoticed on an open connection, where neither `statement_timeout` (the
+    /// server's) nor a cancel request (sent over the network) can end a call: TCP keepalives
+    /// probe a quiet connection after half of it, and data or probes left unacknowledged
+    /// for all of it (`tcp_user_timeout`) end the connection, so the blocked call fails.
+    public var unresponsiveServerTimeoutSeconds: Int = 10
+    /// A role every transaction takes first (`SET LOCAL ROLE`), e.g. one that row-level
+    /// security applies to; nil keeps the login role. Never a session-level `SET ROLE`:
+    /// nothing a transaction does to its role (`RESET ROLE`, say) outlives it, and the next
+    /// transaction on the session takes the role again. A statement outside a transaction
+    /// gets a transaction of its own that takes the role, in the same round trip.
     public var role: String?
     /// Run-time parameters every session sets right after connecting (`set_config(name,
     /// value, false)`), in this order, e.g. `("receipts.notify", "off")`.
@@ -35,9 +44,10 @@ public struct PostgresConfiguration: Sendable {
             ("connect_timeout", String(self.connectTimeoutSeconds)),
             ("application_name", self.applicationName),
             ("keepalives", "1"),
-            ("keepalives_idle", "30"),
-            ("keepalives_interval", "10"),
+            ("keepalives_idle", String(max(1, self.unresponsiveServerTimeoutSeconds / 2))),
+            ("keepalives_interval", String(max(1, self.unresponsiveServerTimeoutSeconds / 6))),
             ("keepalives_count", "3"),
+            ("tcp_user_timeout", String(self.unresponsiveServerTimeoutSeconds * 1000)),
             ("dbname", self.connectionString),
         ]
     }

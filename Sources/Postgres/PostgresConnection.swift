@@ -96,12 +96,45 @@ public final class PostgresConnection: @unchecked Sendable {
         if self.ownsThreadPool { self.threadPool.shutdownGracefully { _ in } }
     }
 
+    /// Runs `body` on the connection's thread. When the calling task is cancelled while it
+    /// runs (the client of a request went away, a deadline passed), the server is asked to
+    /// cancel the statement, so that a statement waiting for a lock does not hold the
+    /// connection and its thread until it ends; the connection is then not reused.
     func onThread<T: Sendable>(
         _ body: @escaping @Sendable (LibPQConnection) throws(PostgresError) -> T
     ) async throws(PostgresError) -> T {
         let connection = self.connection
-        return try await Self.run(on: self.threadPool) { () throws(PostgresError) in try body(connection) }
+        let threadPool = self.threadPool
+        let outcome = await withTaskCancellationHandler {
+            do throws(PostgresError) {
+                return Result<T, PostgresError>.success(
+                    try await Self.run(on: threadPool) { () throws(PostgresError) in try body(connection) })
+            } catch {
+                return .failure(error)
+            }
+        } onCancel: {
+            self.cancelRunningCall()
+        }
+        return try outcome.get()
     }
+
+    /// Asks the server to cancel the statement running on this connection, from a thread of
+    /// its own (PQcancel blocks for a round trip: never on the caller's thread, maybe an event
+    /// loop). The connection is not lent again afterwards.
+    func cancelRunningCall() {
+        let connection = self.connection
+        Self.cancelThreads.submit { _ in connection.requestCancel() }
+    }
+
+    /// Threads that send cancel requests (`PQcancel` connects to the server and waits for it).
+    private static let cancelThreads: NIOThreadPool = {
+        let threads = NIOThreadPool(numberOfThreads: 2)
+        threads.start()
+        return threads
+    }()
+
+    /// Whether the server was asked to cancel a statement of this connection (see `onThread`).
+    var isCancelRequested: Bool { self.connection.isCancelRequested }
 
     private static func run<T: Sendable>(
         on threadPool: NIOThreadPool,

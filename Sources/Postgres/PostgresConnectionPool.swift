@@ -8,11 +8,22 @@ import ServiceLifecycle
 /// A bounded pool of `PostgresConnection`s.
 ///
 /// - Opens connections on demand up to `maximumConnections`; a lease beyond that waits, in
-///   arrival order, and fails with `poolTimeout` after `leaseTimeout`.
+///   arrival order, and fails with `poolTimeout` after `leaseTimeout`. At most
+///   `maximumWaiters` leases wait; one more fails at once with `poolExhausted`, so a database
+///   that has become slow cannot gather an unbounded queue of requests.
+/// - A connection whose statement was cancelled (its task was cancelled) is closed, not
+///   reused: the cancel request could otherwise reach the server late and cancel the next
+///   borrower's statement.
 /// - A connection the server dropped (found at lease or after a failed statement) is closed
 ///   and replaced by a new one on the next lease.
 /// - As a `Service`, it closes every connection on graceful shutdown; leases then fail with
 ///   `poolClosed`.
+///
+/// - With `unresponsiveCallTimeout`, a watchdog looks every half second for calls that have
+///   waited on the server longer than that: it cancels them (a cancel request), and shuts
+///   the connection down under one that still waits 2 s later. The backstop for a server
+///   that cannot end a statement itself (frozen, stalled on its storage), where the
+///   sessions' `statement_timeout` cannot fire and a cancel request is not acted upon.
 ///
 /// Each connection's blocking libpq calls run on a thread pool with one thread per
 /// connection, so a busy pool never starves other blocking work.
@@ -23,11 +34,23 @@ public final class PostgresConnectionPool: Service, Sendable {
         public var maximumConnections: Int
         /// How long a lease waits for a free connection before failing.
         public var leaseTimeout: TimeAmount
+        /// The most leases waiting at once; one more fails at once.
+        public var maximumWaiters: Int
+        /// How long a call may wait on the server before the watchdog cancels it, then
+        /// abandons its connection; nil: no watchdog. Longer than the sessions'
+        /// `statement_timeout`, which ends a slow statement first when the server can.
+        public var unresponsiveCallTimeout: TimeAmount?
 
-        public init(maximumConnections: Int = 10, leaseTimeout: TimeAmount = .seconds(10)) {
+        public init(
+            maximumConnections: Int = 10, leaseTimeout: TimeAmount = .seconds(5), maximumWaiters: Int = 1000,
+            unresponsiveCallTimeout: TimeAmount? = nil
+        ) {
             precondition(maximumConnections > 0, "a pool needs at least one connection")
+            precondition(maximumWaiters >= 0, "the bound of waiting leases cannot be negative")
             self.maximumConnections = maximumConnections
             self.leaseTimeout = leaseTimeout
+            self.maximumWaiters = maximumWaiters
+            self.unresponsiveCallTimeout = unresponsiveCallTimeout
         }
     }
 
@@ -52,6 +75,8 @@ public final class PostgresConnectionPool: Service, Sendable {
         var waiterOrder: Deque<Int> = []
         var nextWaiterID = 0
         var isClosed = false
+        /// Every open connection, idle or lent, for the watchdog.
+        var open: [ObjectIdentifier: PostgresConnection] = [:]
 
         mutating func popWaiter() -> Waiter? {
             while let id = self.waiterOrder.popFirst() {
@@ -67,6 +92,7 @@ public final class PostgresConnectionPool: Service, Sendable {
     private let threadPool: NIOThreadPool
     private let eventLoopGroup: any EventLoopGroup
     private let state = NIOLockedValueBox(State())
+    private let watchdog = NIOLockedValueBox<RepeatedTask?>(nil)
 
     public init(
         configuration: PostgresConfiguration,
@@ -80,6 +106,30 @@ public final class PostgresConnectionPool: Service, Sendable {
         self.eventLoopGroup = eventLoopGroup
         self.threadPool = NIOThreadPool(numberOfThreads: options.maximumConnections)
         self.threadPool.start()
+        if let limit = options.unresponsiveCallTimeout {
+            let task = eventLoopGroup.any().scheduleRepeatedTask(initialDelay: .milliseconds(500), delay: .milliseconds(500)) {
+                [weak self] _ in self?.endUnresponsiveCalls(after: limit)
+            }
+            self.watchdog.withLockedValue { $0 = task }
+        }
+    }
+
+    /// The watchdog's round: cancels each call waiting on the server longer than `limit`, and
+    /// abandons the connection under one still waiting 2 s after that.
+    private func endUnresponsiveCalls(after limit: TimeAmount) {
+        let connections = self.state.withLockedValue { Array($0.open.values) }
+        let limit = Duration.nanoseconds(limit.nanoseconds)
+        for connection in connections {
+            guard let blocked = connection.connection.blockedFor, blocked > limit else { continue }
+            let metadata: Logger.Metadata = ["postgres.backend_pid": "\(connection.backendPID)", "postgres.waited": "\(blocked)"]
+            if blocked > limit + .seconds(2) {
+                self.logger.warning("the database does not answer a call, even to cancel it; dropping its connection", metadata: metadata)
+                connection.connection.abandon()
+            } else if !connection.isCancelRequested {
+                self.logger.warning("the database has not answered a call in time; cancelling it", metadata: metadata)
+                connection.cancelRunningCall()
+            }
+        }
     }
 
     /// How many connections are open and how many of them are lent out.
@@ -90,12 +140,15 @@ public final class PostgresConnectionPool: Service, Sendable {
     /// Lends a connection to `body` and takes it back afterwards.
     ///
     /// A connection left inside a transaction, or found broken, is closed rather than reused.
+    /// - Parameter leaseTimeout: how long to wait for a free connection, when not the pool's
+    ///   `leaseTimeout` (a health check waits less than a request).
     @discardableResult
     public func withConnection<Result>(
+        leaseTimeout: TimeAmount? = nil,
         caller: isolated (any Actor)? = #isolation,
         _ body: (PostgresConnection) async throws -> Result
     ) async throws -> Result {
-        let connection = try await self.lease()
+        let connection = try await self.lease(timeout: leaseTimeout ?? self.options.leaseTimeout)
         let result: Result
         do {
             result = try await body(connection)
@@ -142,7 +195,7 @@ public final class PostgresConnectionPool: Service, Sendable {
         case wait
     }
 
-    private func lease() async throws -> PostgresConnection {
+    private func lease(timeout: TimeAmount) async throws -> PostgresConnection {
         while true {
             let action = try self.state.withLockedValue { state throws(PostgresError) -> LeaseAction in
                 if state.isClosed { throw PostgresError(code: .poolClosed, message: "the connection pool is closed") }
@@ -162,7 +215,7 @@ public final class PostgresConnectionPool: Service, Sendable {
             case .open:
                 return try await self.openConnection()
             case .wait:
-                switch try await self.waitForGrant() {
+                switch try await self.waitForGrant(timeout: timeout) {
                 case .connection(let connection):
                     if connection.connection.checkAlive() { return connection }
                     await self.discard(connection, replacing: true)
@@ -177,26 +230,28 @@ public final class PostgresConnectionPool: Service, Sendable {
     /// Opens a connection in a slot already counted in `openCount`; frees the slot on failure.
     private func openConnection() async throws -> PostgresConnection {
         do {
-            return try await PostgresConnection.connect(to: self.configuration, threadPool: self.threadPool, logger: self.logger)
+            let connection = try await PostgresConnection.connect(to: self.configuration, threadPool: self.threadPool, logger: self.logger)
+            self.state.withLockedValue { $0.open[ObjectIdentifier(connection)] = connection }
+            return connection
         } catch {
             self.freeSlot()
             throw error
         }
     }
 
-    private func waitForGrant() async throws -> Grant {
+    private func waitForGrant(timeout leaseTimeout: TimeAmount) async throws -> Grant {
         let id = self.state.withLockedValue { state in
             defer { state.nextWaiterID += 1 }
             return state.nextWaiterID
         }
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Grant, any Error>) in
-                let timeout = self.eventLoopGroup.any().scheduleTask(in: self.options.leaseTimeout) {
+                let timeout = self.eventLoopGroup.any().scheduleTask(in: leaseTimeout) {
                     self.failWaiter(
                         id,
                         with: PostgresError(
                             code: .poolTimeout,
-                            message: "no database connection became free within \(self.options.leaseTimeout)"
+                            message: "no database connection became free within \(leaseTimeout)"
                         )
                     )
                 }
@@ -208,6 +263,13 @@ public final class PostgresConnectionPool: Service, Sendable {
                     if state.openCount < self.options.maximumConnections {
                         state.openCount += 1
                         return .success(.openSlot)
+                    }
+                    if state.waiters.count >= self.options.maximumWaiters {
+                        return .failure(
+                            PostgresError(
+                                code: .poolExhausted,
+                                message: "\(state.waiters.count) leases wait for a database connection already"
+                            ))
                     }
                     state.waiters[id] = Waiter(continuation: continuation, timeout: timeout)
                     state.waiterOrder.append(id)
@@ -231,7 +293,7 @@ public final class PostgresConnectionPool: Service, Sendable {
     }
 
     private func release(_ connection: PostgresConnection) async {
-        guard connection.isOpen, connection.connection.isIdle else {
+        guard connection.isOpen, connection.connection.isIdle, !connection.isCancelRequested else {
             await self.discard(connection, replacing: false)
             return
         }
@@ -254,6 +316,7 @@ public final class PostgresConnectionPool: Service, Sendable {
             waiter.timeout.cancel()
             waiter.continuation.resume(returning: .connection(connection))
         case .close:
+            self.forget(connection)
             await connection.close()
         case .keep:
             break
@@ -263,8 +326,13 @@ public final class PostgresConnectionPool: Service, Sendable {
     /// Closes a connection that must not be reused. With `replacing`, the caller keeps its
     /// slot to open a new one; otherwise the slot goes to a waiter or is freed.
     private func discard(_ connection: PostgresConnection, replacing: Bool) async {
+        self.forget(connection)
         await connection.close()
         if !replacing { self.freeSlot() }
+    }
+
+    private func forget(_ connection: PostgresConnection) {
+        self.state.withLockedValue { _ = $0.open.removeValue(forKey: ObjectIdentifier(connection)) }
     }
 
     /// Gives a slot to the longest waiter, who will open a connection, or frees it.
@@ -304,11 +372,16 @@ public final class PostgresConnectionPool: Service, Sendable {
             waiter.timeout.cancel()
             waiter.continuation.resume(throwing: PostgresError(code: .poolClosed, message: "the connection pool is closed"))
         }
-        for connection in idle { await connection.close() }
+        self.watchdog.withLockedValue { $0?.cancel() }
+        for connection in idle {
+            self.forget(connection)
+            await connection.close()
+        }
         self.logger.debug("postgres connection pool closed")
     }
 
     deinit {
+        self.watchdog.withLockedValue { $0?.cancel() }
         self.threadPool.shutdownGracefully { _ in }
     }
 }

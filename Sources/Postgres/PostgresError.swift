@@ -28,6 +28,8 @@ public struct PostgresError: Error, Sendable, CustomStringConvertible {
         public static let poolTimeout = Code("poolTimeout")
         /// The pool has been shut down.
         public static let poolClosed = Code("poolClosed")
+        /// As many leases as the pool allows were waiting already.
+        public static let poolExhausted = Code("poolExhausted")
     }
 
     /// Well-known SQLSTATE values (PostgreSQL manual, appendix A).
@@ -42,6 +44,10 @@ public struct PostgresError: Error, Sendable, CustomStringConvertible {
         public static let undefinedTable = "42P01"
         public static let queryCanceled = "57014"
         public static let adminShutdown = "57P01"
+        public static let crashShutdown = "57P02"
+        public static let cannotConnectNow = "57P03"
+        public static let idleInTransactionSessionTimeout = "25P03"
+        public static let lockNotAvailable = "55P03"
         public static let invalidPassword = "28P01"
     }
 
@@ -84,6 +90,32 @@ public struct PostgresError: Error, Sendable, CustomStringConvertible {
     /// The connection is gone; the statement may or may not have run.
     public var isConnectionLoss: Bool {
         self.code == .connectionClosed || self.code == .connectionFailed
+    }
+
+    /// Whether the failure means the database is unreachable, overloaded or too slow now,
+    /// rather than that the request was wrong: worth answering "unavailable, retry" (503).
+    ///
+    /// Connection failures and losses; the pool's timeout, bound and shutdown; and the
+    /// SQLSTATEs of classes 08 (connection exception), 53 (insufficient resources: too many
+    /// connections, out of memory or disk) and 57 (operator intervention: statement timeout
+    /// or cancel 57014, shutdown 57P01/57P02, starting up 57P03), the idle-in-transaction
+    /// timeout 25P03, lock timeout 55P03, and deadlocks or serialization failures that
+    /// outlasted their retries.
+    public var isUnavailability: Bool {
+        switch self.code {
+        case .connectionFailed, .connectionClosed, .poolTimeout, .poolClosed, .poolExhausted:
+            return true
+        default:
+            break
+        }
+        guard let sqlState else { return false }
+        switch sqlState.prefix(2) {
+        case "08", "53", "57":
+            return true
+        default:
+            return sqlState == SQLState.idleInTransactionSessionTimeout || sqlState == SQLState.lockNotAvailable
+                || self.isSerializationFailure
+        }
     }
 
     public var description: String {

@@ -28,12 +28,14 @@ public final class PostgresListener: Service, Sendable {
         case notification(PostgresNotification)
     }
 
-    /// Reconnection timing.
+    /// Reconnection timing. The maximum is short: attempts against a server that is down
+    /// cost little (a refused connection), and the service is ready again no later than one
+    /// interval after the server is back (DESIGN: within 5 s).
     public struct Backoff: Sendable {
         public var initial: Duration
         public var maximum: Duration
 
-        public init(initial: Duration = .milliseconds(50), maximum: Duration = .seconds(5)) {
+        public init(initial: Duration = .milliseconds(50), maximum: Duration = .seconds(1)) {
             self.initial = initial
             self.maximum = maximum
         }

@@ -1,6 +1,7 @@
 import Hummingbird
 import HummingbirdWebSocket
 import Logging
+import NIOCore
 import Postgres
 import ReceiptsStore
 
@@ -12,7 +13,9 @@ public func buildApplication(
     _ configuration: ReceiptsConfiguration,
     logger: Logger
 ) async throws -> some ApplicationProtocol {
-    let database = PostgresConfiguration(connectionString: configuration.databaseURL, applicationName: configuration.instanceName)
+    var database = PostgresConfiguration(connectionString: configuration.databaseURL, applicationName: configuration.instanceName)
+    // libpq counts whole seconds, at least 2.
+    database.connectTimeoutSeconds = max(2, Int(configuration.databaseTimeout.components.seconds))
     if configuration.runMigrations {
         // Before anything starts: the event hub and the retention job read what they create.
         // As the login role (the tables' owner), not receipts_service.
@@ -20,8 +23,13 @@ public func buildApplication(
         try await MigrationRunner(migrations: migrations, logger: logger).applyPending(to: database)
     }
     let pool = PostgresConnectionPool(
-        configuration: ReceiptsStore.serviceSessions(of: database),
-        options: .init(maximumConnections: configuration.databasePoolSize),
+        configuration: ReceiptsStore.serviceSessions(of: database, timeout: configuration.databaseTimeout),
+        options: .init(
+            maximumConnections: configuration.databasePoolSize,
+            leaseTimeout: TimeAmount(configuration.databaseTimeout),
+            // statement_timeout ends a slow statement first; this is for a server that cannot.
+            unresponsiveCallTimeout: TimeAmount(configuration.databaseTimeout + .seconds(1))
+        ),
         logger: logger
     )
     let store = ReceiptsStore(pool: pool, logger: logger)
@@ -49,7 +57,7 @@ public func buildApplication(
             serverName: "receiptsd"
         ),
         services: [
-            pool, listener, hub,
+            pool, listener, hub, components.databaseHealth,
             EventRetentionService(
                 store: store, retentionSeconds: configuration.eventRetentionSeconds, interval: .seconds(3600), logger: logger),
         ],
@@ -66,6 +74,7 @@ public struct ServiceComponents: Sendable {
     public let hub: EventHub
     public let metrics: ServiceMetrics
     let authenticator: Authenticator
+    let databaseHealth: DatabaseHealthMonitor
     let userTokens: UserTokens
     /// The stream caps, the shutdown flag and the credential checks of every stream.
     let streamGuards: StreamGuards
@@ -91,6 +100,7 @@ public struct ServiceComponents: Sendable {
             shutdown: StreamShutdown(),
             credentialCheckInterval: configuration.streamCredentialCheckInterval
         )
+        self.databaseHealth = DatabaseHealthMonitor(pool: pool, logger: store.logger)
     }
 }
 
@@ -101,7 +111,7 @@ public func buildRouter(_ components: ServiceComponents) -> Router<ReceiptsReque
     router.add(middleware: ErrorMiddleware())
     router.add(middleware: BodyLimitMiddleware())
 
-    HealthController(pool: components.pool, hub: components.hub).addRoutes(to: router)
+    HealthController(database: components.databaseHealth, hub: components.hub).addRoutes(to: router)
     OperationsController(metrics: components.metrics, pool: components.pool).addRoutes(to: router)
 
     AdminController(registration: TenantRegistration(store: components.store)).addRoutes(

@@ -7,6 +7,11 @@ import Postgres
 /// not race: the second waits, then finds nothing left to do. Applied migrations are
 /// recorded in `receipts.schema_migrations` with an MD5 of their SQL, so an edited
 /// migration that already ran is reported instead of silently ignored.
+///
+/// Each migration's transaction sets `receipts.all_tenants` (see
+/// sql/migrations/0017_forced_row_security.sql): row-level security is forced on the tenant
+/// tables, so a migration that moves rows of every tenant, run as the tables' owner, would
+/// otherwise see none.
 public struct MigrationRunner: Sendable {
     /// Key of the advisory lock held while migrating (any fixed number unique to us).
     static let advisoryLockKey = 7_305_146_321_220_001
@@ -67,6 +72,8 @@ public struct MigrationRunner: Sendable {
                 metadata: ["receipts.migration": "\(migration.version)_\(migration.name)"]
             )
             try await connection.withTransaction { connection in
+                try await connection.execute(
+                    "SELECT set_config($1, $2, true)", [ReceiptsStore.allTenants.name, ReceiptsStore.allTenants.value])
                 try await connection.executeScript(migration.sql)
                 try await connection.execute(
                     "INSERT INTO receipts.schema_migrations (version, name, checksum) VALUES ($1, $2, md5($3))",

@@ -115,7 +115,7 @@ extension ReceiptsStore {
 
     /// Deletes events older than `retentionSeconds`; returns how many.
     public func pruneEvents(olderThanSeconds retentionSeconds: Int) async throws -> Int {
-        try await self.query("SELECT receipts.prune_events(make_interval(secs => $1))", [Double(retentionSeconds)])
+        try await self.maintenanceQuery("SELECT receipts.prune_events(make_interval(secs => $1))", [Double(retentionSeconds)])
             .scalar(Int.self)
     }
 }

@@ -10,6 +10,7 @@ extension ReceiptsStore {
                 "SELECT receipts.create_tenant($1, $2, $3, $4)",
                 [id, name, PostgresBytes(apiKeyHash), PostgresBytes(tokenSecret)]
             )
+            self.credentials.record(tenant: id, apiKeyHash: apiKeyHash)
             return true
         } catch let error as PostgresError where error.isUniqueViolation {
             return false
@@ -18,7 +19,9 @@ extension ReceiptsStore {
 
     /// Replaces a tenant's API key; false when there is no such tenant.
     public func replaceAPIKey(tenant: String, apiKeyHash: [UInt8]) async throws -> Bool {
-        try await self.query("SELECT receipts.replace_api_key($1, $2)", [tenant, PostgresBytes(apiKeyHash)]).scalar(Bool.self)
+        let replaced = try await self.query("SELECT receipts.replace_api_key($1, $2)", [tenant, PostgresBytes(apiKeyHash)]).scalar(Bool.self)
+        if replaced { self.credentials.record(tenant: tenant, apiKeyHash: apiKeyHash) }
+        return replaced
     }
 
     /// The id of the tenant whose API key hashes to `apiKeyHash`.

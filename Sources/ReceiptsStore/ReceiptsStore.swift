@@ -5,9 +5,10 @@ import Postgres
 ///
 /// Writes are single calls of the functions in `sql/migrations/0002_receipt_functions.sql`
 /// (one round trip, one transaction each); reads that need several queries run in one
-/// read-only transaction. Every call is scoped to a tenant (`receipts.enter_tenant`) and the
-/// pool's sessions run as `receipts_service`, so row-level security enforces isolation
-/// even if a query here forgot its `tenant_id`.
+/// read-only transaction. Every call is scoped to a tenant (`receipts.enter_tenant`) and
+/// every transaction of the pool's sessions takes the role `receipts_service` (`SET LOCAL
+/// ROLE`), so row-level security enforces isolation even if a query here forgot its
+/// `tenant_id`.
 public struct ReceiptsStore: Sendable {
     /// The role tenant work runs as; created by the first migration.
     public static let serviceRole = "receipts_service"
@@ -17,18 +18,37 @@ public struct ReceiptsStore: Sendable {
     /// reach the event hub through `committedWrites` (see 0004_faster_writes.sql).
     public static let silentTriggers = (name: "receipts.notify", value: "off")
 
-    /// `database` as the service's pool opens it: tenant work runs as `serviceRole`, which
-    /// row-level security applies to, and the triggers send no NOTIFY (the event hub hears of
-    /// the pool's writes through `committedWrites`, and tells other instances itself).
-    public static func serviceSessions(of database: PostgresConfiguration) -> PostgresConfiguration {
+    /// The session setting that lets a member of `maintenanceRole` see every tenant's rows
+    /// (see sql/migrations/0017_forced_row_security.sql); never open to `serviceRole`.
+    public static let allTenants = (name: "receipts.all_tenants", value: "on")
+    /// The role whose members may work across tenants with `allTenants` (the role that runs
+    /// the migrations is one); created by migration 0017.
+    public static let maintenanceRole = "receipts_maintenance"
+
+    /// `database` as the service's pool opens it:
+    /// - every transaction runs as `serviceRole`, which row-level security applies to;
+    /// - the triggers send no NOTIFY (the event hub hears of the pool's writes through
+    ///   `committedWrites`, and tells other instances itself);
+    /// - no statement runs longer than `timeout` (`statement_timeout`: a lock held elsewhere
+    ///   makes a request fail with 503 instead of hanging), and a session left idle inside a
+    ///   transaction for as long is ended by the server (`idle_in_transaction_session_timeout`),
+    ///   so a stuck request cannot hold row locks. The longest statement of the service, a
+    ///   read-all of a 10,000-message chat, takes well under a second (see
+    ///   `DatabaseTimeoutTests`).
+    public static func serviceSessions(of database: PostgresConfiguration, timeout: Duration = .seconds(5)) -> PostgresConfiguration {
         var sessions = database
         sessions.role = Self.serviceRole
-        sessions.settings = [Self.silentTriggers]
+        let milliseconds = String(max(1, timeout.components.seconds * 1000 + timeout.components.attoseconds / 1_000_000_000_000_000))
+        sessions.settings = [
+            Self.silentTriggers,
+            (name: "statement_timeout", value: milliseconds),
+            (name: "idle_in_transaction_session_timeout", value: milliseconds),
+        ]
         return sessions
     }
 
     let pool: PostgresConnectionPool
-    let logger: Logger
+    public let logger: Logger
     /// Signalled after every write that may have added events.
     public let committedWrites = CommittedWrites()
     /// Concurrent single-message reads of a tenant, marked together (one per chat and user
@@ -38,9 +58,13 @@ public struct ReceiptsStore: Sendable {
     /// `receipts.send_each` takes them).
     let sends = TenantBatcher<NewMessage, SendResult> { [$0.chat] }
 
-    public init(pool: PostgresConnectionPool, logger: Logger) {
+    /// Every tenant's credentials in memory, for authentication (see `CredentialDirectory`).
+    public let credentials: CredentialDirectory
+
+    public init(pool: PostgresConnectionPool, logger: Logger, credentialOptions: CredentialDirectory.Options = .init()) {
         self.pool = pool
         self.logger = logger
+        self.credentials = CredentialDirectory(pool: pool, options: credentialOptions)
     }
 
     /// Runs `body` in a transaction scoped to `tenant`.
@@ -61,6 +85,25 @@ public struct ReceiptsStore: Sendable {
     /// serialization failure (both leave nothing behind, so a retry is safe).
     func query(_ sql: String, _ parameters: [any PostgresEncodable]) async throws -> PostgresRows {
         try await self.retryingConflicts { try await self.pool.query(sql, parameters) }
+    }
+
+    /// Runs one statement of background maintenance (retention), which may take longer than
+    /// the sessions' `statement_timeout` allows a request: on a connection of its own (set up
+    /// as the pool's, but beyond the pool's watchdog), in a transaction whose statements may
+    /// run for up to `timeout`.
+    func maintenanceQuery(_ sql: String, _ parameters: [any PostgresEncodable], timeout: Duration = .seconds(600)) async throws -> PostgresRows {
+        let connection = try await PostgresConnection.connect(to: self.pool.configuration, logger: self.logger)
+        do {
+            let rows = try await connection.withTransaction { connection in
+                try await connection.execute("SELECT set_config('statement_timeout', $1, true)", ["\(timeout.components.seconds)s"])
+                return try await connection.query(sql, parameters)
+            }
+            await connection.close()
+            return rows
+        } catch {
+            await connection.close()
+            throw error
+        }
     }
 
     /// Runs one statement that may add events, and signals `committedWrites` once it has

@@ -2,6 +2,8 @@
 -- listed as hidden (the service never shows them to anyone). A message's receipts are in
 -- its rows of receipts.receipt_chunks, one per chunk of 32 members (0018).
 -- Usage: psql -v tenant=TENANT -v chat=CHAT -v message=MESSAGE -f sql/admin/message_readers.sql
+-- Row-level security is forced (migration 0017): scope the session to the tenant.
+SELECT set_config('receipts.tenant_id', :'tenant', false) \gset
 SELECT message.seq, message.sender_id, message.created_at,
        recipient.user_id,
        delivery.delivered_at,

@@ -1,5 +1,8 @@
 -- Per tenant: how much it stores and how much it is used.
 -- Usage: psql -f sql/admin/tenant_totals.sql
+-- Row-level security is forced (migration 0017): every tenant needs a member of
+-- receipts_maintenance (the tables' owner is one) with receipts.all_tenants on.
+SET receipts.all_tenants = on;
 SELECT tenant.tenant_id, tenant.name, tenant.created_at,
        (SELECT count(*) FROM receipts.chats AS chat WHERE chat.tenant_id = tenant.tenant_id) AS chats,
        (SELECT count(*) FROM receipts.chat_members AS member

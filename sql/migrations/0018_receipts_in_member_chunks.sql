@@ -64,11 +64,9 @@
 -- period, then id), every message one row per chunk holding exactly the readers, times,
 -- deliveries and hidden reads of its arrays, in their order (a user with no member row, which
 -- the guards never allowed, would go to chunk 0 rather than be lost); the totals are
--- checked before the old columns are dropped. The migration runs as the tables' owner. It
--- must see every tenant's rows: it sets row_security = off for itself, so that a table whose
--- row-level security were FORCEd would make it fail instead of silently migrating nothing, and
--- it lifts FORCE from such tables for its own transaction and puts it back at the end (the
--- new table then gets FORCE too).
+-- checked before the old columns are dropped. The migration runs as the tables' owner with
+-- receipts.all_tenants on (0017's rule: the runner sets it), so it sees every tenant's rows;
+-- the new table gets forced row-level security and both policies, as 0017 asks of new tables.
 --
 -- Functions redefined (every one that reads or writes the receipt arrays): put_chat and
 -- join_chat (number members), first_unread_seq, first_undelivered_seq, mark_read (0012),
@@ -76,23 +74,6 @@
 -- receipt_chunk_of, create_receipt_chunks, receipt_chunks_of (what the service reads). Their
 -- planner settings are restated (0013): generic plans for mark_read and mark_delivered,
 -- no hash or merge joins in mark_read_each, hash joins only in record_receipts.
-
-SET LOCAL row_security = off;
-
--- Tables whose row-level security is forced (a later hardening may force it): lifted for
--- this transaction, restored at the end.
-CREATE TEMPORARY TABLE forced_tables ON COMMIT DROP AS
-    SELECT class.oid::regclass AS tbl FROM pg_class AS class
-    WHERE class.relnamespace = 'receipts'::regnamespace AND class.relkind = 'r' AND class.relforcerowsecurity;
-DO $$
-DECLARE
-    v_table regclass;
-BEGIN
-    FOR v_table IN SELECT tbl FROM forced_tables LOOP
-        EXECUTE format('ALTER TABLE %s NO FORCE ROW LEVEL SECURITY', v_table);
-    END LOOP;
-END;
-$$;
 
 -- Member numbers -----------------------------------------------------------------------------
 
@@ -155,9 +136,15 @@ COMMENT ON COLUMN receipts.receipt_chunks.read_at IS 'When each user of read_by 
 COMMENT ON COLUMN receipts.receipt_chunks.hidden_read_by IS 'Members of this chunk who read it with read receipts off: read for them, shown to nobody.';
 
 ALTER TABLE receipts.receipt_chunks ENABLE ROW LEVEL SECURITY;
+ALTER TABLE receipts.receipt_chunks FORCE ROW LEVEL SECURITY;
 CREATE POLICY tenant_isolation ON receipts.receipt_chunks
     USING (tenant_id = current_setting('receipts.tenant_id', true))
     WITH CHECK (tenant_id = current_setting('receipts.tenant_id', true));
+CREATE POLICY all_tenants_maintenance ON receipts.receipt_chunks TO receipts_maintenance
+    USING ((SELECT receipts.works_across_tenants()))
+    WITH CHECK ((SELECT receipts.works_across_tenants()));
+COMMENT ON POLICY all_tenants_maintenance ON receipts.receipt_chunks IS
+    'Members of receipts_maintenance see every tenant while receipts.all_tenants is on (migrations, SECURITY DEFINER functions, operators); see migration 0017.';
 GRANT SELECT, INSERT, UPDATE, DELETE ON receipts.receipt_chunks TO receipts_service;
 
 -- Existing receipts, chunk by chunk, in their order; every chunk up to the chat's last member.
@@ -825,17 +812,3 @@ END;
 $$;
 COMMENT ON FUNCTION receipts.mark_read_each(text, text[], text[], text[]) IS
     'Marks one message read for each (chat, user, message) of the arrays, as many receipts.mark_read calls would, in one statement: one row per request, in order.';
-
--- Row-level security forced before this migration stays forced, and the new table with it.
-DO $$
-DECLARE
-    v_table regclass;
-BEGIN
-    FOR v_table IN SELECT tbl FROM forced_tables LOOP
-        EXECUTE format('ALTER TABLE %s FORCE ROW LEVEL SECURITY', v_table);
-    END LOOP;
-    IF EXISTS (SELECT FROM forced_tables WHERE tbl = 'receipts.messages'::regclass) THEN
-        ALTER TABLE receipts.receipt_chunks FORCE ROW LEVEL SECURITY;
-    END IF;
-END;
-$$;

@@ -1,19 +1,22 @@
 import Foundation
 import Hummingbird
-import NIOConcurrencyHelpers
 import ReceiptsStore
 
 /// Turns a bearer credential into a `Principal`: an API key (`rk_…`) into its tenant, a
 /// user token into its tenant and user.
+///
+/// API keys and the tenants tokens name are looked up in the store's `CredentialDirectory`,
+/// in memory: an unknown key or a token naming an unknown tenant costs no query of its own
+/// (at most one reload of the directory a second, whatever their number). A key replaced
+/// with `receiptsd tenant create --replace-key` stops working within the directory's
+/// `maximumAge` (60 s); a tenant created by another process works within its
+/// `reloadAfterMiss` (1 s), and one created through this process at once.
+///
+/// When the database cannot be asked, the request fails as unavailable (503), never as
+/// unauthorized (401): clients discard a credential answered 401.
 final class Authenticator: Sendable {
     private let store: ReceiptsStore
     let userTokens: UserTokens
-    /// Tenants by API key hash, each remembered for `cacheLifetime`: a key replaced with
-    /// `receiptsd tenant create --replace-key` stops working within that time. Bounded, so
-    /// that guessed keys cannot grow it (only keys that exist are cached anyway).
-    private let tenantsByKeyHash = NIOLockedValueBox([[UInt8]: (tenant: String, until: ContinuousClock.Instant)]())
-    private static let cacheLimit = 10_000
-    private static let cacheLifetime = Duration.seconds(60)
 
     init(store: ReceiptsStore, userTokens: UserTokens) {
         self.store = store
@@ -28,7 +31,7 @@ final class Authenticator: Sendable {
             guard let tenant = try await self.tenant(apiKey: credential) else { throw APIError.unauthorized() }
             return .tenant(tenant)
         }
-        guard let (tenant, user) = await self.userTokens.verify(credential) else {
+        guard let (tenant, user) = try await self.userTokens.verify(credential) else {
             throw APIError.unauthorized("invalid or expired token")
         }
         return .user(tenant: tenant, user: user)
@@ -36,18 +39,7 @@ final class Authenticator: Sendable {
 
     /// The tenant id of an API key.
     func tenant(apiKey: String) async throws -> String? {
-        let hash = APIKeys.hash(apiKey)
-        let now = ContinuousClock.now
-        if let cached = self.tenantsByKeyHash.withLockedValue({ $0[hash] }), cached.until > now { return cached.tenant }
-        guard let tenant = try await self.store.tenant(apiKeyHash: hash) else {
-            self.tenantsByKeyHash.withLockedValue { $0[hash] = nil }
-            return nil
-        }
-        self.tenantsByKeyHash.withLockedValue { cache in
-            if cache.count >= Self.cacheLimit { cache.removeAll() }
-            cache[hash] = (tenant, now + Self.cacheLifetime)
-        }
-        return tenant
+        try await self.store.credentials.tenant(apiKeyHash: APIKeys.hash(apiKey))
     }
 
     /// The credential of a stream request: the bearer credential, or the `token` query

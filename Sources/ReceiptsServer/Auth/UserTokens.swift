@@ -20,7 +20,8 @@ final class UserTokens: Sendable {
     }
 
     private let store: ReceiptsStore
-    /// Key collections by tenant; a tenant's secret never changes.
+    /// Key collections by tenant; a tenant's secret never changes. Only tenants that exist
+    /// get one (`CredentialDirectory`), so guessed tenant ids cannot grow it.
     private let keys = NIOLockedValueBox([String: JWTKeyCollection]())
 
     init(store: ReceiptsStore) {
@@ -39,21 +40,22 @@ final class UserTokens: Sendable {
 
     /// The tenant and user of a valid token; nil when it is malformed, tampered with,
     /// expired, or names an unknown tenant.
-    func verify(_ token: String) async -> (tenant: String, user: String)? {
-        do {
-            let unverified = try await JWTKeyCollection().unverified(token, as: Claims.self)
-            guard let keys = try await self.keyCollection(tenant: unverified.tid) else { return nil }
-            let claims = try await keys.verify(token, as: Claims.self)
-            return (claims.tid, claims.sub.value)
-        } catch {
-            return nil
-        }
+    ///
+    /// - Throws: when the database could not be asked for the tenant's key (the request is
+    ///   then unavailable, not unauthorized).
+    func verify(_ token: String) async throws -> (tenant: String, user: String)? {
+        guard let unverified = try? await JWTKeyCollection().unverified(token, as: Claims.self),
+            let keys = try await self.keyCollection(tenant: unverified.tid),
+            let claims = try? await keys.verify(token, as: Claims.self)
+        else { return nil }
+        return (claims.tid, claims.sub.value)
     }
 
-    /// The tenant's signing key; nil for an unknown tenant.
+    /// The tenant's signing key; nil for an unknown tenant (known without a query of its own
+    /// from the store's `CredentialDirectory`).
     private func keyCollection(tenant: String) async throws -> JWTKeyCollection? {
         if let cached = self.keys.withLockedValue({ $0[tenant] }) { return cached }
-        guard let secret = try await self.store.tokenSecret(tenant: tenant) else { return nil }
+        guard try await self.store.credentials.hasTenant(tenant), let secret = try await self.store.tokenSecret(tenant: tenant) else { return nil }
         let collection = JWTKeyCollection()
         await collection.add(hmac: HMACKey(from: secret), digestAlgorithm: .sha256)
         self.keys.withLockedValue { $0[tenant] = collection }

@@ -1,9 +1,11 @@
 import Hummingbird
 import Logging
+import Postgres
 
 /// Turns every error into the contract's error shape: our `APIError`s as they are,
-/// Hummingbird's own (no route, bad body) into the matching code, anything else into a
-/// 500 whose details go to the log only.
+/// Hummingbird's own (no route, bad body) into the matching code, a database that is
+/// unreachable, overloaded or too slow into 503 `unavailable` (the client retries), and
+/// anything else into a 500 whose details go to the log only.
 struct ErrorMiddleware<Context: RequestContext>: RouterMiddleware {
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         do {
@@ -12,10 +14,35 @@ struct ErrorMiddleware<Context: RequestContext>: RouterMiddleware {
             throw error
         } catch let error as HTTPError {
             throw Self.apiError(for: error)
+        } catch let error as PostgresError where error.isUnavailability {
+            context.logger.notice("database unavailable", metadata: Self.metadata(of: error))
+            throw Self.unavailable
+        } catch is CancellationError {
+            // The request's task was cancelled (its client left, or the service stops) while it
+            // waited for the database.
+            throw Self.unavailable
+        } catch let error as PostgresError {
+            // Never the whole error: its detail (and a value in its message) can carry data.
+            context.logger.error("request failed", metadata: Self.metadata(of: error))
+            throw APIError(.internalServerError, .internalError, "internal error")
         } catch {
             context.logger.error("request failed", metadata: ["error": "\(error)"])
             throw APIError(.internalServerError, .internalError, "internal error")
         }
+    }
+
+    /// What the contract answers while PostgreSQL cannot serve requests.
+    static var unavailable: APIError {
+        APIError(.serviceUnavailable, .unavailable, "the database is unavailable; retry")
+    }
+
+    /// What may be logged of a database error: its kind and SQLSTATE, never its text, which
+    /// can quote the values of a statement.
+    static func metadata(of error: PostgresError) -> Logger.Metadata {
+        var metadata: Logger.Metadata = ["postgres.error": "\(error.code)"]
+        if let sqlState = error.sqlState { metadata["postgres.sqlstate"] = "\(sqlState)" }
+        if let constraint = error.constraint { metadata["postgres.constraint"] = "\(constraint)" }
+        return metadata
     }
 
     static func apiError(for error: HTTPError) -> APIError {

@@ -1,0 +1,112 @@
+import Foundation
+import Hummingbird
+import HummingbirdTesting
+import Postgres
+import ReceiptsServer
+import TestSupport
+import Testing
+
+@Suite("Database timeouts and outages")
+struct DatabaseTimeoutTests {
+    /// A JWT-shaped token naming a tenant, with a signature nobody made: checking it needs
+    /// the tenant's secret from the database.
+    static func forgedToken(tenant: String) -> String {
+        func part(_ json: String) -> String {
+            Data(json.utf8).base64EncodedString().replacingOccurrences(of: "+", with: "-")
+                .replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
+        }
+        return part(#"{"alg":"HS256","typ":"JWT"}"#) + "." + part(#"{"sub":"u","tid":"\#(tenant)","exp":4102444800}"#) + "."
+            + part("not a signature")
+    }
+
+    @Test("with the database unreachable, credentials that need it answer 503 unavailable at once, never 401")
+    func unreachableDatabase() async throws {
+        let app = try await buildApplication(
+            ReceiptsConfiguration(
+                port: 0,
+                databaseURL: "postgresql://receipts@127.0.0.1:1/receipts",
+                runMigrations: false,
+                migrationsDirectory: TestDatabase.packageRoot.appendingPathComponent("sql/migrations"),
+                databaseTimeout: .seconds(2)
+            ),
+            logger: TestDatabase.logger
+        )
+        try await app.test(.router) { client in
+            for credential in ["rk_unknownkey", Self.forgedToken(tenant: "some-tenant")] {
+                let started = ContinuousClock.now
+                try await client.execute(uri: "/v1/users/u/unread", method: .get, headers: [.authorization: "Bearer \(credential)"]) { response in
+                    #expect(response.status == .serviceUnavailable)
+                    #expect(String(buffer: response.body).contains(#""code":"unavailable""#))
+                }
+                #expect(ContinuousClock.now - started < .seconds(2))
+            }
+            // A credential that is no token at all needs no database: 401.
+            try await client.execute(uri: "/v1/users/u/unread", method: .get, headers: [.authorization: "Bearer garbage"]) { response in
+                #expect(response.status == .unauthorized)
+            }
+        }
+    }
+
+    @Test("a request waiting for a row lock held elsewhere answers 503 within the database timeout; others go on")
+    func lockHeldElsewhere() async throws {
+        try await TestService.run(configure: { $0.databaseTimeout = .seconds(2) }) { client in
+            let tenant = try await client.createTenant()
+            try await tenant.createChat("g", members: ["a", "b"])
+            let first = try await tenant.send(in: "g", from: "a")
+
+            // psql, say, holds the chat's rows in an open transaction.
+            let holder = try await PostgresConnection.connect(to: TestDatabase.configuration, logger: TestDatabase.logger)
+            try await holder.executeScript("BEGIN")
+            for table in ["chats", "chat_members", "messages"] {
+                // Table names from the list above, not values.
+                try await holder.query("SELECT 1 FROM receipts.\(table) WHERE tenant_id = $1 FOR UPDATE", [tenant.id])
+            }
+
+            var started = ContinuousClock.now
+            let send = try await client.request(.post, "/v1/chats/g/messages", as: tenant.apiKey, json: ["senderId": "a", "text": "blocked"])
+            #expect(send.status == .serviceUnavailable)
+            #expect(send.errorCode == "unavailable")
+            #expect(ContinuousClock.now - started < .seconds(3.5), "the send waited \(ContinuousClock.now - started)")
+
+            started = ContinuousClock.now
+            let read = try await client.request(.post, "/v1/chats/g/read", as: tenant.apiKey, json: ["userId": "b", "messageIds": [first]])
+            #expect(read.status == .serviceUnavailable)
+            #expect(ContinuousClock.now - started < .seconds(3.5), "the read waited \(ContinuousClock.now - started)")
+
+            // Reads do not wait for row locks, and the service stays ready.
+            #expect(try await tenant.unread(for: "b").total == 1)
+            #expect(try await client.request(.get, "/readyz", as: nil).status == .ok)
+
+            try await holder.executeScript("ROLLBACK")
+            await holder.close()
+            // Nothing of the failed requests stayed; the same requests now succeed.
+            #expect(try await tenant.messages(in: "g", viewer: "a").map(\.text) == ["hello"])
+            try await tenant.send(in: "g", from: "a", text: "after")
+            #expect(try await tenant.read(in: "g", by: "b", ["messageIds": [first]]).marked == 1)
+        }
+    }
+
+    @Test("a read-all of 10,000 messages stays well inside the default database timeout")
+    func readAllInsideTimeout() async throws {
+        try await TestService.run { client in
+            let tenant = try await client.createTenant()
+            try await tenant.createChat("big", kind: "direct", members: ["alice", "bob"])
+            // The 10,000 as rows, in one short transaction (see PlanReuseTests).
+            try await TestDatabase.pool.withTransaction { connection in
+                try await connection.query("SELECT receipts.enter_tenant($1)", [tenant.id])
+                try await connection.query(
+                    """
+                    INSERT INTO receipts.messages (tenant_id, chat_id, message_id, seq, sender_id, body)
+                    SELECT $1, 'big', 'm' || g, g, 'alice', 'hi' FROM generate_series(1, 10000) AS g
+                    """, [tenant.id])
+                try await connection.query("UPDATE receipts.chats SET last_seq = 10000 WHERE tenant_id = $1 AND chat_id = 'big'", [tenant.id])
+            }
+            let started = ContinuousClock.now
+            let read = try await tenant.read(in: "big", by: "bob")
+            let took = ContinuousClock.now - started
+            #expect(read.marked == 10_000)
+            print("read-all of 10,000 messages through the API: \(took) (database timeout 5 s)")
+            #expect(took < .seconds(2.5), "a read-all of 10,000 took \(took), near the 5 s statement timeout")
+        }
+    }
+}
