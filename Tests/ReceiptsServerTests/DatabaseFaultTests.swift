@@ -180,7 +180,7 @@ struct DatabaseFaultTests {
                     .map { try $0.decode(String.self, column: 0) })
             let readByB = Set(
                 try await connection.query(
-                    "SELECT message_id::text FROM receipts.messages WHERE tenant_id = $1 AND 'b' = ANY (read_by)", [tenant]
+                    "SELECT message_id::text FROM receipts.receipt_chunks WHERE tenant_id = $1 AND 'b' = ANY (read_by)", [tenant]
                 ).map { try $0.decode(String.self, column: 0) })
             return (stored, readByB)
         }
