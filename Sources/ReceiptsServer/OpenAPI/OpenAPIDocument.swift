@@ -17,7 +17,14 @@ enum OpenAPIDocument {
         Ids (tenant, chat, user, message) are 1–128 characters of `[A-Za-z0-9._:@-]`.
         Every 4xx/5xx body is `{"error": {"code": "<machine_code>", "message": "<human text>"}}`,
         and a bad request never changes any state. Any request body over 1 MiB is
-        answered 413, whatever it contains.
+        answered 413, whatever it contains, and a JSON body with a duplicated member is 400.
+        Path parameters may be percent-encoded (`a%40x.org` is `a@x.org`).
+
+        Limits: a connection must send a complete request head within 10 s and is closed
+        after 60 s idle between requests; a malformed request is answered 400 and closed.
+        When PostgreSQL is unreachable or too slow, any request answers 503 `unavailable`
+        within `RECEIPTS_DATABASE_TIMEOUT_SECONDS` (default 5), never 500 and never a hang;
+        a credential that cannot be checked then is 503 too, never 401.
     servers:
       - url: http://127.0.0.1:8080
     tags:
@@ -73,6 +80,8 @@ enum OpenAPIDocument {
                     $ref: '#/components/schemas/Error'
             '413':
               $ref: '#/components/responses/PayloadTooLarge'
+            '503':
+              $ref: '#/components/responses/Unavailable'
 
       /v1/tokens:
         post:
@@ -106,6 +115,8 @@ enum OpenAPIDocument {
               $ref: '#/components/responses/Forbidden'
             '413':
               $ref: '#/components/responses/PayloadTooLarge'
+            '503':
+              $ref: '#/components/responses/Unavailable'
 
       /v1/chats/{chatId}:
         parameters:
@@ -150,6 +161,8 @@ enum OpenAPIDocument {
               $ref: '#/components/responses/Conflict'
             '413':
               $ref: '#/components/responses/PayloadTooLarge'
+            '503':
+              $ref: '#/components/responses/Unavailable'
         get:
           tags: [chats]
           operationId: getChat
@@ -175,6 +188,8 @@ enum OpenAPIDocument {
               $ref: '#/components/responses/Forbidden'
             '404':
               $ref: '#/components/responses/NotFound'
+            '503':
+              $ref: '#/components/responses/Unavailable'
 
       /v1/chats/{chatId}/members:
         parameters:
@@ -215,6 +230,8 @@ enum OpenAPIDocument {
               $ref: '#/components/responses/Conflict'
             '413':
               $ref: '#/components/responses/PayloadTooLarge'
+            '503':
+              $ref: '#/components/responses/Unavailable'
 
       /v1/chats/{chatId}/members/{userId}:
         parameters:
@@ -247,6 +264,8 @@ enum OpenAPIDocument {
               $ref: '#/components/responses/Forbidden'
             '404':
               $ref: '#/components/responses/NotFound'
+            '503':
+              $ref: '#/components/responses/Unavailable'
 
       /v1/chats/{chatId}/messages:
         parameters:
@@ -295,6 +314,8 @@ enum OpenAPIDocument {
               $ref: '#/components/responses/Conflict'
             '413':
               $ref: '#/components/responses/PayloadTooLarge'
+            '503':
+              $ref: '#/components/responses/Unavailable'
         get:
           tags: [messages]
           operationId: listMessages
@@ -328,6 +349,8 @@ enum OpenAPIDocument {
               $ref: '#/components/responses/Forbidden'
             '404':
               $ref: '#/components/responses/NotFound'
+            '503':
+              $ref: '#/components/responses/Unavailable'
 
       /v1/chats/{chatId}/messages/{messageId}:
         parameters:
@@ -360,6 +383,8 @@ enum OpenAPIDocument {
               $ref: '#/components/responses/Forbidden'
             '404':
               $ref: '#/components/responses/NotFound'
+            '503':
+              $ref: '#/components/responses/Unavailable'
 
       /v1/chats/{chatId}/read:
         parameters:
@@ -403,6 +428,8 @@ enum OpenAPIDocument {
               $ref: '#/components/responses/NotFound'
             '413':
               $ref: '#/components/responses/PayloadTooLarge'
+            '503':
+              $ref: '#/components/responses/Unavailable'
 
       /v1/chats/{chatId}/delivered:
         parameters:
@@ -442,6 +469,8 @@ enum OpenAPIDocument {
               $ref: '#/components/responses/NotFound'
             '413':
               $ref: '#/components/responses/PayloadTooLarge'
+            '503':
+              $ref: '#/components/responses/Unavailable'
 
       /v1/chats/{chatId}/unread:
         parameters:
@@ -480,6 +509,8 @@ enum OpenAPIDocument {
               $ref: '#/components/responses/NotFound'
             '413':
               $ref: '#/components/responses/PayloadTooLarge'
+            '503':
+              $ref: '#/components/responses/Unavailable'
 
       /v1/users/{userId}/unread:
         parameters:
@@ -508,6 +539,8 @@ enum OpenAPIDocument {
               $ref: '#/components/responses/Unauthorized'
             '403':
               $ref: '#/components/responses/Forbidden'
+            '503':
+              $ref: '#/components/responses/Unavailable'
 
       /v1/users/{userId}/settings:
         parameters:
@@ -547,6 +580,8 @@ enum OpenAPIDocument {
               $ref: '#/components/responses/Forbidden'
             '413':
               $ref: '#/components/responses/PayloadTooLarge'
+            '503':
+              $ref: '#/components/responses/Unavailable'
 
       /v1/stream:
         get:
@@ -562,15 +597,24 @@ enum OpenAPIDocument {
             in order; an unknown or expired id gets one `resync.required` event carrying the
             current id, then the stream continues live. The client may send
             `{"type":"delivered","chatId":"…","messageIds":["…"]}` to acknowledge delivery as
-            its user (ignored for chats it is not a member of). A client that falls too far
-            behind is closed (code 1008) with a reason and may resume.
+            its user (ignored for chats it is not a member of); when it cannot be recorded (the
+            database is unavailable) the stream sends
+            `{"type":"delivered.failed","chatId","messageIds","error":{"code","message"}}` (no
+            `id`: not an event of the log) and the client may send it again. A client frame over
+            64 KiB closes the socket (1009); a message may span frames up to 1 MiB.
+            The stream closes with a reason so that clients resume: 1008 when the client fell
+            too far behind or its credential stopped being valid (a user token at its expiry,
+            an API key that was replaced), 1001 when the server shuts down. A refused upgrade
+            answers with the error JSON (401, 429, 503) before switching protocols.
           security:
             - tenantKey: []
             - userToken: []
           parameters:
             - name: token
               in: query
-              description: The credential, for clients that cannot set headers (browsers).
+              description: |
+                A user token, for clients that cannot set headers (browsers). API keys are
+                refused here (401): they belong in the `Authorization` header, never in a URL.
               schema:
                 type: string
             - name: after
@@ -583,6 +627,10 @@ enum OpenAPIDocument {
               description: Switching to the WebSocket protocol; frames carry `Event` objects.
             '401':
               $ref: '#/components/responses/Unauthorized'
+            '429':
+              $ref: '#/components/responses/RateLimited'
+            '503':
+              $ref: '#/components/responses/Unavailable'
 
       /v1/events:
         get:
@@ -592,7 +640,10 @@ enum OpenAPIDocument {
           description: |
             The same events as `/v1/stream`, as `text/event-stream`: each event is an `id:` line
             (the event's id) and a `data:` line (the `Event` JSON). `Last-Event-ID` (or `after`)
-            resumes; a comment line every 15 seconds keeps the connection alive.
+            resumes; a comment line every 15 seconds keeps the connection alive. The stream
+            ends after a `: closed: <reason>` comment when the server shuts down, the client
+            fell too far behind, or the credential stopped being valid; EventSource then
+            reconnects with `Last-Event-ID`.
           security:
             - tenantKey: []
             - userToken: []
@@ -609,7 +660,9 @@ enum OpenAPIDocument {
                 type: string
             - name: token
               in: query
-              description: The credential, for EventSource clients that cannot set headers.
+              description: |
+                A user token, for EventSource clients that cannot set headers. API keys are
+                refused here (401): they belong in the `Authorization` header, never in a URL.
               schema:
                 type: string
           responses:
@@ -622,6 +675,10 @@ enum OpenAPIDocument {
                     description: '`id: <id>` and `data: <Event JSON>` lines, blank-line separated.'
             '401':
               $ref: '#/components/responses/Unauthorized'
+            '429':
+              $ref: '#/components/responses/RateLimited'
+            '503':
+              $ref: '#/components/responses/Unavailable'
 
       /healthz:
         get:
@@ -839,6 +896,25 @@ enum OpenAPIDocument {
                 $ref: '#/components/schemas/Error'
         PayloadTooLarge:
           description: The request body is over 1 MiB (`payload_too_large`), whatever it contains.
+          content:
+            application/json:
+              schema:
+                $ref: '#/components/schemas/Error'
+        RateLimited:
+          description: |
+            Too many streams open (`rate_limited`): the user already has
+            `RECEIPTS_MAX_STREAMS_PER_USER` (default 20), or the tenant
+            `RECEIPTS_MAX_STREAMS_PER_TENANT` (default 10000), on this instance. Answered before
+            the upgrade or the event-stream headers.
+          content:
+            application/json:
+              schema:
+                $ref: '#/components/schemas/Error'
+        Unavailable:
+          description: |
+            PostgreSQL is unreachable or did not answer within `RECEIPTS_DATABASE_TIMEOUT_SECONDS`
+            (`unavailable`). Nothing is known to have changed; retry (idempotent requests are
+            safe to repeat).
           content:
             application/json:
               schema:
