@@ -64,7 +64,9 @@ struct DatabaseFaultTests {
                 try await Task.sleep(for: .milliseconds(800))
                 let unreadyBefore = readiness.unreadyAnswers
                 try await apply()
-                try await readiness.waitUntilReady(within: .seconds(10), after: fault)
+                // The contract's own bounds are asserted inside each fault; this one only waits
+                // for the service to settle, generously, as the rest of the suite runs beside it.
+                try await readiness.waitUntilReady(within: .seconds(30), after: fault)
                 if expectingUnready {
                     #expect(readiness.unreadyAnswers > unreadyBefore, "/readyz never answered 503 during \(fault)")
                 }
@@ -197,8 +199,9 @@ struct DatabaseFaultTests {
         }
         for stream in streams {
             let expected = log.filter { event in stream.audience.map { event.audience.contains($0) } ?? true }.map(\.id)
-            // The stream catches up on its own time; give it a few seconds.
-            let deadline = ContinuousClock.now + .seconds(10)
+            // The stream catches up on its own time (returns as soon as it has): up to 30 s, as
+            // the rest of the suite runs beside it on two cores.
+            let deadline = ContinuousClock.now + .seconds(30)
             while stream.ids != expected, stream.ids.count <= expected.count, ContinuousClock.now < deadline {
                 try await Task.sleep(for: .milliseconds(50))
             }
