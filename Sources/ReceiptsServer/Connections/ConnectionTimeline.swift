@@ -1,0 +1,130 @@
+import NIOCore
+
+/// The deadlines of one HTTP/1 connection (DESIGN.md, "Limits, timeouts and faults"), as a
+/// pure state machine: `HTTPConnectionGuard` feeds it what the connection does and acts on
+/// what it answers, so the rules are tested without sockets.
+///
+/// - A request head must be complete within `headTimeout` of its first byte (of the
+///   connection's start, for the first request): a half-sent head cannot hold a connection.
+/// - Between requests a keep-alive connection may stay idle for `idleTimeout`; a request
+///   body that stops arriving for that long is given up too.
+/// - While the service is answering (the request read, the response not finished) nothing
+///   is timed: streams answer for as long as they run.
+/// - A response finished before its request was read (an early 401 or 413) announces
+///   `Connection: close`; the rest of the request is then read and dropped for at most
+///   `drainTimeout` and `drainBytes` (so that closing does not reset the connection under
+///   the client's answer), and the connection closed.
+struct ConnectionTimeline {
+    struct Limits: Sendable {
+        var headTimeout: TimeAmount
+        var idleTimeout: TimeAmount
+        var drainTimeout: TimeAmount = .seconds(2)
+        var drainBytes: Int = 1024 * 1024
+    }
+
+    /// What the connection must do after an event.
+    enum Action: Equatable {
+        case none
+        case close
+    }
+
+    let limits: Limits
+    /// Requests whose head arrived and whose response has not ended (more than one only
+    /// when a client pipelines).
+    private(set) var openRequests = 0
+    /// Whether a request head arrived and its end has not.
+    private(set) var isReadingRequest = false
+    /// Whether the connection closes once its open requests are answered (a quiescing
+    /// server, a response announcing `Connection: close`).
+    private(set) var closesAfterResponse = false
+    /// The last request part received, or the end of the last response.
+    private var lastActivity: NIODeadline
+    /// When the first byte of a request head arrived, while it is not complete.
+    private var headStarted: NIODeadline?
+    /// Set once the last response has ended before its request was read.
+    private var draining: (until: NIODeadline, bytesLeft: Int)?
+
+    /// A new connection: its first request head is timed from now.
+    init(limits: Limits, now: NIODeadline) {
+        self.limits = limits
+        self.lastActivity = now
+        self.headStarted = now
+    }
+
+    /// When the connection is closed unless something happens first; nil while the service
+    /// is answering.
+    var deadline: NIODeadline? {
+        if let draining { return draining.until }
+        if self.isReadingRequest { return self.lastActivity + self.limits.idleTimeout }
+        if self.openRequests > 0 { return nil }
+        if let headStarted { return headStarted + self.limits.headTimeout }
+        return self.lastActivity + self.limits.idleTimeout
+    }
+
+    /// Bytes arrived from the client (before they are decoded).
+    mutating func received(bytes: Int, now: NIODeadline) -> Action {
+        if var draining {
+            draining.bytesLeft -= bytes
+            self.draining = draining
+            return draining.bytesLeft < 0 ? .close : .none
+        }
+        if !self.isReadingRequest, self.headStarted == nil {
+            self.headStarted = now
+        }
+        return .none
+    }
+
+    /// A request head was decoded.
+    mutating func receivedHead(now: NIODeadline) {
+        self.openRequests += 1
+        self.isReadingRequest = true
+        self.headStarted = nil
+        self.lastActivity = now
+    }
+
+    /// A part of a request body was decoded.
+    mutating func receivedBody(now: NIODeadline) {
+        self.lastActivity = now
+    }
+
+    /// A request's end was decoded.
+    mutating func receivedEnd(now: NIODeadline) -> Action {
+        self.isReadingRequest = false
+        self.lastActivity = now
+        // Bytes that arrive from here on start the next head.
+        self.headStarted = nil
+        return self.draining == nil ? .none : .close
+    }
+
+    /// A response head is being sent; answers whether it must announce `Connection: close`
+    /// (its request is still arriving, or the server is quiescing).
+    mutating func sendingResponseHead(announcesClose: Bool) -> Bool {
+        if announcesClose || self.isReadingRequest {
+            self.closesAfterResponse = true
+        }
+        return self.closesAfterResponse
+    }
+
+    /// A response ended.
+    mutating func sentResponseEnd(now: NIODeadline) -> Action {
+        self.openRequests = max(0, self.openRequests - 1)
+        self.lastActivity = now
+        guard self.closesAfterResponse, self.openRequests == 0 else { return .none }
+        guard self.isReadingRequest else { return .close }
+        self.draining = (now + self.limits.drainTimeout, self.limits.drainBytes)
+        return .none
+    }
+
+    /// The server is shutting down: idle and half-sent connections close now, the others
+    /// after their response.
+    mutating func quiesce() -> Action {
+        self.closesAfterResponse = true
+        return self.openRequests == 0 ? .close : .none
+    }
+
+    /// The timer armed for `deadline` fired.
+    func timerFired(now: NIODeadline) -> Action {
+        guard let deadline else { return .none }
+        return now >= deadline ? .close : .none
+    }
+}
