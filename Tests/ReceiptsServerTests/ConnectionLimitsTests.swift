@@ -76,6 +76,20 @@ struct ConnectionLimitsTests {
         }
     }
 
+    @Test("a request asking to close is answered with Connection: close, then closed at once")
+    func requestAsksClose() async throws {
+        try await Self.run { client in
+            for request in ["GET /healthz HTTP/1.1\r\nHost: receipts\r\nConnection: close\r\n\r\n", "GET /healthz HTTP/1.0\r\n\r\n"] {
+                let connection = try await RawConnection.open(port: client.port)
+                try await connection.send(request)
+                let answer = try await connection.answer()
+                #expect(answer?.status == 200)
+                #expect(answer?.header("connection")?.lowercased() == "close", "\(request.debugDescription)")
+                #expect(try await connection.waitUntilClosed(within: .milliseconds(500)), "\(request.debugDescription)")
+            }
+        }
+    }
+
     @Test("streams outlive the idle timeout: an SSE response and an upgraded WebSocket")
     func streamsAreNotTimed() async throws {
         try await Self.run { client in

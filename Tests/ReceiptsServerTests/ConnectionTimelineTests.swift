@@ -76,6 +76,16 @@ struct ConnectionTimelineTests {
         #expect(timeline.sentResponseEnd(now: Self.at(0)) == .close)
     }
 
+    @Test("a request that asks to close gets an answer announcing it, then the close")
+    func requestAsksClose() {
+        var timeline = ConnectionTimeline(limits: Self.limits, now: Self.start)
+        timeline.receivedHead(now: Self.at(0), keepsAlive: false)
+        #expect(timeline.receivedEnd(now: Self.at(0)) == .none)
+        let announced = timeline.sendingResponseHead(announcesClose: false)
+        #expect(announced)
+        #expect(timeline.sentResponseEnd(now: Self.at(0)) == .close)
+    }
+
     @Test("shutdown closes idle and half-sent connections at once, busy ones after their answer")
     func quiesce() {
         var idle = ConnectionTimeline(limits: Self.limits, now: Self.start)

@@ -74,8 +74,10 @@ struct ConnectionTimeline {
         return .none
     }
 
-    /// A request head was decoded.
-    mutating func receivedHead(now: NIODeadline) {
+    /// A request head was decoded; `keepsAlive` is false when it asks to close the
+    /// connection after its answer (`Connection: close`, or HTTP/1.0 without keep-alive).
+    mutating func receivedHead(now: NIODeadline, keepsAlive: Bool = true) {
+        if !keepsAlive { self.closesAfterResponse = true }
         self.openRequests += 1
         self.isReadingRequest = true
         self.headStarted = nil

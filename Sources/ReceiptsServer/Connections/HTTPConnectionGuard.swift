@@ -56,7 +56,7 @@ final class HTTPConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
         let now = NIODeadline.now()
         var action = ConnectionTimeline.Action.none
         switch Self.unwrapInboundIn(data) {
-        case .head: self.timeline.receivedHead(now: now)
+        case .head(let head): self.timeline.receivedHead(now: now, keepsAlive: head.isKeepAlive)
         case .body: self.timeline.receivedBody(now: now)
         case .end: action = self.timeline.receivedEnd(now: now)
         }
@@ -128,8 +128,8 @@ final class HTTPConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
         case .head(let head) where head.status.code < 200:
             context.write(data, promise: promise)
         case .head(var head):
-            let requestedClose = head.headers[canonicalForm: "connection"].contains { $0.lowercased() == "close" }
-            if self.timeline.sendingResponseHead(announcesClose: requestedClose), !requestedClose {
+            let announcesClose = !head.isKeepAlive
+            if self.timeline.sendingResponseHead(announcesClose: announcesClose), !announcesClose {
                 head.headers.replaceOrAdd(name: "Connection", value: "close")
                 context.write(Self.wrapOutboundOut(.head(head)), promise: promise)
             } else {
