@@ -42,28 +42,50 @@ struct ConnectionTimelineTests {
     @Test("a body that stops arriving is given up after the idle timeout")
     func stalledBody() {
         var timeline = ConnectionTimeline(limits: Self.limits, now: Self.start)
-        timeline.receivedHead(now: Self.at(0))
-        timeline.receivedBody(now: Self.at(5))
+        timeline.receivedHead(now: Self.at(0), bodyLength: 1000)
+        timeline.receivedBody(bytes: 10, now: Self.at(5))
         #expect(timeline.deadline == Self.at(65))
     }
 
-    @Test("an answer sent before its request was read announces close, drains boundedly, then closes")
-    func earlyAnswer() {
+    @Test("an answer sent before a large or chunked body was read announces close, drains boundedly, then closes")
+    func earlyAnswerToLargeBody() {
+        for length in [1024 * 1024, nil] {
+            var timeline = ConnectionTimeline(limits: Self.limits, now: Self.start)
+            timeline.receivedHead(now: Self.at(0), bodyLength: length)
+            let announced = timeline.sendingResponseHead(announcesClose: false)
+            #expect(announced)
+            #expect(timeline.sentResponseEnd(now: Self.at(0)) == .none)
+            #expect(timeline.deadline == Self.at(2))
+            #expect(timeline.received(bytes: 1024 * 1024, now: Self.at(1)) == .none)
+            #expect(timeline.received(bytes: 1024 * 1024 + 1, now: Self.at(1)) == .close)
+
+            var finishing = ConnectionTimeline(limits: Self.limits, now: Self.start)
+            finishing.receivedHead(now: Self.at(0), bodyLength: length)
+            let finishingAnnounced = finishing.sendingResponseHead(announcesClose: false)
+            #expect(finishingAnnounced)
+            #expect(finishing.sentResponseEnd(now: Self.at(0)) == .none)
+            #expect(finishing.receivedEnd(now: Self.at(1)) == .close)
+        }
+    }
+
+    @Test("an answer sent before a small body was read keeps the connection once the body is in")
+    func earlyAnswerToSmallBody() {
         var timeline = ConnectionTimeline(limits: Self.limits, now: Self.start)
-        timeline.receivedHead(now: Self.at(0))
-        let timelineAnnouncesFalse = timeline.sendingResponseHead(announcesClose: false)
-        #expect(timelineAnnouncesFalse)
+        timeline.receivedHead(now: Self.at(0), bodyLength: 300 * 1024)
+        timeline.receivedBody(bytes: 100 * 1024, now: Self.at(0))
+        let announced = timeline.sendingResponseHead(announcesClose: false)
+        #expect(!announced)
         #expect(timeline.sentResponseEnd(now: Self.at(0)) == .none)
         #expect(timeline.deadline == Self.at(2))
-        #expect(timeline.received(bytes: 512 * 1024, now: Self.at(1)) == .none)
-        #expect(timeline.received(bytes: 512 * 1024 + 1, now: Self.at(1)) == .close)
-
-        var finishing = ConnectionTimeline(limits: Self.limits, now: Self.start)
-        finishing.receivedHead(now: Self.at(0))
-        let finishingAnnouncesFalse = finishing.sendingResponseHead(announcesClose: false)
-        #expect(finishingAnnouncesFalse)
-        #expect(finishing.sentResponseEnd(now: Self.at(0)) == .none)
-        #expect(finishing.receivedEnd(now: Self.at(1)) == .close)
+        #expect(timeline.receivedEnd(now: Self.at(1)) == .none)
+        #expect(timeline.deadline == Self.at(61))
+        // A client that never sends the rest is closed after the drain time.
+        var stalled = ConnectionTimeline(limits: Self.limits, now: Self.start)
+        stalled.receivedHead(now: Self.at(0), bodyLength: 1000)
+        let stalledAnnounced = stalled.sendingResponseHead(announcesClose: false)
+        #expect(!stalledAnnounced)
+        #expect(stalled.sentResponseEnd(now: Self.at(0)) == .none)
+        #expect(stalled.timerFired(now: Self.at(2)) == .close)
     }
 
     @Test("a response that asks to close closes after its end")

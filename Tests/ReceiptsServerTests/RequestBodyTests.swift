@@ -59,15 +59,19 @@ struct RequestBodyTests {
                 #expect(answer?.header("connection")?.lowercased() == "close")
                 #expect(try await connection.waitUntilClosed(within: .seconds(5)))
             }
-            // An authenticated request on a keep-alive connection still works after an early answer
-            // whose body did follow.
+            // A small body is dropped after the early answer and the connection kept: the next
+            // request on it is served.
             let connection = try await RawConnection.open(port: client.port)
             defer { connection.close() }
             let body = #"{"senderId":"a","text":"x"}"#
             try await connection.send(
-                "POST /v1/chats/g/messages HTTP/1.1\r\nHost: receipts\r\nContent-Length: \(body.utf8.count)\r\n\r\n\(body)"
+                "POST /v1/chats/g/messages HTTP/1.1\r\nHost: receipts\r\nContent-Length: \(body.utf8.count)\r\n\r\n"
             )
-            #expect(try await connection.answer()?.status == 401)
+            let early = try await connection.answer()
+            #expect(early?.status == 401)
+            #expect(early?.header("connection") == nil)
+            try await connection.send(body + "GET /healthz HTTP/1.1\r\nHost: receipts\r\n\r\n")
+            #expect(try await connection.answer()?.status == 200)
             #expect(try await tenant.messages(in: "g", viewer: "a").isEmpty)
         }
     }

@@ -10,16 +10,20 @@ import NIOCore
 ///   body that stops arriving for that long is given up too.
 /// - While the service is answering (the request read, the response not finished) nothing
 ///   is timed: streams answer for as long as they run.
-/// - A response finished before its request was read (an early 401 or 413) announces
-///   `Connection: close`; the rest of the request is then read and dropped for at most
-///   `drainTimeout` and `drainBytes` (so that closing does not reset the connection under
-///   the client's answer), and the connection closed.
+/// - A response may end before its request was read (an early 401 or 413: bodies are read
+///   only behind authentication). The rest of the request is then read and dropped for at
+///   most `drainTimeout` and `drainBytes`, so that closing does not reset the connection
+///   under the client's answer. When at most `keepAliveDrainBytes` of a declared body were
+///   left (Go's `net/http` draws the same line) the connection then stays open; otherwise
+///   the response announces `Connection: close` and the connection closes.
 struct ConnectionTimeline {
     struct Limits: Sendable {
         var headTimeout: TimeAmount
         var idleTimeout: TimeAmount
         var drainTimeout: TimeAmount = .seconds(2)
-        var drainBytes: Int = 1024 * 1024
+        /// Enough for a client to finish sending a body at the 1 MiB limit.
+        var drainBytes: Int = 2 * 1024 * 1024
+        var keepAliveDrainBytes: Int = 256 * 1024
     }
 
     /// What the connection must do after an event.
@@ -41,7 +45,9 @@ struct ConnectionTimeline {
     private var lastActivity: NIODeadline
     /// When the first byte of a request head arrived, while it is not complete.
     private var headStarted: NIODeadline?
-    /// Set once the last response has ended before its request was read.
+    /// The body still to come of the request being read, when its head declared a length.
+    private var bodyBytesLeft: Int?
+    /// Set while the rest of a request answered early is read and dropped.
     private var draining: (until: NIODeadline, bytesLeft: Int)?
 
     /// A new connection: its first request head is timed from now.
@@ -74,18 +80,21 @@ struct ConnectionTimeline {
         return .none
     }
 
-    /// A request head was decoded; `keepsAlive` is false when it asks to close the
-    /// connection after its answer (`Connection: close`, or HTTP/1.0 without keep-alive).
-    mutating func receivedHead(now: NIODeadline, keepsAlive: Bool = true) {
+    /// A request head was decoded. `keepsAlive` is false when it asks to close the
+    /// connection after its answer (`Connection: close`, or HTTP/1.0 without keep-alive);
+    /// `bodyLength` is its declared `Content-Length` (nil when chunked).
+    mutating func receivedHead(now: NIODeadline, keepsAlive: Bool = true, bodyLength: Int? = 0) {
         if !keepsAlive { self.closesAfterResponse = true }
         self.openRequests += 1
         self.isReadingRequest = true
+        self.bodyBytesLeft = bodyLength
         self.headStarted = nil
         self.lastActivity = now
     }
 
     /// A part of a request body was decoded.
-    mutating func receivedBody(now: NIODeadline) {
+    mutating func receivedBody(bytes: Int, now: NIODeadline) {
+        self.bodyBytesLeft = self.bodyBytesLeft.map { $0 - bytes }
         self.lastActivity = now
     }
 
@@ -95,13 +104,16 @@ struct ConnectionTimeline {
         self.lastActivity = now
         // Bytes that arrive from here on start the next head.
         self.headStarted = nil
-        return self.draining == nil ? .none : .close
+        guard self.draining != nil else { return .none }
+        self.draining = nil
+        return self.closesAfterResponse && self.openRequests == 0 ? .close : .none
     }
 
     /// A response head is being sent; answers whether it must announce `Connection: close`
-    /// (its request is still arriving, or the server is quiescing).
+    /// (asked for, a quiescing server, or too much of its request left unread).
     mutating func sendingResponseHead(announcesClose: Bool) -> Bool {
-        if announcesClose || self.isReadingRequest {
+        if announcesClose { self.closesAfterResponse = true }
+        if self.isReadingRequest, (self.bodyBytesLeft ?? .max) > self.limits.keepAliveDrainBytes {
             self.closesAfterResponse = true
         }
         return self.closesAfterResponse
@@ -111,10 +123,12 @@ struct ConnectionTimeline {
     mutating func sentResponseEnd(now: NIODeadline) -> Action {
         self.openRequests = max(0, self.openRequests - 1)
         self.lastActivity = now
-        guard self.closesAfterResponse, self.openRequests == 0 else { return .none }
-        guard self.isReadingRequest else { return .close }
-        self.draining = (now + self.limits.drainTimeout, self.limits.drainBytes)
-        return .none
+        guard self.openRequests == 0 else { return .none }
+        if self.isReadingRequest {
+            self.draining = (now + self.limits.drainTimeout, self.limits.drainBytes)
+            return .none
+        }
+        return self.closesAfterResponse ? .close : .none
     }
 
     /// The server is shutting down: idle and half-sent connections close now, the others

@@ -3,7 +3,6 @@ import HummingbirdCore
 import HummingbirdWebSocket
 import Logging
 import NIOCore
-import NIOHTTP1
 
 /// Hummingbird's HTTP/1 child channel with the WebSocket upgrade, with DESIGN.md's
 /// connection limits added: an `HTTPConnectionGuard` on every connection, and a connection

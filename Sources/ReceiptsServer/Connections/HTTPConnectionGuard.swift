@@ -56,8 +56,10 @@ final class HTTPConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
         let now = NIODeadline.now()
         var action = ConnectionTimeline.Action.none
         switch Self.unwrapInboundIn(data) {
-        case .head(let head): self.timeline.receivedHead(now: now, keepsAlive: head.isKeepAlive)
-        case .body: self.timeline.receivedBody(now: now)
+        case .head(let head):
+            let bodyLength = head.headers.contains(name: "transfer-encoding") ? nil : head.headers.first(name: "content-length").map { Int($0) ?? .max } ?? 0
+            self.timeline.receivedHead(now: now, keepsAlive: head.isKeepAlive, bodyLength: bodyLength)
+        case .body(let bytes): self.timeline.receivedBody(bytes: bytes.readableBytes, now: now)
         case .end: action = self.timeline.receivedEnd(now: now)
         }
         context.fireChannelRead(data)
@@ -78,8 +80,8 @@ final class HTTPConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
         // A head cut short by our own close.
         guard !self.hasClosed else { return }
         // The decoder stops at a parse error: nothing more can be read from this connection.
-        // Not passed on: Hummingbird would answer a second 400, and the WebSocket upgrader
-        // would log an error for a client's mistake.
+        // Not passed on: behind us Hummingbird would answer a second 400, or (before the
+        // first request) the pipeline's end would log a client's mistake as an error.
         self.logger.debug("closing a connection whose request does not parse", metadata: ["receipts.error": "\(error)"])
         guard self.timeline.openRequests == 0 else {
             // An answer is under way (the bad request was pipelined behind it): close after it.

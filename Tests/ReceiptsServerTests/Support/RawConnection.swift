@@ -1,4 +1,5 @@
 import Foundation
+import HTTPTypes
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
@@ -114,5 +115,26 @@ final class RawConnection: Sendable {
             let buffer = Self.unwrapInboundIn(data)
             self.received.withLockedValue { $0.append(contentsOf: buffer.readableBytesView) }
         }
+    }
+}
+
+extension APIClient {
+    /// Sends one request on a connection of its own, closed afterwards: for answers after
+    /// which the service closes the connection (the test client does not reconnect).
+    func requestOnNewConnection(_ method: HTTPRequest.Method, _ path: String, as credential: String, body: String) async throws -> APIResponse {
+        let connection = try await RawConnection.open(port: self.port)
+        defer { connection.close() }
+        try await connection.send(
+            "\(method.rawValue) \(path) HTTP/1.1\r\nHost: receipts\r\nAuthorization: Bearer \(credential)\r\n"
+                + "Content-Type: application/json\r\nContent-Length: \(body.utf8.count)\r\n\r\n\(body)"
+        )
+        guard let answer = try await connection.answer(within: .seconds(10)) else {
+            throw NoAnswer(received: connection.pendingText)
+        }
+        return APIResponse(status: HTTPResponse.Status(code: answer.status), body: answer.body, contentType: answer.header("content-type"))
+    }
+
+    struct NoAnswer: Error {
+        let received: String
     }
 }
