@@ -1,4 +1,5 @@
 import Hummingbird
+import HummingbirdCore
 import HummingbirdWebSocket
 import Logging
 import NIOCore
@@ -47,11 +48,7 @@ public func buildApplication(
 
     let app = Application(
         router: buildRouter(components),
-        server: .http1WebSocketUpgrade(
-            webSocketRouter: buildWebSocketRouter(components),
-            configuration: .init(ws: WebSocketStream.serverConfiguration),
-            shutdown: components.streamGuards.shutdown
-        ),
+        server: buildServer(components),
         configuration: .init(
             address: .hostname(configuration.host, port: configuration.port),
             serverName: "receiptsd"
@@ -109,15 +106,19 @@ public func buildRouter(_ components: ServiceComponents) -> Router<ReceiptsReque
     let router = Router(context: ReceiptsRequestContext.self)
     router.add(middleware: RequestMetricsMiddleware(metrics: components.metrics))
     router.add(middleware: ErrorMiddleware())
-    router.add(middleware: BodyLimitMiddleware())
+    router.add(middleware: BodyLimitMiddleware(readsBody: false))
 
     HealthController(database: components.databaseHealth, hub: components.hub).addRoutes(to: router)
     OperationsController(metrics: components.metrics, pool: components.pool).addRoutes(to: router)
 
     AdminController(registration: TenantRegistration(store: components.store)).addRoutes(
-        to: router.group("admin/v1").add(middleware: AdminAuthenticationMiddleware(adminToken: components.configuration.adminToken))
+        to: router.group("admin/v1")
+            .add(middleware: AdminAuthenticationMiddleware(adminToken: components.configuration.adminToken))
+            .add(middleware: BodyLimitMiddleware(readsBody: true))
     )
-    let api = router.group("v1").add(middleware: AuthenticationMiddleware(authenticator: components.authenticator))
+    let api = router.group("v1")
+        .add(middleware: AuthenticationMiddleware(authenticator: components.authenticator))
+        .add(middleware: BodyLimitMiddleware(readsBody: true))
     TokenController(userTokens: components.userTokens).addRoutes(to: api)
     ChatController(store: components.store).addRoutes(to: api)
     MessageController(store: components.store).addRoutes(to: api)
@@ -128,6 +129,34 @@ public func buildRouter(_ components: ServiceComponents) -> Router<ReceiptsReque
             middleware: AuthenticationMiddleware(authenticator: components.authenticator, acceptsTokenParameter: true))
     )
     return router
+}
+
+/// HTTP/1 with the WebSocket upgrade, within DESIGN.md's connection limits: request heads
+/// complete within `requestHeadTimeout`, idle connections close after
+/// `idleConnectionTimeout`, malformed requests get 400 and a close (`HTTPConnectionGuard`);
+/// and on shutdown WebSockets close with 1001 and a reason (`StreamShutdownChannel`).
+func buildServer(_ components: ServiceComponents) -> HTTPServerBuilder {
+    let webSocketResponder = buildWebSocketRouter(components).buildResponder()
+    let limits = ConnectionTimeline.Limits(
+        headTimeout: TimeAmount(components.configuration.requestHeadTimeout),
+        idleTimeout: TimeAmount(components.configuration.idleConnectionTimeout)
+    )
+    let shutdown = components.streamGuards.shutdown
+    return HTTPServerBuilder { responder in
+        StreamShutdownChannel(
+            base: GuardedHTTPChannel(
+                base: HTTP1WebSocketUpgradeChannel(
+                    responder: responder,
+                    webSocketResponder: webSocketResponder,
+                    // Idle time is the guard's: Hummingbird's own timer would only start after
+                    // the first request.
+                    configuration: .init(http1: .init(idleTimeout: nil), ws: WebSocketStream.serverConfiguration)
+                ),
+                limits: limits
+            ),
+            shutdown: shutdown
+        )
+    }
 }
 
 /// The WebSocket route, `GET /v1/stream`.

@@ -2,6 +2,8 @@ import ArgumentParser
 import Hummingbird
 import Logging
 import ReceiptsServer
+import ServiceLifecycle
+import UnixSignals
 
 /// `receiptsd serve`: applies pending migrations and serves the HTTP API.
 struct Serve: AsyncParsableCommand {
@@ -36,7 +38,23 @@ struct Serve: AsyncParsableCommand {
             databaseTimeout: .seconds(try environment.integer("RECEIPTS_DATABASE_TIMEOUT_SECONDS", default: 5, in: 1...600))
         )
         let app = try await buildApplication(configuration, logger: logger)
-        try await app.runService()
+        try await ServiceGroup(configuration: .receiptsd(running: app, gracePeriod: configuration.shutdownGracePeriod, logger: logger)).run()
+    }
+}
+
+extension ServiceGroupConfiguration {
+    /// `receiptsd serve`'s lifecycle: SIGTERM or SIGINT starts a graceful shutdown (the
+    /// listener stops accepting, streams close with their reason, requests in flight
+    /// finish), and the process is gone within `gracePeriod` whatever clients do. Graceful
+    /// shutdown gets the period but its last quarter (at most one second); then the app's
+    /// tasks are cancelled, which closes every connection left; should cancellation itself
+    /// hang past the period, ServiceLifecycle ends the process.
+    static func receiptsd(running app: some ApplicationProtocol, gracePeriod: Duration, logger: Logger) -> ServiceGroupConfiguration {
+        var configuration = ServiceGroupConfiguration(services: [app], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
+        let cancellation = min(.seconds(1), gracePeriod / 4)
+        configuration.maximumGracefulShutdownDuration = gracePeriod - cancellation
+        configuration.maximumCancellationDuration = cancellation
+        return configuration
     }
 }
 

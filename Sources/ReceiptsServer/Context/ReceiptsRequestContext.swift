@@ -16,7 +16,7 @@ public struct ReceiptsRequestContext: RequestContext {
     /// Bodies over 1 MiB are refused with 413 (DESIGN.md, "Requests").
     public var maxUploadSize: Int { BodyLimitMiddleware<Self>.maximumBytes }
 
-    public var requestDecoder: JSONDecoder { JSONCoding.makeDecoder() }
+    public var requestDecoder: RequestJSONDecoder { RequestJSONDecoder() }
     public var responseEncoder: JSONEncoder { JSONCoding.makeEncoder() }
 
     /// The authenticated caller; routes behind `AuthenticationMiddleware` always have one.

@@ -67,13 +67,16 @@ struct ChatController {
     }
 
     /// Ends a membership (idempotent: leaving again, or never having joined, changes nothing).
+    /// A user token that is not a member gets 403, as for `GET`: the answer lists the members.
     @Sendable func leave(_ request: Request, context: ReceiptsRequestContext) async throws -> ChatResponse {
         let principal = try context.requirePrincipal()
         let chatId = try Validation.pathId("chatId", in: context)
         let user = try Validation.pathId("userId", in: context)
         try principal.requireActing(as: user)
-        if try await self.store.leave(tenant: principal.tenantId, chat: chatId, user: user) == .chatNotFound {
-            throw APIError.notFound("no such chat")
+        switch try await self.store.leave(tenant: principal.tenantId, chat: chatId, user: user) {
+        case .chatNotFound: throw APIError.notFound("no such chat")
+        case .notMember where principal.tokenUser != nil: throw APIError.forbidden("not a member of this chat")
+        case .left, .notMember: break
         }
         return ChatResponse(try await self.requireChat(tenant: principal.tenantId, chat: chatId))
     }

@@ -92,21 +92,3 @@ final class GoingAwayCloseHandler: ChannelOutboundHandler, RemovableChannelHandl
         context.write(self.wrapOutboundOut(WebSocketFrame(fin: true, opcode: .connectionClose, data: payload)), promise: promise)
     }
 }
-
-extension HTTPServerBuilder {
-    /// HTTP/1 with the WebSocket upgrades of `webSocketRouter`, as hummingbird-websocket's
-    /// `http1WebSocketUpgrade(webSocketRouter:configuration:)`, each connection in a
-    /// `StreamShutdownChannel` so that WebSockets close with 1001 and a reason on shutdown.
-    static func http1WebSocketUpgrade(
-        webSocketRouter: Router<ReceiptsWebSocketContext>,
-        configuration: HTTP1WebSocketUpgradeChannel.Configuration,
-        shutdown: StreamShutdown
-    ) -> HTTPServerBuilder {
-        let webSocketResponder = webSocketRouter.buildResponder()
-        return HTTPServerBuilder { responder in
-            StreamShutdownChannel(
-                base: HTTP1WebSocketUpgradeChannel(responder: responder, webSocketResponder: webSocketResponder, configuration: configuration),
-                shutdown: shutdown)
-        }
-    }
-}

@@ -1,0 +1,41 @@
+import Hummingbird
+import HummingbirdCore
+import HummingbirdWebSocket
+import Logging
+import NIOCore
+
+/// Hummingbird's HTTP/1 child channel with the WebSocket upgrade, with DESIGN.md's
+/// connection limits added: an `HTTPConnectionGuard` on every connection, and a connection
+/// that its task's cancellation closes (so a shutdown escalated past its grace period ends
+/// every connection's task at once, whatever the client does).
+struct GuardedHTTPChannel: ServerChildChannel {
+    typealias Value = HTTP1WebSocketUpgradeChannel.Value
+
+    let base: HTTP1WebSocketUpgradeChannel
+    let limits: ConnectionTimeline.Limits
+
+    func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Value> {
+        let connectionGuard = HTTPConnectionGuard(limits: self.limits, logger: logger)
+        do {
+            // First in the pipeline, so that it sees the bytes before the request decoder.
+            try channel.pipeline.syncOperations.addHandler(connectionGuard.receivedBytes, position: .first)
+        } catch {
+            return channel.eventLoop.makeFailedFuture(error)
+        }
+        // Setup runs on the channel's event loop, so its future completes there.
+        return self.base.setup(channel: channel, logger: logger).assumeIsolated().flatMapThrowing { value in
+            // Last, right after the WebSocket upgrader that the base set up: the handlers for
+            // plain HTTP (or for WebSocket frames) go after it once the upgrader has decided.
+            try channel.pipeline.syncOperations.addHandler(connectionGuard, position: .last)
+            return value
+        }.nonisolated()
+    }
+
+    func handle(value: Value, logger: Logger) async {
+        await withTaskCancellationHandler {
+            await self.base.handle(value: value, logger: logger)
+        } onCancel: {
+            value.channel.close(promise: nil)
+        }
+    }
+}
