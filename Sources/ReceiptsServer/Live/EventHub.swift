@@ -47,10 +47,21 @@ public final class EventHub: Service, Sendable {
         public var notifiesOtherInstances: Bool
         /// How often this instance announces itself to the others (see `PeerInstances`).
         public var peerAnnouncementInterval: Duration
+        /// How long the hub waits at a missing event id (a transaction took it and has not
+        /// finished) before it abandons it: every tenant's live events wait behind such an id,
+        /// so a transaction left open (in psql) must not hold them back for ever. If that
+        /// transaction commits later, its events come after the others under new ids
+        /// (0019_bounded_wait_for_event_ids.sql), exactly once. Default 5 s: the service's own
+        /// transactions end within the database timeout (default 5 s), so a longer wait is
+        /// almost always someone else's open transaction, and 5 s stays well inside the 10 s a
+        /// new stream waits for the hub to be ready; an abandoned id costs only the late
+        /// writer's renumbering at its commit.
+        public var abandonGapsAfter: Duration
 
         public init(
             recentEvents: Int = 10_000, recentEventBytes: Int = 16 << 20, maximumLag: Int = 5_000, pageSize: Int = 500,
-            notifiesOtherInstances: Bool = true, peerAnnouncementInterval: Duration = .seconds(5)
+            notifiesOtherInstances: Bool = true, peerAnnouncementInterval: Duration = .seconds(5),
+            abandonGapsAfter: Duration = .seconds(5)
         ) {
             self.recentEvents = recentEvents
             self.recentEventBytes = recentEventBytes
@@ -58,6 +69,7 @@ public final class EventHub: Service, Sendable {
             self.pageSize = pageSize
             self.notifiesOtherInstances = notifiesOtherInstances
             self.peerAnnouncementInterval = peerAnnouncementInterval
+            self.abandonGapsAfter = abandonGapsAfter
         }
     }
 
@@ -157,6 +169,9 @@ public final class EventHub: Service, Sendable {
         var nextSubscriberId = 0
         var isShuttingDown = false
         var peers: PeerInstances
+        /// Where the cursor has been waiting (`EventLogCursor.waitingAt`) since when; nil
+        /// while it does not wait.
+        var waitStarted: (at: Int64, since: ContinuousClock.Instant)?
     }
 
     /// What one look at the log found.
@@ -320,7 +335,8 @@ public final class EventHub: Service, Sendable {
 
     /// The cursor's position once the hub has settled where it stands in the log.
     private func readyPosition() async throws -> Int64 {
-        let deadline = ContinuousClock.now + .seconds(10)
+        // Longer than the hub waits at start for a transaction that may still commit a lower id.
+        let deadline = ContinuousClock.now + max(.seconds(10), self.options.abandonGapsAfter + .seconds(2))
         while true {
             if let cursor = self.state.withLockedValue({ $0.cursor }), cursor.isReady { return cursor.position }
             guard ContinuousClock.now < deadline else {
@@ -466,6 +482,7 @@ public final class EventHub: Service, Sendable {
                     guard var cursor = state.cursor, cursor.position == from else { return ([], nil) }
                     let accepted = cursor.advance(with: page)
                     state.cursor = cursor
+                    if !cursor.isWaiting { state.waitStarted = nil }
                     return (self.append(accepted, encoded: encoded, to: &state), cursor)
                 }
                 for wake in wakes { wake.yield() }
@@ -480,7 +497,10 @@ public final class EventHub: Service, Sendable {
                     writers = found
                 }
                 self.stallWatch.observe(gap: cursor.gapStart, writers: writers)
-                if cursor.isWaiting { return .waiting }
+                if cursor.isWaiting {
+                    if await self.abandonOverdueWait() { continue }
+                    return .waiting
+                }
                 if page.events.count < self.options.pageSize { return .upToDate }
             }
         } catch {
@@ -489,6 +509,40 @@ public final class EventHub: Service, Sendable {
             let level: Logger.Level = self.state.withLockedValue { $0.cursor == nil } ? .debug : .error
             self.logger.log(level: level, "reading the event log failed", metadata: ["error": "\(error)"])
             return .failed
+        }
+    }
+
+    /// Ends a wait at a missing event id that has lasted `Options.abandonGapsAfter`: abandons
+    /// the missing ids up to the newest id seen (`ReceiptsStore.abandonEventIds`), which the
+    /// cursor steps over in its next read. A call that fails (a writer ran its commit-time check
+    /// early and holds the lock: see 0019) leaves the cursor waiting, as before; the next
+    /// attempt comes after another deadline, as after an abandonment that did not end the wait.
+    ///
+    /// - Returns: whether ids were abandoned (then read again at once).
+    private func abandonOverdueWait() async -> Bool {
+        let now = ContinuousClock.now
+        let due = self.state.withLockedValue { state -> (gap: Int64?, target: Int64, waited: Duration)? in
+            guard let cursor = state.cursor, let at = cursor.waitingAt else {
+                state.waitStarted = nil
+                return nil
+            }
+            guard let started = state.waitStarted, started.at == at else {
+                state.waitStarted = (at, now)
+                return nil
+            }
+            guard now - started.since >= self.options.abandonGapsAfter else { return nil }
+            state.waitStarted = (at, now)
+            return (cursor.gapStart, cursor.abandonmentTarget, now - started.since)
+        }
+        guard let due else { return false }
+        do {
+            let abandoned = try await self.store.abandonEventIds(through: due.target)
+            self.state.withLockedValue { $0.cursor?.abandon(through: abandoned.horizon, transaction: abandoned.transaction) }
+            self.stallWatch.abandoned(at: due.gap, through: abandoned.horizon, waited: due.waited)
+            return true
+        } catch {
+            self.logger.warning("abandoning missing event ids failed: live events keep waiting", metadata: ["error": "\(error)"])
+            return false
         }
     }
 
