@@ -26,7 +26,7 @@ struct LiveEventGapDeadlineTests {
     /// chats `g` and `h` (members a and b; the open transaction works in `g` only, so writes
     /// in `h` take no lock it holds), and a pool of plain sessions like psql's.
     static func withService(
-        _ body: @Sendable (TestTenant, APIClient, PostgresConnectionPool) async throws -> Void
+        _ body: @Sendable (TestTenant, APIClient, PostgresConnectionPool, _ databaseURL: String) async throws -> Void
     ) async throws {
         try await TestDatabase.withFreshDatabase { url in
             try await TestService.run(configure: {
@@ -40,7 +40,7 @@ struct LiveEventGapDeadlineTests {
                     configuration: PostgresConfiguration(connectionString: url, applicationName: "receipts-tests-psql"),
                     logger: TestDatabase.logger)
                 do {
-                    try await body(tenant, client, psql)
+                    try await body(tenant, client, psql, url)
                 } catch {
                     await psql.close()
                     throw error
@@ -52,7 +52,7 @@ struct LiveEventGapDeadlineTests {
 
     @Test("an open transaction holding event ids holds live events back only until the deadline; when it commits its events arrive once, after the others, live and on resume")
     func openTransactionThatCommits() async throws {
-        try await Self.withService { tenant, client, psql in
+        try await Self.withService { tenant, client, psql, _ in
             let unread = try await tenant.send(in: "g", from: "a", text: "to be read in the open transaction")
             try await StreamClients.withWebSocket(port: client.port, credential: tenant.apiKey) { stream, _ in
                 let before = try await tenant.send(in: "h", from: "a", text: "before")
@@ -97,7 +97,7 @@ struct LiveEventGapDeadlineTests {
 
     @Test("an open transaction holding event ids that rolls back: live events moved on at the deadline, and nothing extra arrives")
     func openTransactionThatRollsBack() async throws {
-        try await Self.withService { tenant, client, psql in
+        try await Self.withService { tenant, client, psql, _ in
             try await tenant.send(in: "g", from: "a", text: "to be read in the open transaction")
             try await StreamClients.withWebSocket(port: client.port, credential: tenant.apiKey) { stream, _ in
                 await #expect(throws: Rollback.self) {
@@ -115,6 +115,26 @@ struct LiveEventGapDeadlineTests {
                 let after = try await tenant.send(in: "h", from: "a", text: "after")
                 #expect(await stream.next(within: .seconds(5)).map(Self.summary) == "message.created h \(after)")
                 #expect(await stream.next(within: .milliseconds(500)) == nil, "nothing of the rolled-back transaction")
+            }
+        }
+    }
+
+    @Test("a hub that starts while a transaction holds an event id is ready after the deadline, and relays what commits after that")
+    func startWhileATransactionHoldsAnId() async throws {
+        try await Self.withService { tenant, _, psql, url in
+            try await tenant.send(in: "g", from: "a", text: "to be read in the open transaction")
+            try await psql.withTransaction { session in
+                _ = try await session.query("SELECT receipts.mark_read($1, 'g', 'b', NULL, NULL)", [tenant.id])
+                // A second instance starts now (TestService.run waits until it is ready).
+                try await TestService.run(configure: {
+                    $0.databaseURL = url
+                    $0.abandonEventGapsAfter = Self.deadline
+                }) { second in
+                    try await StreamClients.withWebSocket(port: second.port, credential: tenant.apiKey) { stream, _ in
+                        let id = try await tenant.send(in: "h", from: "b", text: "while open")
+                        #expect(await stream.next(within: .seconds(5)).map(Self.summary) == "message.created h \(id)")
+                    }
+                }
             }
         }
     }

@@ -17,7 +17,10 @@ import ServiceLifecycle
 /// a NOTIFY in every writing transaction would make them commit one by one). It then reads
 /// every tenant's new events once, in id order, through an `EventLogCursor` (which never
 /// moves past an event that may still commit), keeps the most recent ones in memory for
-/// tenants with open streams, and wakes their subscribers.
+/// tenants with open streams, and wakes their subscribers. A wait at a missing id lasts at
+/// most `Options.abandonGapsAfter`: then the hub abandons the ids it waits for (a transaction
+/// left open in psql must not hold every tenant's events back), and whoever holds one moves
+/// its events after the others if it commits (0019_bounded_wait_for_event_ids.sql).
 /// Each subscriber pulls what is after its own position, from memory or, when it is further
 /// behind, from the log, so a slow client never delays the others and memory stays bounded.
 /// A subscriber that falls more than `maximumLag` events behind is closed with a reason; it
@@ -172,6 +175,8 @@ public final class EventHub: Service, Sendable {
         /// Where the cursor has been waiting (`EventLogCursor.waitingAt`) since when; nil
         /// while it does not wait.
         var waitStarted: (at: Int64, since: ContinuousClock.Instant)?
+        /// Since when the hub, not started yet, has found a writer without a transaction id.
+        var startBlockedSince: ContinuousClock.Instant?
     }
 
     /// What one look at the log found.
@@ -463,11 +468,21 @@ public final class EventHub: Service, Sendable {
                 let newest = try await self.store.newestEvent()
                 // Asked after that read: whatever may still commit a lower id is among these.
                 let writers = try await self.store.eventWriters()
-                if writers.hasWriterWithoutTransaction { return .waiting }
+                let now = ContinuousClock.now
+                let blockedSince = self.state.withLockedValue { state -> ContinuousClock.Instant? in
+                    guard writers.hasWriterWithoutTransaction else { return nil }
+                    if state.startBlockedSince == nil { state.startBlockedSince = now }
+                    return state.startBlockedSince
+                }
+                // A writer without a transaction id yet: ask again, until the deadline.
+                if let blockedSince, now - blockedSince < self.options.abandonGapsAfter { return .waiting }
                 self.state.withLockedValue { state in
-                    if state.cursor == nil {
-                        state.cursor = EventLogCursor(after: newest.id, running: writers.transactions)
-                    }
+                    guard state.cursor == nil else { return }
+                    // Past the deadline, such a writer is waited for as a transaction that never
+                    // finishes, already overdue: the next look abandons what it may hold.
+                    let never: Set<Int64> = blockedSince == nil ? [] : [Int64.max]
+                    state.cursor = EventLogCursor(after: newest.id, running: writers.transactions.union(never))
+                    if let blockedSince { state.waitStarted = (newest.id, blockedSince) }
                 }
             }
             while true {
