@@ -133,3 +133,26 @@ struct EventLogCursorAbandonmentTests {
         #expect(taken.map(\.id) == [11])
     }
 }
+
+extension EventLogCursorAbandonmentTests {
+    @Test("a later gap that waits for a transaction given up on before says so, until that transaction finishes")
+    func laterGapBehindAnAbandonedWriter() {
+        var cursor = EventLogCursor(after: 10, running: [])
+        _ = cursor.advance(with: EventLogPage(snapshot: self.base.snapshot(running: [40]), events: [self.base.event(12)]))
+        cursor.waitForGap(on: [40])
+        cursor.abandon(through: 12, transaction: 60)
+        var taken = cursor.advance(with: EventLogPage(snapshot: self.base.snapshot(running: [40], next: 61), events: [self.base.event(12)]))
+        #expect(taken.map(\.id) == [12])
+        #expect(!cursor.waitsForAbandonedWriter)
+        // A new gap (14 rolled back, say) while 40 is still open.
+        taken = cursor.advance(with: EventLogPage(snapshot: self.base.snapshot(running: [40], next: 62), events: [self.base.event(13), self.base.event(15)]))
+        #expect(taken.map(\.id) == [13])
+        cursor.waitForGap(on: [40, 61])
+        taken = cursor.advance(with: EventLogPage(snapshot: self.base.snapshot(running: [40, 61], next: 62), events: [self.base.event(15)]))
+        #expect(taken.isEmpty)
+        #expect(cursor.waitsForAbandonedWriter)
+        // 40 finished: an ordinary wait again.
+        taken = cursor.advance(with: EventLogPage(snapshot: self.base.snapshot(running: [61], next: 62), events: [self.base.event(15)]))
+        #expect(!cursor.waitsForAbandonedWriter)
+    }
+}

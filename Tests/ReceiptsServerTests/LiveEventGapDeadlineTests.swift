@@ -26,12 +26,13 @@ struct LiveEventGapDeadlineTests {
     /// chats `g` and `h` (members a and b; the open transaction works in `g` only, so writes
     /// in `h` take no lock it holds), and a pool of plain sessions like psql's.
     static func withService(
+        deadline: Duration = Self.deadline,
         _ body: @Sendable (TestTenant, APIClient, PostgresConnectionPool, _ databaseURL: String) async throws -> Void
     ) async throws {
         try await TestDatabase.withFreshDatabase { url in
             try await TestService.run(configure: {
                 $0.databaseURL = url
-                $0.abandonEventGapsAfter = Self.deadline
+                $0.abandonEventGapsAfter = deadline
             }) { client in
                 let tenant = try await client.createTenant()
                 try await tenant.createChat("g", members: ["a", "b"])
@@ -134,6 +135,33 @@ struct LiveEventGapDeadlineTests {
                         let id = try await tenant.send(in: "h", from: "b", text: "while open")
                         #expect(await stream.next(within: .seconds(5)).map(Self.summary) == "message.created h \(id)")
                     }
+                }
+            }
+        }
+    }
+
+    @Test("while a transaction given up on stays open, an id rolled back later holds live events back briefly, not for the whole deadline")
+    func rolledBackIdBehindAnAbandonedTransaction() async throws {
+        let deadline = Duration.seconds(3)
+        try await Self.withService(deadline: deadline) { tenant, client, psql, _ in
+            try await tenant.send(in: "g", from: "a", text: "to be read in the open transaction")
+            try await StreamClients.withWebSocket(port: client.port, credential: tenant.apiKey) { stream, _ in
+                try await psql.withTransaction { session in
+                    _ = try await session.query("SELECT receipts.mark_read($1, 'g', 'b', NULL, NULL)", [tenant.id])
+                    let first = try await tenant.send(in: "h", from: "b", text: "held until the deadline")
+                    #expect(await stream.next(within: deadline + .seconds(5)).map(Self.summary) == "message.created h \(first)")
+                    // An event id taken and rolled back, while the open transaction still holds the event log.
+                    await #expect(throws: Rollback.self) {
+                        try await psql.withTransaction { writer in
+                            _ = try await writer.query("SELECT receipts.send_message($1, 'h', 'rolled-back', 'a', 'x')", [tenant.id])
+                            throw Rollback()
+                        }
+                    }
+                    let sent = ContinuousClock.now
+                    let second = try await tenant.send(in: "h", from: "b", text: "behind the rolled-back id")
+                    #expect(await stream.next(within: .seconds(5)).map(Self.summary) == "message.created h \(second)")
+                    let took = ContinuousClock.now - sent
+                    #expect(took < deadline - .seconds(1), "the event took \(took)")
                 }
             }
         }

@@ -532,6 +532,7 @@ public final class EventHub: Service, Sendable {
     /// cursor steps over in its next read. A call that fails (a writer ran its commit-time check
     /// early and holds the lock: see 0019) leaves the cursor waiting, as before; the next
     /// attempt comes after another deadline, as after an abandonment that did not end the wait.
+    /// A wait for a transaction given up on before ends after 100 ms.
     ///
     /// - Returns: whether ids were abandoned (then read again at once).
     private func abandonOverdueWait() async -> Bool {
@@ -545,7 +546,13 @@ public final class EventHub: Service, Sendable {
                 state.waitStarted = (at, now)
                 return nil
             }
-            guard now - started.since >= self.options.abandonGapsAfter else { return nil }
+            // A transaction that was given up on before and is still open (a psql session left
+            // open for hours) would make every rolled-back id behind it wait the deadline again:
+            // such a wait ends after 100 ms (a gap that a running writer fills closes within a
+            // commit, far sooner, so gaps that fill are not abandoned for nothing).
+            let waited = now - started.since
+            let deadline = cursor.waitsForAbandonedWriter ? min(self.options.abandonGapsAfter, .milliseconds(100)) : self.options.abandonGapsAfter
+            guard waited >= deadline else { return nil }
             state.waitStarted = (at, now)
             return (cursor.gapStart, cursor.abandonmentTarget, now - started.since)
         }

@@ -36,6 +36,11 @@ struct EventLogCursor: Sendable {
     /// The last abandonment: missing ids up to `through` are gone for reads whose snapshot
     /// shows `transaction` (the abandoning call) finished.
     private var abandonment: (through: Int64, transaction: Int64)?
+    /// The transactions an abandonment gave up on that had not finished at the last read: a
+    /// gap that waits for one of them again need not wait the whole deadline again.
+    private var abandonedWriters: Set<Int64> = []
+    /// Whether the last read left the gap waiting for one of `abandonedWriters`.
+    private(set) var waitsForAbandonedWriter = false
 
     /// A cursor after `newestVisible`, ready once `running` (the transactions running when
     /// it was looked up, which may hold lower ids) have finished.
@@ -96,6 +101,8 @@ struct EventLogCursor: Sendable {
             self.position = event.id
         }
         if let gap, gap.start <= self.position { self.gap = nil }
+        self.abandonedWriters = self.abandonedWriters.filter { !page.snapshot.hasFinished($0) }
+        self.waitsForAbandonedWriter = !(self.gap?.waitsFor?.isDisjoint(with: self.abandonedWriters) ?? true)
         return accepted
     }
 
@@ -109,6 +116,8 @@ struct EventLogCursor: Sendable {
     /// Records that `receipts.abandon_event_ids` returned: ids up to `horizon` still missing in
     /// a read whose snapshot shows `transaction` finished will never be visible.
     mutating func abandon(through horizon: Int64, transaction: Int64) {
+        self.abandonedWriters.formUnion(self.gap?.waitsFor ?? self.startingWaitsFor ?? [])
+        self.waitsForAbandonedWriter = false
         if let current = self.abandonment, current.through >= horizon { return }
         self.abandonment = (horizon, transaction)
     }
