@@ -40,7 +40,8 @@ public func buildApplication(
     let hubOptions = EventHub.Options(
         maximumLag: configuration.streamMaximumLag,
         notifiesOtherInstances: configuration.notifiesOtherInstances,
-        peerAnnouncementInterval: configuration.peerAnnouncementInterval
+        peerAnnouncementInterval: configuration.peerAnnouncementInterval,
+        abandonGapsAfter: configuration.abandonEventGapsAfter
     )
     let metrics = ServiceMetrics()
     let hub = EventHub(store: store, listener: listener, options: hubOptions, logger: logger, metrics: metrics.factory)

@@ -36,6 +36,9 @@ public struct ReceiptsConfiguration: Sendable {
     /// 5 seconds; not read from the environment). A peer counts as gone after three intervals
     /// unheard.
     public var peerAnnouncementInterval: Duration = .seconds(5)
+    /// How long live events wait at a missing event id before the hub abandons it
+    /// (`EventHub.Options.abandonGapsAfter`; not read from the environment).
+    public var abandonEventGapsAfter: Duration = .seconds(5)
     /// How long SIGTERM/SIGINT waits for streams to close and requests in flight to finish
     /// before the process exits regardless (`RECEIPTS_SHUTDOWN_GRACE_SECONDS`, default 10).
     public var shutdownGracePeriod: Duration

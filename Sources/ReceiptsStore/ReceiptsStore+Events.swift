@@ -67,6 +67,20 @@ extension ReceiptsStore {
         return writers
     }
 
+    /// Gives up waiting for the event ids up to `position` that are still missing (see
+    /// 0019_bounded_wait_for_event_ids.sql): a transaction that commits one of them later moves
+    /// its events to fresh ids. Waits at most 200 ms for writers that are committing right
+    /// now (then throws, and nothing was abandoned that a reader may rely on).
+    ///
+    /// - Returns: the horizon (every id up to it that is missing in a read after this call is
+    ///   gone; never beyond the last id handed out) and the call's transaction id: a read whose
+    ///   snapshot shows it finished came after the call.
+    public func abandonEventIds(through position: Int64) async throws -> (horizon: Int64, transaction: Int64) {
+        let row = try await self.query(
+            "SELECT abandoned_through, transaction_id FROM receipts.abandon_event_ids($1)", [position])[0]
+        return (try row.decode(column: 0), try row.decode(column: 1))
+    }
+
     /// The tenant's events in `(position, through]`, oldest first (what a resuming stream
     /// replays; every event up to `through` has committed).
     public func events(tenant: String, after position: Int64, through: Int64, limit: Int) async throws -> [StoredEvent] {

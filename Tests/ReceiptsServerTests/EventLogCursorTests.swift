@@ -90,3 +90,69 @@ struct EventLogCursorTests {
         #expect(TransactionSnapshot("nonsense") == nil)
     }
 }
+
+/// Abandoned ids (0019_bounded_wait_for_event_ids.sql): stepped over only in reads made after
+/// the abandoning call, and only up to its horizon.
+@Suite("Event log cursor: abandoned ids")
+struct EventLogCursorAbandonmentTests {
+    let base = EventLogCursorTests()
+
+    @Test("a missing id is stepped over once a read shows the abandoning call finished, and only up to its horizon")
+    func abandonedGap() {
+        var cursor = EventLogCursor(after: 10, running: [])
+        var taken = cursor.advance(with: EventLogPage(snapshot: self.base.snapshot(running: [40]), events: [self.base.event(12), self.base.event(13)]))
+        #expect(taken.isEmpty)
+        cursor.waitForGap(on: [40])
+        #expect(cursor.waitingAt == 11)
+        #expect(cursor.abandonmentTarget == 13)
+        cursor.abandon(through: 13, transaction: 60)
+        // A read whose snapshot does not show the call finished: still held.
+        taken = cursor.advance(with: EventLogPage(snapshot: self.base.snapshot(running: [40, 60], next: 61), events: [self.base.event(12), self.base.event(13)]))
+        #expect(taken.isEmpty)
+        // After the call: 11 is gone; 12 and 13 come; 15 waits at 14, which is above the horizon.
+        taken = cursor.advance(
+            with: EventLogPage(snapshot: self.base.snapshot(running: [40], next: 61), events: [self.base.event(12), self.base.event(13), self.base.event(15)]))
+        #expect(taken.map(\.id) == [12, 13])
+        #expect(cursor.waitingAt == 14)
+        // The late writer's events, moved above the horizon as it committed, come in order.
+        cursor.waitForGap(on: [40, 62])
+        taken = cursor.advance(
+            with: EventLogPage(snapshot: self.base.snapshot(running: [], next: 70), events: [self.base.event(14, transaction: 62), self.base.event(15), self.base.event(16, transaction: 40)]))
+        #expect(taken.map(\.id) == [14, 15, 16])
+        #expect(!cursor.isWaiting)
+    }
+
+    @Test("a start that waits for running transactions is ready once its position is abandoned")
+    func abandonedStart() {
+        var cursor = EventLogCursor(after: 10, running: [40])
+        #expect(!cursor.isReady)
+        #expect(cursor.waitingAt == 10)
+        cursor.abandon(through: 10, transaction: 60)
+        let taken = cursor.advance(with: EventLogPage(snapshot: self.base.snapshot(running: [40], next: 61), events: [self.base.event(11)]))
+        #expect(cursor.isReady)
+        #expect(taken.map(\.id) == [11])
+    }
+}
+
+extension EventLogCursorAbandonmentTests {
+    @Test("a later gap that waits for a transaction given up on before says so, until that transaction finishes")
+    func laterGapBehindAnAbandonedWriter() {
+        var cursor = EventLogCursor(after: 10, running: [])
+        _ = cursor.advance(with: EventLogPage(snapshot: self.base.snapshot(running: [40]), events: [self.base.event(12)]))
+        cursor.waitForGap(on: [40])
+        cursor.abandon(through: 12, transaction: 60)
+        var taken = cursor.advance(with: EventLogPage(snapshot: self.base.snapshot(running: [40], next: 61), events: [self.base.event(12)]))
+        #expect(taken.map(\.id) == [12])
+        #expect(!cursor.waitsForAbandonedWriter)
+        // A new gap (14 rolled back, say) while 40 is still open.
+        taken = cursor.advance(with: EventLogPage(snapshot: self.base.snapshot(running: [40], next: 62), events: [self.base.event(13), self.base.event(15)]))
+        #expect(taken.map(\.id) == [13])
+        cursor.waitForGap(on: [40, 61])
+        taken = cursor.advance(with: EventLogPage(snapshot: self.base.snapshot(running: [40, 61], next: 62), events: [self.base.event(15)]))
+        #expect(taken.isEmpty)
+        #expect(cursor.waitsForAbandonedWriter)
+        // 40 finished: an ordinary wait again.
+        taken = cursor.advance(with: EventLogPage(snapshot: self.base.snapshot(running: [61], next: 62), events: [self.base.event(15)]))
+        #expect(!cursor.waitsForAbandonedWriter)
+    }
+}

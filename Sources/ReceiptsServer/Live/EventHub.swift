@@ -17,7 +17,10 @@ import ServiceLifecycle
 /// a NOTIFY in every writing transaction would make them commit one by one). It then reads
 /// every tenant's new events once, in id order, through an `EventLogCursor` (which never
 /// moves past an event that may still commit), keeps the most recent ones in memory for
-/// tenants with open streams, and wakes their subscribers.
+/// tenants with open streams, and wakes their subscribers. A wait at a missing id lasts at
+/// most `Options.abandonGapsAfter`: then the hub abandons the ids it waits for (a transaction
+/// left open in psql must not hold every tenant's events back), and whoever holds one moves
+/// its events after the others if it commits (0019_bounded_wait_for_event_ids.sql).
 /// Each subscriber pulls what is after its own position, from memory or, when it is further
 /// behind, from the log, so a slow client never delays the others and memory stays bounded.
 /// A subscriber that falls more than `maximumLag` events behind is closed with a reason; it
@@ -47,10 +50,21 @@ public final class EventHub: Service, Sendable {
         public var notifiesOtherInstances: Bool
         /// How often this instance announces itself to the others (see `PeerInstances`).
         public var peerAnnouncementInterval: Duration
+        /// How long the hub waits at a missing event id (a transaction took it and has not
+        /// finished) before it abandons it: every tenant's live events wait behind such an id,
+        /// so a transaction left open (in psql) must not hold them back for ever. If that
+        /// transaction commits later, its events come after the others under new ids
+        /// (0019_bounded_wait_for_event_ids.sql), exactly once. Default 5 s: the service's own
+        /// transactions end within the database timeout (default 5 s), so a longer wait is
+        /// almost always someone else's open transaction, and 5 s stays well inside the 10 s a
+        /// new stream waits for the hub to be ready; an abandoned id costs only the late
+        /// writer's renumbering at its commit.
+        public var abandonGapsAfter: Duration
 
         public init(
             recentEvents: Int = 10_000, recentEventBytes: Int = 16 << 20, maximumLag: Int = 5_000, pageSize: Int = 500,
-            notifiesOtherInstances: Bool = true, peerAnnouncementInterval: Duration = .seconds(5)
+            notifiesOtherInstances: Bool = true, peerAnnouncementInterval: Duration = .seconds(5),
+            abandonGapsAfter: Duration = .seconds(5)
         ) {
             self.recentEvents = recentEvents
             self.recentEventBytes = recentEventBytes
@@ -58,6 +72,7 @@ public final class EventHub: Service, Sendable {
             self.pageSize = pageSize
             self.notifiesOtherInstances = notifiesOtherInstances
             self.peerAnnouncementInterval = peerAnnouncementInterval
+            self.abandonGapsAfter = abandonGapsAfter
         }
     }
 
@@ -157,6 +172,11 @@ public final class EventHub: Service, Sendable {
         var nextSubscriberId = 0
         var isShuttingDown = false
         var peers: PeerInstances
+        /// Where the cursor has been waiting (`EventLogCursor.waitingAt`) since when; nil
+        /// while it does not wait.
+        var waitStarted: (at: Int64, since: ContinuousClock.Instant)?
+        /// Since when the hub, not started yet, has found a writer without a transaction id.
+        var startBlockedSince: ContinuousClock.Instant?
     }
 
     /// What one look at the log found.
@@ -320,7 +340,8 @@ public final class EventHub: Service, Sendable {
 
     /// The cursor's position once the hub has settled where it stands in the log.
     private func readyPosition() async throws -> Int64 {
-        let deadline = ContinuousClock.now + .seconds(10)
+        // Longer than the hub waits at start for a transaction that may still commit a lower id.
+        let deadline = ContinuousClock.now + max(.seconds(10), self.options.abandonGapsAfter + .seconds(2))
         while true {
             if let cursor = self.state.withLockedValue({ $0.cursor }), cursor.isReady { return cursor.position }
             guard ContinuousClock.now < deadline else {
@@ -447,11 +468,21 @@ public final class EventHub: Service, Sendable {
                 let newest = try await self.store.newestEvent()
                 // Asked after that read: whatever may still commit a lower id is among these.
                 let writers = try await self.store.eventWriters()
-                if writers.hasWriterWithoutTransaction { return .waiting }
+                let now = ContinuousClock.now
+                let blockedSince = self.state.withLockedValue { state -> ContinuousClock.Instant? in
+                    guard writers.hasWriterWithoutTransaction else { return nil }
+                    if state.startBlockedSince == nil { state.startBlockedSince = now }
+                    return state.startBlockedSince
+                }
+                // A writer without a transaction id yet: ask again, until the deadline.
+                if let blockedSince, now - blockedSince < self.options.abandonGapsAfter { return .waiting }
                 self.state.withLockedValue { state in
-                    if state.cursor == nil {
-                        state.cursor = EventLogCursor(after: newest.id, running: writers.transactions)
-                    }
+                    guard state.cursor == nil else { return }
+                    // Past the deadline, such a writer is waited for as a transaction that never
+                    // finishes, already overdue: the next look abandons what it may hold.
+                    let never: Set<Int64> = blockedSince == nil ? [] : [Int64.max]
+                    state.cursor = EventLogCursor(after: newest.id, running: writers.transactions.union(never))
+                    if let blockedSince { state.waitStarted = (newest.id, blockedSince) }
                 }
             }
             while true {
@@ -466,6 +497,7 @@ public final class EventHub: Service, Sendable {
                     guard var cursor = state.cursor, cursor.position == from else { return ([], nil) }
                     let accepted = cursor.advance(with: page)
                     state.cursor = cursor
+                    if !cursor.isWaiting { state.waitStarted = nil }
                     return (self.append(accepted, encoded: encoded, to: &state), cursor)
                 }
                 for wake in wakes { wake.yield() }
@@ -480,7 +512,10 @@ public final class EventHub: Service, Sendable {
                     writers = found
                 }
                 self.stallWatch.observe(gap: cursor.gapStart, writers: writers)
-                if cursor.isWaiting { return .waiting }
+                if cursor.isWaiting {
+                    if await self.abandonOverdueWait() { continue }
+                    return .waiting
+                }
                 if page.events.count < self.options.pageSize { return .upToDate }
             }
         } catch {
@@ -489,6 +524,47 @@ public final class EventHub: Service, Sendable {
             let level: Logger.Level = self.state.withLockedValue { $0.cursor == nil } ? .debug : .error
             self.logger.log(level: level, "reading the event log failed", metadata: ["error": "\(error)"])
             return .failed
+        }
+    }
+
+    /// Ends a wait at a missing event id that has lasted `Options.abandonGapsAfter`: abandons
+    /// the missing ids up to the newest id seen (`ReceiptsStore.abandonEventIds`), which the
+    /// cursor steps over in its next read. A call that fails (a writer ran its commit-time check
+    /// early and holds the lock: see 0019) leaves the cursor waiting, as before; the next
+    /// attempt comes after another deadline, as after an abandonment that did not end the wait.
+    /// A wait for a transaction given up on before ends after 100 ms.
+    ///
+    /// - Returns: whether ids were abandoned (then read again at once).
+    private func abandonOverdueWait() async -> Bool {
+        let now = ContinuousClock.now
+        let due = self.state.withLockedValue { state -> (gap: Int64?, target: Int64, waited: Duration)? in
+            guard let cursor = state.cursor, let at = cursor.waitingAt else {
+                state.waitStarted = nil
+                return nil
+            }
+            guard let started = state.waitStarted, started.at == at else {
+                state.waitStarted = (at, now)
+                return nil
+            }
+            // A transaction that was given up on before and is still open (a psql session left
+            // open for hours) would make every rolled-back id behind it wait the deadline again:
+            // such a wait ends after 100 ms (a gap that a running writer fills closes within a
+            // commit, far sooner, so gaps that fill are not abandoned for nothing).
+            let waited = now - started.since
+            let deadline = cursor.waitsForAbandonedWriter ? min(self.options.abandonGapsAfter, .milliseconds(100)) : self.options.abandonGapsAfter
+            guard waited >= deadline else { return nil }
+            state.waitStarted = (at, now)
+            return (cursor.gapStart, cursor.abandonmentTarget, now - started.since)
+        }
+        guard let due else { return false }
+        do {
+            let abandoned = try await self.store.abandonEventIds(through: due.target)
+            self.state.withLockedValue { $0.cursor?.abandon(through: abandoned.horizon, transaction: abandoned.transaction) }
+            self.stallWatch.abandoned(at: due.gap, through: abandoned.horizon, waited: due.waited)
+            return true
+        } catch {
+            self.logger.warning("abandoning missing event ids failed: live events keep waiting", metadata: ["error": "\(error)"])
+            return false
         }
     }
 

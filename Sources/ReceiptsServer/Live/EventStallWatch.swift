@@ -10,7 +10,9 @@ import ReceiptsStore
 /// are; `pg_terminate_backend` ends one), and again when events move on.
 ///
 /// Metrics (no labels): `receipts_live_events_stall_seconds`, how long the current wait has
-/// lasted (0 when none); `receipts_live_events_stalls_total`, waits that passed `threshold`.
+/// lasted (0 when none); `receipts_live_events_stalls_total`, waits that passed `threshold`;
+/// `receipts_live_events_gaps_abandoned_total`, waits the hub ended at its deadline by
+/// abandoning the missing ids (`EventHub.Options.abandonGapsAfter`), each logged at warning.
 final class EventStallWatch: Sendable {
     static let threshold = Duration.seconds(1)
 
@@ -25,11 +27,13 @@ final class EventStallWatch: Sendable {
     private let stalled: NIOLockedValueBox<Stall?> = NIOLockedValueBox(nil)
     private let waitGauge: CoreMetrics.Gauge
     private let stalls: CoreMetrics.Counter
+    private let abandonments: CoreMetrics.Counter
 
     init(logger: Logger, factory: any MetricsFactory) {
         self.logger = logger
         self.waitGauge = Gauge(label: "receipts_live_events_stall_seconds", factory: factory)
         self.stalls = Counter(label: "receipts_live_events_stalls_total", factory: factory)
+        self.abandonments = Counter(label: "receipts_live_events_gaps_abandoned_total", factory: factory)
         self.waitGauge.record(0)
     }
 
@@ -74,6 +78,22 @@ final class EventStallWatch: Sendable {
         case nil:
             break
         }
+    }
+}
+
+extension EventStallWatch {
+    /// The hub stopped waiting at `gap` (nil: for its start to settle): missing ids up to
+    /// `horizon` are abandoned, and whoever holds one moves its events after them if it commits.
+    func abandoned(at gap: Int64?, through horizon: Int64, waited: Duration) {
+        self.abandonments.increment()
+        let pids = self.stalled.withLockedValue { $0?.pids ?? [] }
+        self.logger.warning(
+            "live events stopped waiting for a transaction that took an event id: if it commits, its events come later under new ids",
+            metadata: [
+                "receipts.event_id": "\(gap.map(String.init) ?? "")", "receipts.abandoned_through": "\(horizon)",
+                "receipts.waited_ms": "\(waited.milliseconds)",
+                "receipts.blocking_pids": "\(pids.map(String.init).joined(separator: ","))",
+            ])
     }
 }
 
