@@ -163,7 +163,10 @@ struct SendBatchTests {
 
     @Test("a send that waits on a chat locked elsewhere does not hold up the tenant's sends to other chats")
     func lockedChatDoesNotStallOthers() async throws {
-        let (store, pool, tenant) = try await TestDatabase.serviceStore(tenantPrefix: "locked")
+        // The blocked send waits as long as the test needs: this is about batching, not about
+        // the database timeout (a statement behind a lock for 5 s answers 503; see
+        // DatabaseTimeoutTests).
+        let (store, pool, tenant) = try await TestDatabase.serviceStore(tenantPrefix: "locked", databaseTimeout: .seconds(60))
         for chat in ["locked", "free"] {
             #expect(try await store.putChat(tenant: tenant, chat: chat, kind: .direct, members: ["a", "b"]) == .created)
         }

@@ -44,18 +44,22 @@ public enum TestDatabase {
         logger: logger
     )
 
-    /// A pool whose sessions are set up as the service's (`ReceiptsStore.serviceSessions`).
-    public static func servicePool(maximumConnections: Int = 4) -> PostgresConnectionPool {
+    /// A pool whose sessions are set up as the service's (`ReceiptsStore.serviceSessions`),
+    /// with the service's default database timeout unless a test is about something else
+    /// than timeouts and must not depend on how busy the machine is.
+    public static func servicePool(maximumConnections: Int = 4, databaseTimeout: Duration = .seconds(5)) -> PostgresConnectionPool {
         PostgresConnectionPool(
-            configuration: ReceiptsStore.serviceSessions(of: Self.configuration),
-            options: .init(maximumConnections: maximumConnections), logger: Self.logger)
+            configuration: ReceiptsStore.serviceSessions(of: Self.configuration, timeout: databaseTimeout),
+            options: .init(maximumConnections: maximumConnections, leaseTimeout: TimeAmount(databaseTimeout)), logger: Self.logger)
     }
 
     /// A store as the service has it, on a new `servicePool()` (close it when done), with a
     /// new tenant of its own.
-    public static func serviceStore(tenantPrefix: String) async throws -> (store: ReceiptsStore, pool: PostgresConnectionPool, tenant: String) {
+    public static func serviceStore(
+        tenantPrefix: String, databaseTimeout: Duration = .seconds(5)
+    ) async throws -> (store: ReceiptsStore, pool: PostgresConnectionPool, tenant: String) {
         try await Self.ensureMigrated()
-        let pool = Self.servicePool()
+        let pool = Self.servicePool(databaseTimeout: databaseTimeout)
         let store = ReceiptsStore(pool: pool, logger: Self.logger)
         let tenant = Self.uniqueName(tenantPrefix)
         guard try await store.createTenant(id: tenant, name: tenantPrefix, apiKeyHash: Array(tenant.utf8), tokenSecret: [1]) else {
