@@ -7,15 +7,19 @@ public struct ChatRoster: Sendable {
     /// Whether the chat is direct or a group; it decides the label wording.
     public var kind: ChatKind
     /// All periods of all users, past and present.
-    public var periods: [MembershipPeriod]
+    public var periods: [MembershipPeriod] { didSet { self.index = RosterIndex(periods: self.periods, currentMembers: self.currentMembers) } }
     /// The users who are members now; they are still waited for.
-    public var currentMembers: Set<String>
+    public var currentMembers: Set<String> { didSet { self.index = RosterIndex(periods: self.periods, currentMembers: self.currentMembers) } }
+    /// The two above numbered once per roster, so that counting a message's receipts looks
+    /// each receipt up once instead of building sets of the members for every message.
+    private(set) var index: RosterIndex
 
     /// A roster from its stored parts.
     public init(kind: ChatKind, periods: [MembershipPeriod], currentMembers: Set<String>) {
         self.kind = kind
         self.periods = periods
         self.currentMembers = currentMembers
+        self.index = RosterIndex(periods: periods, currentMembers: currentMembers)
     }
 
     /// Whether `userId` was a member when the message with this `seq` was sent, in any of

@@ -25,6 +25,34 @@ struct ReceiptCounts: Sendable, Hashable {
         self.readAt = statuses.isEmpty || readTimes.count < statuses.count ? nil : readTimes.max()
     }
 
+    /// The counts of `ReceiptRules.recipientStatuses(of:in:)` for `message`, without listing
+    /// the statuses: the same rules (a recipient had a period containing the message, is not
+    /// its sender, and is a member now or visibly read it; delivery is a delivery or a visible
+    /// read; each user's earliest times count), computed over the roster's numbered users.
+    init(of message: MessageReceipts, in roster: ChatRoster) {
+        let index = roster.index
+        let deliveredAt = index.earliestTimes(of: message.deliveries)
+        let readAt = index.earliestTimes(of: message.visibleReads)
+        let sender = index.numbers[message.senderId]
+        var counted = [Bool](repeating: false, count: index.isCurrent.count)
+        var recipients = 0, delivered = 0, read = 0
+        var latestRead: Date?
+        for (number, period) in index.periods where number != sender && !counted[number] && period.contains(seq: message.seq) {
+            guard index.isCurrent[number] || readAt[number] != nil else { continue }
+            counted[number] = true
+            recipients += 1
+            if deliveredAt[number] != nil || readAt[number] != nil { delivered += 1 }
+            if let at = readAt[number] {
+                read += 1
+                if latestRead.map({ at > $0 }) ?? true { latestRead = at }
+            }
+        }
+        self.recipients = recipients
+        self.delivered = delivered
+        self.read = read
+        self.readAt = recipients == 0 || read < recipients ? nil : latestRead
+    }
+
     /// Whether there is someone to wait for and every one of them has it on a device.
     var isDeliveredToAll: Bool { recipients > 0 && delivered == recipients }
 

@@ -53,7 +53,9 @@ public enum ReceiptRules {
         isViewersMostRecent: Bool,
         timeZone: TimeZone = .gmt
     ) -> ReceiptSummary {
-        let counts = ReceiptCounts(statuses: recipientStatuses(of: message, in: roster))
+        // The counts of `recipientStatuses`, without listing (and sorting) the recipients of
+        // every message of a page.
+        let counts = ReceiptCounts(of: message, in: roster)
         return ReceiptSummary(
             state: counts.state,
             recipients: counts.recipients,

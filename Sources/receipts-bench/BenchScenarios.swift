@@ -15,6 +15,8 @@ struct BenchScenarios {
     let concurrency: Int
     /// The service's process, when the bench started it (for its memory).
     let servicePID: Int32?
+    /// The group sizes of the large-group scenario (`--group-sizes`); nil: `largeGroupSizes` at the run's scale.
+    var groupSizes: [Int]? = nil
 
     func count(_ full: Int, minimum: Int = 10) -> Int { max(minimum, Int(Double(full) * self.scale)) }
 

@@ -42,7 +42,18 @@ struct ReceiptsBench: AsyncParsableCommand {
     @Option(help: "Run only these scenarios, comma-separated: \(BenchScenarios.Scenario.allCases.map(\.rawValue).joined(separator: ", ")).")
     var only: String?
 
+    @Option(help: "Group sizes of the large-group scenario, comma-separated (default: 10,100,1000,5000 at the run's scale).")
+    var groupSizes: String?
+
     func run() async throws {
+        let sizes = try self.groupSizes.map { list in
+            try list.split(separator: ",").map { item in
+                guard let size = Int(item.trimmingCharacters(in: .whitespaces)), (3...100_000).contains(size) else {
+                    throw ValidationError("--group-sizes takes sizes from 3 to 100,000, not '\(item)'")
+                }
+                return size
+            }
+        }
         var selected = Set(BenchScenarios.Scenario.allCases)
         if let only {
             selected = Set(try only.split(separator: ",").map { name in
@@ -75,7 +86,7 @@ struct ReceiptsBench: AsyncParsableCommand {
                 let tenant = try await client.createTenant(adminToken: service.adminToken)
                 let scenarios = BenchScenarios(
                     client: client, tenant: tenant, database: database, scale: self.scale, concurrency: self.concurrency,
-                    servicePID: service.process?.processIdentifier)
+                    servicePID: service.process?.processIdentifier, groupSizes: sizes)
                 try await scenarios.run(selected, into: &results)
             } catch {
                 await client.shutdown()

@@ -29,21 +29,41 @@ struct JSONStringTests {
         #expect(chats.map { $0["unreadCount"] as? Int } == [120, 1])
     }
 
-    @Test("a message without receipt is written by hand exactly as JSONEncoder writes it")
-    func plainMessage() throws {
+    @Test("messages are written by hand exactly as JSONEncoder writes them, with and without receipt and recipients")
+    func messages() throws {
         let at = Date(timeIntervalSince1970: 1_795_000_000.123)
+        let later = Date(timeIntervalSince1970: 1_795_000_061.987654)
         let record = MessageRecord(
             id: "m:1", chatId: "chat@x", senderId: "alice", text: #"hi "there"\ / ünï 👋\#n"#, createdAt: at,
             receipts: MessageReceipts(
-                seq: 42, senderId: "alice", deliveries: [UserReceipt(userId: "bob", at: at), UserReceipt(userId: "carol", at: at)],
-                visibleReads: [UserReceipt(userId: "bob", at: at)], hiddenReaders: ["dave"]))
-        for response in [MessageResponse(record), MessageResponse(MessageRecord(
+                seq: 42, senderId: "alice", deliveries: [UserReceipt(userId: "bob", at: at), UserReceipt(userId: "carol", at: later)],
+                visibleReads: [UserReceipt(userId: "bob", at: later)], hiddenReaders: ["dave"]))
+        let empty = MessageRecord(
             id: "m2", chatId: "c", senderId: "a", text: "", createdAt: at,
-            receipts: MessageReceipts(seq: 1, senderId: "a", deliveries: [], visibleReads: [], hiddenReaders: [])))] {
-            let byHand = try JSONSerialization.jsonObject(with: Data(response.plainJSON.utf8)) as? NSDictionary
+            receipts: MessageReceipts(seq: 1, senderId: "a", deliveries: [], visibleReads: [], hiddenReaders: []))
+        let responses = [
+            MessageResponse(record),
+            MessageResponse(empty),
+            MessageResponse(record, receipt: ReceiptSummary(state: .delivered, recipients: 3, delivered: 2, read: 1, readAt: nil, label: nil)),
+            MessageResponse(record, receipt: ReceiptSummary(state: .read, recipients: 1, delivered: 1, read: 1, readAt: later, label: #"Read by "all""#),
+                            recipients: [RecipientStatus(userId: "bob", deliveredAt: at, readAt: later),
+                                         RecipientStatus(userId: "carol", deliveredAt: later, readAt: nil),
+                                         RecipientStatus(userId: "erin", deliveredAt: nil, readAt: nil)]),
+            MessageResponse(empty, receipt: ReceiptSummary(state: .sent, recipients: 0, delivered: 0, read: 0, readAt: nil, label: "Delivered"),
+                            recipients: []),
+        ]
+        for response in responses {
+            let byHand = try JSONSerialization.jsonObject(with: Data(response.json.utf8)) as? NSDictionary
             let encoded = try JSONSerialization.jsonObject(with: JSONCoding.makeEncoder().encode(response)) as? NSDictionary
             #expect(byHand != nil)
             #expect(byHand == encoded)
         }
+        let list = MessageListResponse(messages: responses)
+        let byHand = try JSONSerialization.jsonObject(with: Data(list.json.utf8)) as? NSDictionary
+        let encoded = try JSONSerialization.jsonObject(with: JSONCoding.makeEncoder().encode(list)) as? NSDictionary
+        #expect(byHand != nil)
+        #expect(byHand == encoded)
+        let none = try JSONSerialization.jsonObject(with: Data(MessageListResponse(messages: []).json.utf8)) as? NSDictionary
+        #expect(none == ["messages": []])
     }
 }

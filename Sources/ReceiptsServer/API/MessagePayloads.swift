@@ -40,34 +40,104 @@ struct MessageResponse: ResponseEncodable {
 }
 
 extension MessageResponse {
-    /// Written out by hand when there is neither `receipt` nor `recipients` (the answer to
-    /// every send): `JSONEncoder` was 6 % of a send's time in the service (BENCHMARKS.md).
+    /// Written out by hand (`JSONWriter`), as `JSONEncoder` would write it: `JSONEncoder` was
+    /// 6 % of a send's time in the service, and most of the time of a large group's messages
+    /// with their `readBy`, `deliveredTo` and `recipients` (BENCHMARKS.md).
     func response(from request: Request, context: some RequestContext) throws -> Response {
-        guard self.receipt == nil, self.recipients == nil else {
-            return try context.responseEncoder.encode(self, from: request, context: context)
-        }
-        return Response(
-            status: .ok,
-            headers: [.contentType: "application/json; charset=utf-8"],
-            body: .init(byteBuffer: ByteBuffer(string: self.plainJSON))
-        )
+        var json = JSONWriter(capacity: self.estimatedJSONBytes)
+        self.write(to: &json)
+        return json.response
     }
 
-    /// `{"id":…,"chatId":…,"seq":…,"senderId":…,"text":…,"createdAt":…,"readBy":[…],"deliveredTo":[…]}`
-    var plainJSON: String {
-        var json = #"{"id":"# + JSONString.quoted(self.id)
-        json.reserveCapacity(self.text.utf8.count + 256)
-        json += #","chatId":"# + JSONString.quoted(self.chatId)
-        json += #","seq":\#(self.seq),"senderId":"# + JSONString.quoted(self.senderId)
-        json += #","text":"# + JSONString.quoted(self.text)
-        json += #","createdAt":"# + JSONString.quoted(JSONCoding.timestamp(self.createdAt))
-        json += #","readBy":["# + self.readBy.map(JSONString.quoted).joined(separator: ",")
-        json += #"],"deliveredTo":["# + self.deliveredTo.map(JSONString.quoted).joined(separator: ",")
-        return json + "]}"
+    /// `{"id":…,"chatId":…,"seq":…,"senderId":…,"text":…,"createdAt":…,"readBy":[…],"deliveredTo":[…]}`,
+    /// with `"receipt":{…}` and `"recipients":[…]` after them when present.
+    func write(to json: inout JSONWriter) {
+        json.raw(#"{"id":"#)
+        json.string(self.id)
+        json.raw(#","chatId":"#)
+        json.string(self.chatId)
+        json.raw(#","seq":"#)
+        json.integer(self.seq)
+        json.raw(#","senderId":"#)
+        json.string(self.senderId)
+        json.raw(#","text":"#)
+        json.string(self.text)
+        json.raw(#","createdAt":"#)
+        json.timestamp(self.createdAt)
+        json.raw(#","readBy":"#)
+        json.strings(self.readBy)
+        json.raw(#","deliveredTo":"#)
+        json.strings(self.deliveredTo)
+        if let receipt = self.receipt {
+            json.raw(#","receipt":{"state":"#)
+            json.string(receipt.state.rawValue)
+            json.raw(#","recipients":"#)
+            json.integer(receipt.recipients)
+            json.raw(#","delivered":"#)
+            json.integer(receipt.delivered)
+            json.raw(#","read":"#)
+            json.integer(receipt.read)
+            json.raw(#","readAt":"#)
+            json.timestamp(receipt.readAt)
+            json.raw(#","label":"#)
+            json.string(receipt.label)
+            json.raw("}")
+        }
+        if let recipients = self.recipients {
+            json.raw(#","recipients":["#)
+            for (index, recipient) in recipients.enumerated() {
+                json.raw(index == 0 ? #"{"userId":"# : #",{"userId":"#)
+                json.string(recipient.userId)
+                json.raw(#","deliveredAt":"#)
+                json.timestamp(recipient.deliveredAt)
+                json.raw(#","readAt":"#)
+                json.timestamp(recipient.readAt)
+                json.raw("}")
+            }
+            json.raw("]")
+        }
+        json.raw("}")
+    }
+
+    /// About the size of the answer, so that its buffer rarely grows: ids are short.
+    var estimatedJSONBytes: Int {
+        256 + self.text.utf8.count + (self.readBy.count + self.deliveredTo.count) * 24 + (self.recipients?.count ?? 0) * 96
+    }
+
+    /// The answer as text (tests compare it with `JSONEncoder`'s).
+    var json: String {
+        var json = JSONWriter(capacity: self.estimatedJSONBytes)
+        self.write(to: &json)
+        return json.text
     }
 }
 
 /// `GET /v1/chats/{chatId}/messages` answer.
 struct MessageListResponse: ResponseEncodable {
     let messages: [MessageResponse]
+}
+
+extension MessageListResponse {
+    /// `{"messages":[…]}`, written out by hand as each message is (`MessageResponse.write(to:)`).
+    func response(from request: Request, context: some RequestContext) throws -> Response {
+        var json = JSONWriter(capacity: self.messages.reduce(16) { $0 + $1.estimatedJSONBytes })
+        self.write(to: &json)
+        return json.response
+    }
+
+    func write(to json: inout JSONWriter) {
+        json.raw(#"{"messages":["#)
+        for (index, message) in self.messages.enumerated() {
+            if index > 0 { json.raw(",") }
+            message.write(to: &json)
+        }
+        json.raw("]}")
+    }
+
+    /// The answer as text (tests compare it with `JSONEncoder`'s).
+    var json: String {
+        var json = JSONWriter(capacity: 1024)
+        self.write(to: &json)
+        return json.text
+    }
 }

@@ -62,14 +62,45 @@ struct ReceiptChunk: Sendable {
     }
 
     /// The receipts of all chunks as one list in the order they happened, as the single array
-    /// of a message kept them before chunks: each chunk is in that order already, so one
-    /// chunk is returned as it is and several are merged by time (ties in chunk order).
+    /// of a message kept them before chunks: by time, ties in chunk order, then in their order
+    /// in the chunk. Each chunk is appended in the order of time, so the chunks are merged
+    /// pairwise (O(n log chunks), the left one first on ties, which is that same order); a
+    /// chunk out of order (two readers whose transactions committed in the other order than
+    /// they started) is sorted instead.
     static func inOrderOfTime(_ chunks: [[UserReceipt]]) -> [UserReceipt] {
-        let filled = chunks.filter { !$0.isEmpty }
-        guard filled.count > 1 else { return filled.first ?? [] }
-        return filled.enumerated()
-            .flatMap { chunk, receipts in receipts.enumerated().map { (chunk: chunk, position: $0.offset, receipt: $0.element) } }
-            .sorted { ($0.receipt.at, $0.chunk, $0.position) < ($1.receipt.at, $1.chunk, $1.position) }
-            .map(\.receipt)
+        var runs = chunks.filter { !$0.isEmpty }
+        guard runs.count > 1 else { return runs.first ?? [] }
+        guard runs.allSatisfy({ zip($0, $0.dropFirst()).allSatisfy { $0.at <= $1.at } }) else {
+            return runs.enumerated()
+                .flatMap { chunk, receipts in receipts.enumerated().map { (chunk: chunk, position: $0.offset, receipt: $0.element) } }
+                .sorted { ($0.receipt.at, $0.chunk, $0.position) < ($1.receipt.at, $1.chunk, $1.position) }
+                .map(\.receipt)
+        }
+        while runs.count > 1 {
+            runs = stride(from: 0, to: runs.count, by: 2).map { index in
+                index + 1 < runs.count ? merged(runs[index], runs[index + 1]) : runs[index]
+            }
+        }
+        return runs[0]
+    }
+
+    /// Two lists in the order of time as one, `earlier` first on ties.
+    private static func merged(_ earlier: [UserReceipt], _ later: [UserReceipt]) -> [UserReceipt] {
+        var result: [UserReceipt] = []
+        result.reserveCapacity(earlier.count + later.count)
+        var left = earlier.startIndex
+        var right = later.startIndex
+        while left < earlier.endIndex && right < later.endIndex {
+            if later[right].at < earlier[left].at {
+                result.append(later[right])
+                right += 1
+            } else {
+                result.append(earlier[left])
+                left += 1
+            }
+        }
+        result.append(contentsOf: earlier[left...])
+        result.append(contentsOf: later[right...])
+        return result
     }
 }

@@ -1,0 +1,80 @@
+import Foundation
+import Hummingbird
+import NIOCore
+
+/// Writes a JSON answer straight into the response's bytes, for the answers too large or too
+/// frequent for `JSONEncoder`: a page of 50 messages of a 1,000-member group carries about
+/// 100,000 ids in `readBy` and `deliveredTo`, and `JSONEncoder` spent most of the request's
+/// time on them (BENCHMARKS.md, "Large groups").
+///
+/// The caller writes the punctuation; the writer writes values as `JSONEncoder` would
+/// (strings escaped, `nil` as `null`, dates in the contract's form, `JSONCoding.timestamp`).
+struct JSONWriter {
+    /// The answer so far. An array of bytes rather than a `ByteBuffer`: its appends are
+    /// inlined, where each of `ByteBuffer`'s writes checks its storage (a quarter of a large
+    /// page's time went to those checks); the answer is copied into a buffer once at the end.
+    private(set) var bytes: [UInt8] = []
+    /// Formatted dates of this answer: a read-all stamps one time on many receipts (and a
+    /// read's delivery has its time), so one answer repeats few distinct times.
+    private var timestamps: [Date: String] = [:]
+
+    /// A writer whose buffer starts with room for `capacity` bytes (it grows as needed).
+    init(capacity: Int) {
+        self.bytes.reserveCapacity(capacity)
+    }
+
+    /// JSON text as it is: punctuation and keys, `{"id":`.
+    mutating func raw(_ text: StaticString) {
+        text.withUTF8Buffer { self.bytes.append(contentsOf: $0) }
+    }
+
+    /// `text` as a JSON string, quotes included.
+    mutating func string(_ text: String) {
+        // Ids and most texts need no escapes: one scan of their bytes, then one copy.
+        if text.utf8.contains(where: { $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") || $0 < 0x20 }) {
+            self.bytes.append(contentsOf: JSONString.quoted(text).utf8)
+        } else {
+            self.bytes.append(UInt8(ascii: "\""))
+            self.bytes.append(contentsOf: text.utf8)
+            self.bytes.append(UInt8(ascii: "\""))
+        }
+    }
+
+    /// `text` as a JSON string, or `null`.
+    mutating func string(_ text: String?) {
+        if let text { self.string(text) } else { self.raw("null") }
+    }
+
+    /// `[…]` of JSON strings.
+    mutating func strings(_ texts: [String]) {
+        self.raw("[")
+        for (index, text) in texts.enumerated() {
+            if index > 0 { self.raw(",") }
+            self.string(text)
+        }
+        self.raw("]")
+    }
+
+    mutating func integer(_ value: some BinaryInteger) {
+        self.bytes.append(contentsOf: String(value).utf8)
+    }
+
+    /// The answer so far as text.
+    var text: String { String(decoding: self.bytes, as: UTF8.self) }
+
+    /// The written JSON as a 200 answer (`EditedResponse` changes the status where needed).
+    var response: Response {
+        Response(status: .ok, headers: [.contentType: "application/json; charset=utf-8"], body: .init(byteBuffer: ByteBuffer(bytes: self.bytes)))
+    }
+
+    /// The contract's timestamp as a JSON string, or `null`.
+    mutating func timestamp(_ date: Date?) {
+        guard let date else { return self.raw("null") }
+        if let text = self.timestamps[date] {
+            return self.string(text)
+        }
+        let text = JSONCoding.timestamp(date)
+        if self.timestamps.count < 10_000 { self.timestamps[date] = text }
+        self.string(text)
+    }
+}
