@@ -38,7 +38,7 @@ struct ReceiptsdConnectionTests {
         let asked = ContinuousClock.now
         let health = try await HTTPClient.shared.execute(HTTPClientRequest(url: service.baseURL + "/healthz"), timeout: .seconds(2))
         #expect(health.status == .ok)
-        #expect(ContinuousClock.now - asked < .milliseconds(500))
+        #expect(ContinuousClock.now - asked < .seconds(2), "the service took \(ContinuousClock.now - asked) to answer beside a stuck connection")
 
         try await Task.sleep(until: opened + .seconds(9))
         #expect(!stuck.isClosed, "closed before 9 s")
