@@ -30,7 +30,7 @@ public final class PostgresListener: Service, Sendable {
 
     /// Reconnection timing. The maximum is short: attempts against a server that is down
     /// cost little (a refused connection), and the service is ready again no later than one
-    /// interval after the server is back (DESIGN: within 5 s).
+    /// interval after the server is back (README, "Limits, timeouts and faults": within 5 s).
     public struct Backoff: Sendable {
         public var initial: Duration
         public var maximum: Duration

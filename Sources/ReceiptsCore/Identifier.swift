@@ -1,5 +1,5 @@
 /// Ids of tenants, chats, users and messages: 1–128 characters of `[A-Za-z0-9._:@-]`
-/// (DESIGN.md, "Contract").
+/// (the OpenAPI document, `Id`).
 public enum Identifier {
     /// The longest id accepted.
     public static let maximumLength = 128

@@ -1,7 +1,7 @@
 /// The wording of a receipt's `label`, chosen per request with `labels=`.
 ///
 /// Chat apps copy the receipt text of the product they imitate; each style follows one
-/// of those product specs (DESIGN.md, "Label styles"). The raw values are the query
+/// of those product specs (the OpenAPI document, parameter `labels`). The raw values are the query
 /// parameter's accepted values.
 public enum LabelStyle: String, Sendable, CaseIterable {
     /// "Delivered", "Read", "Read by 2/4", "Read by all": the default.

@@ -1,6 +1,6 @@
 import Foundation
 
-/// The wording of a receipt in each `LabelStyle` (DESIGN.md, "Label styles").
+/// The wording of a receipt in each `LabelStyle` (the OpenAPI document, parameter `labels`).
 ///
 /// Kept apart from the counting: the styles only differ in what they say about the same
 /// numbers, and product changes to wording should not touch the receipt rules.

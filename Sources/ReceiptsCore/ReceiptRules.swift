@@ -1,6 +1,6 @@
 import Foundation
 
-/// The receipt rules of DESIGN.md ("Receipt rules"): who a message is for, and how far it
+/// The receipt rules of the OpenAPI document (`Receipt`): who a message is for, and how far it
 /// has got with them.
 ///
 /// Pure functions over stored data, so the rules are tested exhaustively without a

@@ -132,7 +132,7 @@ public func buildRouter(_ components: ServiceComponents) -> Router<ReceiptsReque
     return router
 }
 
-/// HTTP/1 with the WebSocket upgrade, within DESIGN.md's connection limits: request heads
+/// HTTP/1 with the WebSocket upgrade, within the connection limits of README, "Limits, timeouts and faults": request heads
 /// complete within `requestHeadTimeout`, idle connections close after
 /// `idleConnectionTimeout`, malformed requests get 400 and a close (`HTTPConnectionGuard`);
 /// and on shutdown WebSockets close with 1001 and a reason (`StreamShutdownChannel`).

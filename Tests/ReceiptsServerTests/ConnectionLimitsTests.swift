@@ -3,7 +3,7 @@ import HTTPTypes
 import ReceiptsServer
 import Testing
 
-/// DESIGN.md, "Limits, timeouts and faults": slow and broken clients, on the socket. The
+/// README, "Limits, timeouts and faults": slow and broken clients, on the socket. The
 /// service runs in-process with short timeouts (`receiptsd`'s own, 10 s and 60 s, are
 /// checked in `ReceiptsdConnectionTests`).
 @Suite("Connection limits")

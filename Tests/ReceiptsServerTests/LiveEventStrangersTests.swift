@@ -4,7 +4,7 @@ import ReceiptsServer
 import TestSupport
 import Testing
 
-/// DESIGN.md's out-of-order commits make the hub wait at a missing event id for whatever may
+/// Out-of-order commits make the hub wait at a missing event id for whatever may
 /// still commit it: only that, never transactions that cannot.
 @Suite("Live events do not wait on strangers")
 struct LiveEventStrangersTests {

@@ -10,7 +10,7 @@ import ServiceLifecycle
 import TestSupport
 import Testing
 
-/// The limits streams live under (DESIGN.md, "Limits, timeouts and faults"): refusals before
+/// The limits streams live under (README, "Limits, timeouts and faults"): refusals before
 /// the upgrade in the contract's shape, the stream caps, the frame size, and streams that end
 /// with their credential.
 @Suite("Stream guards")

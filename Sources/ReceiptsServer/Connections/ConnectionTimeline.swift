@@ -1,6 +1,6 @@
 import NIOCore
 
-/// The deadlines of one HTTP/1 connection (DESIGN.md, "Limits, timeouts and faults"), as a
+/// The deadlines of one HTTP/1 connection (README, "Limits, timeouts and faults"), as a
 /// pure state machine: `HTTPConnectionGuard` feeds it what the connection does and acts on
 /// what it answers, so the rules are tested without sockets.
 ///

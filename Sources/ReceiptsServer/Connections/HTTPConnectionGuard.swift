@@ -2,7 +2,7 @@ import Logging
 import NIOCore
 import NIOHTTP1
 
-/// Enforces DESIGN.md's connection limits on one HTTP/1 connection: the request-head and
+/// Enforces the connection limits of README, "Limits, timeouts and faults" on one HTTP/1 connection: the request-head and
 /// idle timeouts, a 400 and a close for a request that does not parse, and a prompt close on
 /// shutdown for connections that are idle or still sending a head.
 ///

@@ -13,7 +13,7 @@ public struct ReceiptsRequestContext: RequestContext {
         self.principal = nil
     }
 
-    /// Bodies over 1 MiB are refused with 413 (DESIGN.md, "Requests").
+    /// Bodies over 1 MiB are refused with 413 (the OpenAPI document, `info`).
     public var maxUploadSize: Int { BodyLimitMiddleware<Self>.maximumBytes }
 
     public var requestDecoder: RequestJSONDecoder { RequestJSONDecoder() }

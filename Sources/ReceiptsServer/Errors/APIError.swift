@@ -6,7 +6,7 @@ import Hummingbird
 ///
 /// The message is written for the API's user; internal errors never reach it.
 public struct APIError: HTTPResponseError, Sendable {
-    /// The machine-readable codes of DESIGN.md, "Errors".
+    /// The machine-readable codes of the OpenAPI document, `Error`.
     public struct Code: RawRepresentable, Hashable, Sendable {
         public let rawValue: String
         public init(rawValue: String) { self.rawValue = rawValue }

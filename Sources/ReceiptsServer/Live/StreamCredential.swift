@@ -4,7 +4,7 @@ import JWTKit
 import Logging
 
 /// The credential a stream was opened with, watched for as long as the stream is open: a
-/// stream must not outlive it (DESIGN.md, "Deleting, erasing and credentials": a stream whose
+/// stream must not outlive it (the contract: a stream whose
 /// credential stops being valid closes, WebSocket 1008, SSE ends).
 ///
 /// A user token ends at its `exp`, known exactly: read from the token, which was verified when

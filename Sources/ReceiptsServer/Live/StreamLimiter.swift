@@ -2,7 +2,7 @@ import HTTPTypes
 import NIOConcurrencyHelpers
 
 /// Counts the open streams (WebSocket and SSE together) of each user and each tenant on this
-/// instance, and refuses one more than the caps of DESIGN.md, "Limits, timeouts and faults":
+/// instance, and refuses one more than the caps of README, "Limits, timeouts and faults":
 /// `RECEIPTS_MAX_STREAMS_PER_USER` per user, `RECEIPTS_MAX_STREAMS_PER_TENANT` per tenant
 /// (its key's streams and its users' together).
 ///

@@ -51,7 +51,7 @@ struct StreamGuards: Sendable {
 /// it again. Client frames over 64 KiB close the socket with 1009 (`serverConfiguration`), and
 /// messages of several frames are taken up to 1 MiB.
 struct WebSocketStream {
-    /// Largest client frame: DESIGN.md, "Limits, timeouts and faults" (hummingbird-websocket's
+    /// Largest client frame: README, "Limits, timeouts and faults" (hummingbird-websocket's
     /// default is 16 KiB). NIO's frame decoder refuses a larger one with close 1009.
     static let maximumFrameSize = 64 * 1024
     /// Largest message a client may send in several frames.

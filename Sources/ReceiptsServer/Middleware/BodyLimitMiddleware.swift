@@ -33,7 +33,7 @@ struct BodyLimitMiddleware<Context: RequestContext>: RouterMiddleware {
     }
 }
 
-/// DESIGN.md, "Requests": any request body over 1 MiB is 413.
+/// the OpenAPI document, `info`: any request body over 1 MiB is 413.
 enum RequestBodyLimit {
     static let maximumBytes = 1024 * 1024
 
