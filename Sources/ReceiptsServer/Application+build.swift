@@ -132,9 +132,10 @@ public func buildRouter(_ components: ServiceComponents) -> Router<ReceiptsReque
     return router
 }
 
-/// HTTP/1 with the WebSocket upgrade, within the connection limits of README, "Limits, timeouts and faults": request heads
-/// complete within `requestHeadTimeout`, idle connections close after
-/// `idleConnectionTimeout`, malformed requests get 400 and a close (`HTTPConnectionGuard`);
+/// HTTP/1 with the WebSocket upgrade, within the connection limits (README, "Limits,
+/// timeouts and faults"): request heads complete within `requestHeadTimeout`, idle
+/// connections close after `idleConnectionTimeout`, malformed requests get 400 and a close
+/// (`HTTPConnectionGuard`);
 /// and on shutdown WebSockets close with 1001 and a reason (`StreamShutdownChannel`).
 func buildServer(_ components: ServiceComponents) -> HTTPServerBuilder {
     let webSocketResponder = buildWebSocketRouter(components).buildResponder()

@@ -5,8 +5,8 @@ import Logging
 import NIOCore
 
 /// Hummingbird's HTTP/1 child channel with the WebSocket upgrade, with the connection limits
-/// of README, "Limits, timeouts and faults", added: an `HTTPConnectionGuard` on every connection, and a connection
-/// that its task's cancellation closes (so a shutdown escalated past its grace period ends
+/// (README, "Limits, timeouts and faults") added: an `HTTPConnectionGuard` on every
+/// connection, and a connection that its task's cancellation closes (so a shutdown escalated past its grace period ends
 /// every connection's task at once, whatever the client does).
 struct GuardedHTTPChannel: ServerChildChannel {
     typealias Value = HTTP1WebSocketUpgradeChannel.Value

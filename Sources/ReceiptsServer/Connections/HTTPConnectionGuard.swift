@@ -2,8 +2,8 @@ import Logging
 import NIOCore
 import NIOHTTP1
 
-/// Enforces the connection limits of README, "Limits, timeouts and faults" on one HTTP/1 connection: the request-head and
-/// idle timeouts, a 400 and a close for a request that does not parse, and a prompt close on
+/// Enforces the connection limits (README, "Limits, timeouts and faults") on one HTTP/1
+/// connection: the request-head and idle timeouts, a 400 and a close for a request that does not parse, and a prompt close on
 /// shutdown for connections that are idle or still sending a head.
 ///
 /// It sits right after NIO's WebSocket upgrader, from the connection's start (Hummingbird's

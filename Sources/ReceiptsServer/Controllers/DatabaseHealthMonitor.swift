@@ -8,7 +8,8 @@ import ServiceLifecycle
 /// background, so that `/readyz` answers from the outcome at once: a readiness probe never
 /// waits for a database that has stopped answering (a blocked libpq call cannot be
 /// abandoned, only cancelled over the network), and the service reads as unready within
-/// `staleAfter` of losing the database however it is lost (README, "Limits, timeouts and faults": within 2 s).
+/// `staleAfter` of losing the database however it is lost (README, "Limits, timeouts and
+/// faults": within 2 s).
 ///
 /// Run it as a `Service`; until its first check succeeds, it reads as unhealthy.
 final class DatabaseHealthMonitor: Service, Sendable {

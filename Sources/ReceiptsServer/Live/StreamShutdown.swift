@@ -9,7 +9,7 @@ import ServiceLifecycle
 
 /// Makes a WebSocket closed by a graceful shutdown say so: 1001 "going away" with our reason,
 /// never the 1000 "normal closure" without a reason that hummingbird-websocket sends (README,
-/// "Limits, timeouts and faults": on shutdown a WebSocket closes with 1001 and a reason, never 1000).
+/// "Limits, timeouts and faults": on shutdown a WebSocket closes with 1001 and a reason).
 ///
 /// On graceful shutdown, swift-websocket's handler (`WebSocketHandler.handle`) closes every
 /// socket with 1000 from its own graceful-shutdown handler, registered when the socket was

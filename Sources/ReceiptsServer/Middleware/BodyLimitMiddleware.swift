@@ -33,7 +33,7 @@ struct BodyLimitMiddleware<Context: RequestContext>: RouterMiddleware {
     }
 }
 
-/// the OpenAPI document, `info`: any request body over 1 MiB is 413.
+/// The contract (the OpenAPI document's `info`): any request body over 1 MiB is 413.
 enum RequestBodyLimit {
     static let maximumBytes = 1024 * 1024
 
