@@ -21,8 +21,10 @@ struct ConnectionLimitsTests {
     @Test("a half-sent request head is closed after the head timeout, while other connections answer at once")
     func halfSentHead() async throws {
         try await Self.run { client in
-            let stuck = try await RawConnection.open(port: client.port)
+            // Taken before connecting: the server's timer starts when it accepts, which may be
+            // before the client's connect returns.
             let opened = ContinuousClock.now
+            let stuck = try await RawConnection.open(port: client.port)
             try await stuck.send("GET /healthz HTTP/1.1\r\nHost: receipts\r\n")
             // Others are served meanwhile, each at once.
             while ContinuousClock.now - opened < .milliseconds(700) {
