@@ -129,6 +129,10 @@ public func buildRouter(_ components: ServiceComponents) -> Router<ReceiptsReque
         to: router.group("v1/events").add(
             middleware: AuthenticationMiddleware(authenticator: components.authenticator, acceptsTokenParameter: true))
     )
+    // A WebSocket upgrade goes to the WebSocket router; a plain GET of the stream lands here.
+    router.get("v1/stream") { _, _ -> Response in throw WebSocketStream.upgradeRequired }
+    // Last, so that it wraps only the not-found answer: 405 for a route's other methods.
+    router.add(middleware: MethodNotAllowedMiddleware(routes: router.routes.map { ($0.method, $0.path.description) }))
     return router
 }
 

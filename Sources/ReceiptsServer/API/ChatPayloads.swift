@@ -4,14 +4,18 @@ import ReceiptsCore
 import ReceiptsStore
 
 /// `PUT /v1/chats/{chatId}` body.
-struct PutChatRequest: Decodable {
+struct PutChatRequest: RequestBody {
     let kind: String
     let members: [String]
+
+    enum CodingKeys: String, CodingKey, CaseIterable { case kind, members }
 }
 
 /// `POST /v1/chats/{chatId}/members` and `POST …/unread` bodies.
-struct UserRequest: Decodable {
+struct UserRequest: RequestBody {
     let userId: String
+
+    enum CodingKeys: String, CodingKey, CaseIterable { case userId }
 }
 
 /// A chat as the API shows it: `{"id","kind","members":[{"userId","joinedAt"}],"createdAt"}`.

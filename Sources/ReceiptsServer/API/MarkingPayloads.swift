@@ -3,10 +3,19 @@ import NIOCore
 import ReceiptsStore
 
 /// Body of `POST …/read` and `POST …/delivered`: `{"userId"}` alone means everything.
-struct MarkRequest: Decodable {
+struct MarkRequest: RequestBody {
     let userId: String
     let messageIds: [String]?
     let upTo: String?
+
+    enum CodingKeys: String, CodingKey, CaseIterable { case userId, messageIds, upTo }
+
+    init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        self.userId = try container.decode(String.self, forKey: .userId)
+        self.messageIds = try container.decodeUnlessAbsent([String].self, forKey: .messageIds)
+        self.upTo = try container.decodeUnlessAbsent(String.self, forKey: .upTo)
+    }
 
     /// Which messages the request is about, validated.
     func target() throws -> MarkTarget {

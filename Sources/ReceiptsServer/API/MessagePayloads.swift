@@ -5,10 +5,19 @@ import ReceiptsCore
 import ReceiptsStore
 
 /// `POST /v1/chats/{chatId}/messages` body.
-struct SendMessageRequest: Decodable {
+struct SendMessageRequest: RequestBody {
     let id: String?
     let senderId: String
     let text: String
+
+    enum CodingKeys: String, CodingKey, CaseIterable { case id, senderId, text }
+
+    init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        self.id = try container.decodeUnlessAbsent(String.self, forKey: .id)
+        self.senderId = try container.decode(String.self, forKey: .senderId)
+        self.text = try container.decode(String.self, forKey: .text)
+    }
 }
 
 /// A message as the API shows it, with `receipt` for its sender and, on the single-message

@@ -75,8 +75,10 @@ enum JSONString {
 }
 
 /// `PUT /v1/users/{userId}/settings` body and answer.
-struct SettingsRequest: Decodable {
+struct SettingsRequest: RequestBody {
     let readReceipts: Bool
+
+    enum CodingKeys: String, CodingKey, CaseIterable { case readReceipts }
 }
 
 struct SettingsResponse: ResponseEncodable {
@@ -85,9 +87,17 @@ struct SettingsResponse: ResponseEncodable {
 }
 
 /// `POST /v1/tokens` body and answer.
-struct TokenRequest: Decodable {
+struct TokenRequest: RequestBody {
     let userId: String
     let ttlSeconds: Int?
+
+    enum CodingKeys: String, CodingKey, CaseIterable { case userId, ttlSeconds }
+
+    init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        self.userId = try container.decode(String.self, forKey: .userId)
+        self.ttlSeconds = try container.decodeUnlessAbsent(Int.self, forKey: .ttlSeconds)
+    }
 }
 
 struct TokenResponse: ResponseEncodable {
@@ -96,8 +106,10 @@ struct TokenResponse: ResponseEncodable {
 }
 
 /// `POST /admin/v1/tenants` body and answer.
-struct CreateTenantRequest: Decodable {
+struct CreateTenantRequest: RequestBody {
     let name: String
+
+    enum CodingKeys: String, CodingKey, CaseIterable { case name }
 }
 
 struct TenantResponse: ResponseEncodable {

@@ -17,6 +17,7 @@ public struct APIError: HTTPResponseError, Sendable {
         public static let notFound = Code(rawValue: "not_found")
         public static let methodNotAllowed = Code(rawValue: "method_not_allowed")
         public static let conflict = Code(rawValue: "conflict")
+        public static let upgradeRequired = Code(rawValue: "upgrade_required")
         public static let payloadTooLarge = Code(rawValue: "payload_too_large")
         public static let rateLimited = Code(rawValue: "rate_limited")
         public static let unavailable = Code(rawValue: "unavailable")
@@ -26,11 +27,14 @@ public struct APIError: HTTPResponseError, Sendable {
     public let status: HTTPResponse.Status
     public let code: Code
     public let message: String
+    /// Headers the answer needs besides the body's (`Allow` on a 405, `Upgrade` on a 426).
+    public var headers: HTTPFields
 
-    public init(_ status: HTTPResponse.Status, _ code: Code, _ message: String) {
+    public init(_ status: HTTPResponse.Status, _ code: Code, _ message: String, headers: HTTPFields = [:]) {
         self.status = status
         self.code = code
         self.message = message
+        self.headers = headers
     }
 
     public static func invalidRequest(_ message: String) -> APIError { APIError(.badRequest, .invalidRequest, message) }
@@ -53,7 +57,7 @@ public struct APIError: HTTPResponseError, Sendable {
         let encoder = JSONEncoder()
         encoder.outputFormatting = .sortedKeys
         let data = try encoder.encode(Body(error: .init(code: self.code.rawValue, message: self.message)))
-        var headers = HTTPFields()
+        var headers = self.headers
         headers[.contentType] = "application/json; charset=utf-8"
         if self.status == .unauthorized { headers[.wwwAuthenticate] = "Bearer" }
         return Response(status: self.status, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: data)))

@@ -62,6 +62,15 @@ struct WebSocketStream {
         WebSocketServerConfiguration(maxFrameSize: Self.maximumFrameSize)
     }
 
+    /// The answer to `GET /v1/stream` without a WebSocket upgrade: 426, naming the protocol
+    /// to upgrade to (RFC 9110, 15.5.22).
+    static var upgradeRequired: APIError {
+        APIError(
+            .upgradeRequired, .upgradeRequired, "GET /v1/stream is a WebSocket: send an upgrade request (GET /v1/events is the same stream as Server-Sent Events)",
+            headers: [.upgrade: "websocket"]
+        )
+    }
+
     let hub: EventHub
     let store: ReceiptsStore
     let guards: StreamGuards
