@@ -131,8 +131,12 @@ public func buildRouter(_ components: ServiceComponents) -> Router<ReceiptsReque
     )
     // A WebSocket upgrade goes to the WebSocket router; a plain GET of the stream lands here.
     router.get("v1/stream") { _, _ -> Response in throw WebSocketStream.upgradeRequired }
-    // Last, so that it wraps only the not-found answer: 405 for a route's other methods.
-    router.add(middleware: MethodNotAllowedMiddleware(routes: router.routes.map { ($0.method, $0.path.description) }))
+    // Last, so that it wraps only the not-found answer: 405 for a route's other methods. Not
+    // for the admin API while it is off: all of `/admin/*` is 404 then.
+    let adminIsOn = components.configuration.adminToken != nil
+    router.add(
+        middleware: MethodNotAllowedMiddleware(
+            routes: router.routes.map { ($0.method, $0.path.description) }.filter { adminIsOn || $0.1.split(separator: "/").first != "admin" }))
     return router
 }
 
