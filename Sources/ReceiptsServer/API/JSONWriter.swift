@@ -60,6 +60,10 @@ struct JSONWriter {
         self.bytes.append(contentsOf: String(value).utf8)
     }
 
+    mutating func boolean(_ value: Bool) {
+        if value { self.raw("true") } else { self.raw("false") }
+    }
+
     /// The answer so far as text.
     var text: String { String(decoding: self.bytes, as: UTF8.self) }
 

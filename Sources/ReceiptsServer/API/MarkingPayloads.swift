@@ -32,25 +32,40 @@ struct MarkRequest: RequestBody {
     }
 }
 
-/// `{"marked":…,"unreadCount":…}`, written out by hand: it answers every read, the most
-/// frequent request (`JSONEncoder`'s cost: see `MessageResponse.response(from:context:)`).
-struct MarkReadResponse: ResponseGenerator {
+/// `{"marked":…,"unreadCount":…}`: the answer to every read, the most frequent request.
+struct MarkReadResponse: JSONResponse {
     let marked: Int
     let unreadCount: Int
 
-    func response(from request: Request, context: some RequestContext) throws -> Response {
-        Response(
-            status: .ok,
-            headers: [.contentType: "application/json; charset=utf-8"],
-            body: .init(byteBuffer: ByteBuffer(string: #"{"marked":\#(self.marked),"unreadCount":\#(self.unreadCount)}"#))
-        )
+    func write(to json: inout JSONWriter) {
+        json.raw(#"{"marked":"#)
+        json.integer(self.marked)
+        json.raw(#","unreadCount":"#)
+        json.integer(self.unreadCount)
+        json.raw("}")
+    }
+
+    var estimatedJSONBytes: Int { 48 }
+}
+
+/// `{"marked":…}`
+struct MarkDeliveredResponse: JSONResponse {
+    let marked: Int
+
+    func write(to json: inout JSONWriter) {
+        json.raw(#"{"marked":"#)
+        json.integer(self.marked)
+        json.raw("}")
     }
 }
 
-struct MarkDeliveredResponse: ResponseEncodable {
-    let marked: Int
-}
-
-struct UnreadCountResponse: ResponseEncodable {
+/// `{"unreadCount":…}`
+struct UnreadCountResponse: JSONResponse {
     let unreadCount: Int
+
+    func write(to json: inout JSONWriter) {
+        json.raw(#"{"unreadCount":"#)
+        json.integer(self.unreadCount)
+        json.raw("}")
+    }
 }

@@ -45,21 +45,25 @@ public struct APIError: HTTPResponseError, Sendable {
     public static func notFound(_ message: String = "not found") -> APIError { APIError(.notFound, .notFound, message) }
     public static func conflict(_ message: String) -> APIError { APIError(.conflict, .conflict, message) }
 
-    private struct Body: Encodable {
-        struct Detail: Encodable {
-            let code: String
-            let message: String
-        }
-        let error: Detail
+    /// `{"error":{"code":…,"message":…}}`
+    var json: String {
+        var json = JSONWriter(capacity: 64 + self.message.utf8.count)
+        self.write(to: &json)
+        return json.text
+    }
+
+    func write(to json: inout JSONWriter) {
+        json.raw(#"{"error":{"code":"#)
+        json.string(self.code.rawValue)
+        json.raw(#","message":"#)
+        json.string(self.message)
+        json.raw("}}")
     }
 
     public func response(from request: Request, context: some RequestContext) throws -> Response {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = .sortedKeys
-        let data = try encoder.encode(Body(error: .init(code: self.code.rawValue, message: self.message)))
         var headers = self.headers
         headers[.contentType] = "application/json; charset=utf-8"
         if self.status == .unauthorized { headers[.wwwAuthenticate] = "Bearer" }
-        return Response(status: self.status, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: data)))
+        return Response(status: self.status, headers: headers, body: .init(byteBuffer: ByteBuffer(string: self.json)))
     }
 }

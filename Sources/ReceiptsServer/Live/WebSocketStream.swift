@@ -143,15 +143,25 @@ struct WebSocketStream {
         let messageIds: [String]
     }
 
-    private struct DeliveryFailure: Encodable {
-        struct Detail: Encodable {
-            let code: String
-            let message: String
-        }
-        var type = "delivered.failed"
+    /// `{"type":"delivered.failed","chatId":…,"messageIds":[…],"error":{"code":…,"message":…}}`
+    private struct DeliveryFailure {
         let chatId: String
         let messageIds: [String]
-        let error: Detail
+        let error: APIError
+
+        var json: String {
+            var json = JSONWriter(capacity: 160 + self.messageIds.count * 24)
+            json.raw(#"{"type":"delivered.failed","chatId":"#)
+            json.string(self.chatId)
+            json.raw(#","messageIds":"#)
+            json.strings(self.messageIds)
+            json.raw(#","error":{"code":"#)
+            json.string(self.error.code.rawValue)
+            json.raw(#","message":"#)
+            json.string(self.error.message)
+            json.raw("}}")
+            return json.text
+        }
     }
 
     /// Marks delivery for `{"type":"delivered",…}` frames of a user token; anything else,
@@ -180,9 +190,8 @@ struct WebSocketStream {
                     ])
                 let failure = DeliveryFailure(
                     chatId: acknowledgement.chatId, messageIds: acknowledgement.messageIds,
-                    error: .init(code: APIError.Code.unavailable.rawValue, message: "the delivery was not recorded; send it again"))
-                let json = try JSONEncoder().encode(failure)
-                try await outbound.write(.text(String(decoding: json, as: UTF8.self)))
+                    error: APIError(.serviceUnavailable, .unavailable, "the delivery was not recorded; send it again"))
+                try await outbound.write(.text(failure.json))
             }
         }
     }
