@@ -134,9 +134,9 @@ public func buildRouter(_ components: ServiceComponents) -> Router<ReceiptsReque
     // Last, so that it wraps only the not-found answer: 405 for a route's other methods. Not
     // for the admin API while it is off: all of `/admin/*` is 404 then.
     let adminIsOn = components.configuration.adminToken != nil
-    router.add(
-        middleware: MethodNotAllowedMiddleware(
-            routes: router.routes.map { ($0.method, $0.path.description) }.filter { adminIsOn || $0.1.split(separator: "/").first != "admin" }))
+    let routes = router.routes.map { (method: $0.method, path: $0.path.description) }
+        .filter { adminIsOn || $0.path.split(separator: "/").first != "admin" }
+    router.add(middleware: MethodNotAllowedMiddleware(routes: routes))
     return router
 }
 
