@@ -22,7 +22,8 @@ COPY . .
 
 RUN swift build -c release --product receiptsd --static-swift-stdlib
 
-# Stage the binary (and any SwiftPM resource bundles) for the runtime image.
+# Stage the binary (and any SwiftPM resource bundles) for the runtime image. openapi.yaml,
+# which the service serves, is embedded in the binary (Package.swift, `.embedInCode`).
 RUN mkdir -p /staging \
     && bin_path="$(swift build -c release --show-bin-path)" \
     && cp "$bin_path/receiptsd" /staging/receiptsd \

@@ -89,6 +89,10 @@ let package = Package(
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
+            // The contract, `openapi.yaml` at the repository root (a link to this file: a
+            // resource must sit inside its target). Embedded in the binary rather than copied
+            // as a bundle beside it, so a `receiptsd` copied anywhere still serves it.
+            resources: [.embedInCode("Resources/openapi.yaml")],
             swiftSettings: swiftSettings
         ),
         .executableTarget(

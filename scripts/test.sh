@@ -2,7 +2,8 @@
 # Runs the whole test suite against a local PostgreSQL.
 #
 # On a fresh Debian machine it first installs what is missing (postgresql, libpq-dev,
-# pkg-config, and docker-compose for the compose-file check), starts a PostgreSQL cluster
+# pkg-config, docker-compose for the compose-file check, and python3-venv with the OpenAPI
+# linter from PyPI: scripts/openapi-tools.sh), starts a PostgreSQL cluster
 # under .receipts/ (see scripts/postgres.sh), builds everything, and runs every test.
 # Extra arguments go to `swift test` (e.g. --filter PostgresTests).
 set -euo pipefail
@@ -17,6 +18,10 @@ if ! command -v docker-compose >/dev/null 2>&1; then
     "${sudo[@]}" apt-get update >&2
     "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends docker-compose >&2
 fi
+
+# The OpenAPI linter for ContractConformanceTests (it skips, saying why, when PyPI is out of reach).
+source scripts/openapi-tools.sh
+ensure_openapi_tools || echo "test.sh: could not install the OpenAPI tools from PyPI; the lint test will be skipped" >&2
 
 DATABASE_URL="$(scripts/postgres.sh url)"
 export DATABASE_URL

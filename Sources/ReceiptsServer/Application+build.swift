@@ -129,6 +129,14 @@ public func buildRouter(_ components: ServiceComponents) -> Router<ReceiptsReque
         to: router.group("v1/events").add(
             middleware: AuthenticationMiddleware(authenticator: components.authenticator, acceptsTokenParameter: true))
     )
+    // A WebSocket upgrade goes to the WebSocket router; a plain GET of the stream lands here.
+    router.get("v1/stream") { _, _ -> Response in throw WebSocketStream.upgradeRequired }
+    // Last, so that it wraps only the not-found answer: 405 for a route's other methods. Not
+    // for the admin API while it is off: all of `/admin/*` is 404 then.
+    let adminIsOn = components.configuration.adminToken != nil
+    let routes = router.routes.map { (method: $0.method, path: $0.path.description) }
+        .filter { adminIsOn || $0.path.split(separator: "/").first != "admin" }
+    router.add(middleware: MethodNotAllowedMiddleware(routes: routes))
     return router
 }
 

@@ -37,6 +37,15 @@ struct BadInputTests {
                 ("ttl out of range", .post, "/v1/tokens", #"{"userId":"a","ttlSeconds":86401}"#, .badRequest, "invalid_request"),
                 ("ttl of wrong type", .post, "/v1/tokens", #"{"userId":"a","ttlSeconds":"60"}"#, .badRequest, "invalid_request"),
                 ("settings of wrong type", .put, "/v1/users/b/settings", #"{"readReceipts":"no"}"#, .badRequest, "invalid_request"),
+                // A misspelt member is refused, not ignored: here it would have marked everything.
+                ("unknown member", .post, "/v1/chats/g/read", #"{"userId":"b","messageID":["\#(id)"]}"#, .badRequest, "invalid_request"),
+                ("unknown member, chat", .put, "/v1/chats/new", #"{"kind":"group","members":["a"],"name":"x"}"#, .badRequest, "invalid_request"),
+                ("null messageIds", .post, "/v1/chats/g/read", #"{"userId":"b","messageIds":null}"#, .badRequest, "invalid_request"),
+                ("null upTo", .post, "/v1/chats/g/delivered", #"{"userId":"b","upTo":null}"#, .badRequest, "invalid_request"),
+                ("null ttl", .post, "/v1/tokens", #"{"userId":"a","ttlSeconds":null}"#, .badRequest, "invalid_request"),
+                ("null message id", .post, "/v1/chats/g/messages", #"{"id":null,"senderId":"a","text":"x"}"#, .badRequest, "invalid_request"),
+                ("direct of none", .put, "/v1/chats/new", #"{"kind":"direct","members":[]}"#, .badRequest, "invalid_request"),
+                ("text with NUL", .post, "/v1/chats/g/messages", #"{"senderId":"a","text":"a\u0000b"}"#, .badRequest, "invalid_request"),
                 ("unknown chat", .post, "/v1/chats/nope/read", #"{"userId":"b"}"#, .notFound, "not_found"),
             ]
             for (name, method, path, body, status, code) in cases {
@@ -48,7 +57,7 @@ struct BadInputTests {
             }
 
             for (name, query) in [
-                ("unknown labels", "labels=stars"), ("unknown tz", "tz=Mars/Olympus"), ("limit 0", "limit=0"),
+                ("unknown labels", "labels=stars"), ("unknown tz", "tz=Mars/Olympus"), ("empty tz", "tz="), ("limit 0", "limit=0"),
                 ("limit 1001", "limit=1001"), ("limit text", "limit=ten"), ("bad viewer", "viewer=a%20b"),
             ] {
                 let response = try await client.request(.get, "/v1/chats/g/messages?\(query)", as: tenant.apiKey)

@@ -1,5 +1,8 @@
+import AsyncHTTPClient
 import Foundation
 import HTTPTypes
+import NIOCore
+import NIOHTTP1
 import TestSupport
 import Testing
 
@@ -31,6 +34,24 @@ struct DeploymentFilesTests {
         #expect(result.output.contains("DATABASE_URL: postgresql://receipts:receipts@postgres:5432/receipts"))
         #expect(result.output.contains("8080"))
         #expect(result.output.contains("condition: service_healthy"))
+    }
+
+    @Test("receiptsd copied alone into another directory serves openapi.yaml: the image needs no resource bundle beside it")
+    func contractIsEmbedded() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("receiptsd-alone-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let copy = directory.appendingPathComponent("receiptsd")
+        try FileManager.default.copyItem(atPath: TestDatabase.receiptsdExecutable, toPath: copy.path)
+
+        try await TestDatabase.ensureMigrated()
+        let service = try await ReceiptsdProcess.start(
+            arguments: ["--no-migrate"], environment: ["DATABASE_URL": TestDatabase.url, "LOG_LEVEL": "error"], executable: copy.path)
+        defer { service.kill() }
+        let response = try await HTTPClient.shared.execute(HTTPClientRequest(url: service.baseURL + "/openapi.yaml"), timeout: .seconds(5))
+        #expect(response.status == .ok)
+        let body = try await response.body.collect(upTo: 1 << 20)
+        #expect(String(buffer: body) == (try String(contentsOfFile: "openapi.yaml", encoding: .utf8)))
     }
 
     @Test("docker-compose.yml starts no known admin token: without RECEIPTS_ADMIN_TOKEN the admin API is off")

@@ -27,7 +27,7 @@ struct OperationsTests {
         }
     }
 
-    @Test("/openapi.yaml documents exactly the routes the server serves")
+    @Test("/openapi.yaml serves the repository's openapi.yaml, which documents exactly the routes the server serves")
     func openAPIMatchesRoutes() async throws {
         let pool = PostgresConnectionPool(configuration: TestDatabase.configuration, logger: TestDatabase.logger)
         let store = ReceiptsStore(pool: pool, logger: TestDatabase.logger)
@@ -47,6 +47,8 @@ struct OperationsTests {
             let response = try await client.request(.get, "/openapi.yaml", as: nil)
             #expect(response.status == .ok)
             #expect(response.body.hasPrefix("openapi: 3.1"))
+            // What is served is the repository's file, byte for byte.
+            #expect(response.body == (try String(contentsOfFile: "openapi.yaml", encoding: .utf8)))
             #expect(served == Self.operations(inYAML: response.body))
             #expect(served.count >= 20)
         }

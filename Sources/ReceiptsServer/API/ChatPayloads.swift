@@ -4,19 +4,23 @@ import ReceiptsCore
 import ReceiptsStore
 
 /// `PUT /v1/chats/{chatId}` body.
-struct PutChatRequest: Decodable {
+struct PutChatRequest: RequestBody {
     let kind: String
     let members: [String]
+
+    enum CodingKeys: String, CodingKey, CaseIterable { case kind, members }
 }
 
 /// `POST /v1/chats/{chatId}/members` and `POST …/unread` bodies.
-struct UserRequest: Decodable {
+struct UserRequest: RequestBody {
     let userId: String
+
+    enum CodingKeys: String, CodingKey, CaseIterable { case userId }
 }
 
 /// A chat as the API shows it: `{"id","kind","members":[{"userId","joinedAt"}],"createdAt"}`.
-struct ChatResponse: ResponseEncodable {
-    struct Member: Encodable {
+struct ChatResponse: JSONResponse {
+    struct Member {
         let userId: String
         let joinedAt: Date
     }
@@ -32,4 +36,24 @@ struct ChatResponse: ResponseEncodable {
         self.members = chat.members.map { Member(userId: $0.userId, joinedAt: $0.joinedAt) }
         self.createdAt = chat.createdAt
     }
+
+    func write(to json: inout JSONWriter) {
+        json.raw(#"{"id":"#)
+        json.string(self.id)
+        json.raw(#","kind":"#)
+        json.string(self.kind)
+        json.raw(#","members":["#)
+        for (index, member) in self.members.enumerated() {
+            json.raw(index == 0 ? #"{"userId":"# : #",{"userId":"#)
+            json.string(member.userId)
+            json.raw(#","joinedAt":"#)
+            json.timestamp(member.joinedAt)
+            json.raw("}")
+        }
+        json.raw(#"],"createdAt":"#)
+        json.timestamp(self.createdAt)
+        json.raw("}")
+    }
+
+    var estimatedJSONBytes: Int { 128 + self.members.count * 64 }
 }

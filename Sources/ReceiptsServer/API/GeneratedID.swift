@@ -6,7 +6,7 @@ enum GeneratedID {
     /// from the system's random number generator (`getrandom(2)`).
     ///
     /// Not Foundation's `UUID()`: on Linux it opens, reads and closes `/dev/urandom` each time,
-    /// 4.6 % of the service's CPU while it took sends without ids (`perf`, BENCHMARKS.md).
+    /// 4.6 % of the service's CPU while it takes sends without ids (measured with `perf`).
     static func message() -> String {
         var random = SystemRandomNumberGenerator()
         var bytes: uuid_t = (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)

@@ -14,7 +14,12 @@ enum JSONObjectKeys {
 
     /// Throws 400 `invalid_request` when an object repeats a key or the body nests deeper
     /// than `maximumDepth`. Malformed JSON passes: the decoder reports it.
-    static func requireUnique(in bytes: UnsafeRawBufferPointer) throws {
+    ///
+    /// - Returns: the keys of the outermost object (none when the body is not an object),
+    ///   for `RequestBody`'s check of unknown members.
+    @discardableResult
+    static func requireUnique(in bytes: UnsafeRawBufferPointer) throws -> Set<String> {
+        var outermostKeys: Set<String> = []
         // One entry per open object or array: the keys seen so far (objects only) and
         // whether the next string is a key.
         var isObject: [Bool] = []
@@ -24,13 +29,14 @@ enum JSONObjectKeys {
         while index < bytes.count {
             switch bytes[index] {
             case UInt8(ascii: "\""):
-                guard let end = endOfString(in: bytes, from: index) else { return }
+                guard let end = endOfString(in: bytes, from: index) else { return outermostKeys }
                 if let top = isObject.indices.last, isObject[top], expectsKey[top] {
                     expectsKey[top] = false
-                    guard let key = decodedKey(bytes[(index + 1)..<end]) else { return }
+                    guard let key = decodedKey(bytes[(index + 1)..<end]) else { return outermostKeys }
                     guard keys[top].insert(key).inserted else {
                         throw APIError.invalidRequest("the JSON body names the key \"\(key)\" twice in one object")
                     }
+                    if top == 0 { outermostKeys.insert(key) }
                 }
                 index = end
             case UInt8(ascii: "{"), UInt8(ascii: "["):
@@ -42,7 +48,7 @@ enum JSONObjectKeys {
                 expectsKey.append(object)
                 keys.append([])
             case UInt8(ascii: "}"), UInt8(ascii: "]"):
-                guard !isObject.isEmpty else { return }
+                guard !isObject.isEmpty else { return outermostKeys }
                 isObject.removeLast()
                 expectsKey.removeLast()
                 keys.removeLast()
@@ -53,6 +59,7 @@ enum JSONObjectKeys {
             }
             index += 1
         }
+        return outermostKeys
     }
 
     /// The index of the quote closing the string that opens at `start`; nil if it never closes.

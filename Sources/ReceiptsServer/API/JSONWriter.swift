@@ -2,10 +2,10 @@ import Foundation
 import Hummingbird
 import NIOCore
 
-/// Writes a JSON answer byte by byte, for the answers too large or too
-/// frequent for `JSONEncoder`: a page of 50 messages of a 1,000-member group carries about
-/// 100,000 ids in `readBy` and `deliveredTo`, and `JSONEncoder` spent most of the request's
-/// time on them (BENCHMARKS.md, "Large groups").
+/// Writes a JSON answer byte by byte: every answer, so that its members come out in the
+/// documented order (`JSONResponse`), and fast, for the answers too large or too frequent for
+/// `JSONEncoder`: a page of 50 messages of a 1,000-member group carries about 100,000 ids in
+/// `readBy` and `deliveredTo`, and `JSONEncoder` spent most of the request's time on them.
 ///
 /// The caller writes the punctuation; the writer writes values as `JSONEncoder` would
 /// (strings escaped, `nil` as `null`, dates in the contract's form, `JSONCoding.timestamp`).
@@ -58,6 +58,10 @@ struct JSONWriter {
 
     mutating func integer(_ value: some BinaryInteger) {
         self.bytes.append(contentsOf: String(value).utf8)
+    }
+
+    mutating func boolean(_ value: Bool) {
+        if value { self.raw("true") } else { self.raw("false") }
     }
 
     /// The answer so far as text.

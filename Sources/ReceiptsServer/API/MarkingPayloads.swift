@@ -3,10 +3,19 @@ import NIOCore
 import ReceiptsStore
 
 /// Body of `POST …/read` and `POST …/delivered`: `{"userId"}` alone means everything.
-struct MarkRequest: Decodable {
+struct MarkRequest: RequestBody {
     let userId: String
     let messageIds: [String]?
     let upTo: String?
+
+    enum CodingKeys: String, CodingKey, CaseIterable { case userId, messageIds, upTo }
+
+    init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        self.userId = try container.decode(String.self, forKey: .userId)
+        self.messageIds = try container.decodeUnlessAbsent([String].self, forKey: .messageIds)
+        self.upTo = try container.decodeUnlessAbsent(String.self, forKey: .upTo)
+    }
 
     /// Which messages the request is about, validated.
     func target() throws -> MarkTarget {
@@ -23,25 +32,40 @@ struct MarkRequest: Decodable {
     }
 }
 
-/// `{"marked":…,"unreadCount":…}`, written out by hand: it answers every read, the most
-/// frequent request (`JSONEncoder`'s cost: see `MessageResponse.response(from:context:)`).
-struct MarkReadResponse: ResponseGenerator {
+/// `{"marked":…,"unreadCount":…}`: the answer to every read, the most frequent request.
+struct MarkReadResponse: JSONResponse {
     let marked: Int
     let unreadCount: Int
 
-    func response(from request: Request, context: some RequestContext) throws -> Response {
-        Response(
-            status: .ok,
-            headers: [.contentType: "application/json; charset=utf-8"],
-            body: .init(byteBuffer: ByteBuffer(string: #"{"marked":\#(self.marked),"unreadCount":\#(self.unreadCount)}"#))
-        )
+    func write(to json: inout JSONWriter) {
+        json.raw(#"{"marked":"#)
+        json.integer(self.marked)
+        json.raw(#","unreadCount":"#)
+        json.integer(self.unreadCount)
+        json.raw("}")
+    }
+
+    var estimatedJSONBytes: Int { 48 }
+}
+
+/// `{"marked":…}`
+struct MarkDeliveredResponse: JSONResponse {
+    let marked: Int
+
+    func write(to json: inout JSONWriter) {
+        json.raw(#"{"marked":"#)
+        json.integer(self.marked)
+        json.raw("}")
     }
 }
 
-struct MarkDeliveredResponse: ResponseEncodable {
-    let marked: Int
-}
-
-struct UnreadCountResponse: ResponseEncodable {
+/// `{"unreadCount":…}`
+struct UnreadCountResponse: JSONResponse {
     let unreadCount: Int
+
+    func write(to json: inout JSONWriter) {
+        json.raw(#"{"unreadCount":"#)
+        json.integer(self.unreadCount)
+        json.raw("}")
+    }
 }

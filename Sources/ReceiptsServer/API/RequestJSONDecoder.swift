@@ -4,7 +4,8 @@ import NIOCore
 
 /// Decodes request bodies for `request.decode(as:context:)`: reads the body up to the
 /// context's limit (413 beyond it, chunked or not), refuses repeated keys (400, see
-/// `JSONObjectKeys`), then decodes as `JSONCoding` says.
+/// `JSONObjectKeys`) and members a `RequestBody` does not know (400), then decodes as
+/// `JSONCoding` says.
 ///
 /// Bodies are read here, by the handler, so never before the request is authenticated.
 public struct RequestJSONDecoder: RequestDecoder {
@@ -18,7 +19,8 @@ public struct RequestJSONDecoder: RequestDecoder {
             throw RequestBodyLimit.exceeded
         }
         return try body.withUnsafeReadableBytes { bytes in
-            try JSONObjectKeys.requireUnique(in: bytes)
+            let members = try JSONObjectKeys.requireUnique(in: bytes)
+            if let body = T.self as? any RequestBody.Type { try body.requireKnown(members: members) }
             return try JSONCoding.makeDecoder().decode(T.self, from: Data(bytes))
         }
     }

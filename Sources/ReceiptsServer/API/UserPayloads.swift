@@ -6,9 +6,9 @@ import ReceiptsStore
 
 /// `GET /v1/users/{userId}/unread` answer.
 ///
-/// Written out by hand rather than with `JSONEncoder`: for a user in a thousand chats this is
-/// the largest common answer, and the encoder took most of its time (BENCHMARKS.md).
-struct UnreadListResponse: ResponseGenerator {
+/// Written by hand (`JSONResponse`), which also matters for speed: for a user in a thousand
+/// chats this is the largest common answer, and `JSONEncoder` took most of its time.
+struct UnreadListResponse: JSONResponse {
     struct Chat {
         let chatId: String
         let unreadCount: Int
@@ -29,25 +29,27 @@ struct UnreadListResponse: ResponseGenerator {
     }
 
     /// `{"total":…,"badge":"…","chats":[{"chatId":"…","unreadCount":…,"badge":"…","markedUnread":…},…]}`
-    var json: String {
-        var json = #"{"total":\#(self.total),"badge":\#(JSONString.quoted(self.badge)),"chats":["#
-        json.reserveCapacity(json.utf8.count + self.chats.count * 96)
+    func write(to json: inout JSONWriter) {
+        json.raw(#"{"total":"#)
+        json.integer(self.total)
+        json.raw(#","badge":"#)
+        json.string(self.badge)
+        json.raw(#","chats":["#)
         for (index, chat) in self.chats.enumerated() {
-            if index > 0 { json += "," }
-            json += #"{"chatId":"# + JSONString.quoted(chat.chatId)
-            json += #","unreadCount":\#(chat.unreadCount),"badge":"# + JSONString.quoted(chat.badge)
-            json += #","markedUnread":\#(chat.markedUnread)}"#
+            json.raw(index == 0 ? #"{"chatId":"# : #",{"chatId":"#)
+            json.string(chat.chatId)
+            json.raw(#","unreadCount":"#)
+            json.integer(chat.unreadCount)
+            json.raw(#","badge":"#)
+            json.string(chat.badge)
+            json.raw(#","markedUnread":"#)
+            json.boolean(chat.markedUnread)
+            json.raw("}")
         }
-        return json + "]}"
+        json.raw("]}")
     }
 
-    func response(from request: Request, context: some RequestContext) throws -> Response {
-        Response(
-            status: .ok,
-            headers: [.contentType: "application/json; charset=utf-8"],
-            body: .init(byteBuffer: ByteBuffer(string: self.json))
-        )
-    }
+    var estimatedJSONBytes: Int { 64 + self.chats.count * 96 }
 }
 
 /// JSON string literals for hand-written answers.
@@ -75,33 +77,74 @@ enum JSONString {
 }
 
 /// `PUT /v1/users/{userId}/settings` body and answer.
-struct SettingsRequest: Decodable {
+struct SettingsRequest: RequestBody {
     let readReceipts: Bool
+
+    enum CodingKeys: String, CodingKey, CaseIterable { case readReceipts }
 }
 
-struct SettingsResponse: ResponseEncodable {
+/// `{"userId":…,"readReceipts":…}`
+struct SettingsResponse: JSONResponse {
     let userId: String
     let readReceipts: Bool
+
+    func write(to json: inout JSONWriter) {
+        json.raw(#"{"userId":"#)
+        json.string(self.userId)
+        json.raw(#","readReceipts":"#)
+        json.boolean(self.readReceipts)
+        json.raw("}")
+    }
 }
 
 /// `POST /v1/tokens` body and answer.
-struct TokenRequest: Decodable {
+struct TokenRequest: RequestBody {
     let userId: String
     let ttlSeconds: Int?
+
+    enum CodingKeys: String, CodingKey, CaseIterable { case userId, ttlSeconds }
+
+    init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        self.userId = try container.decode(String.self, forKey: .userId)
+        self.ttlSeconds = try container.decodeUnlessAbsent(Int.self, forKey: .ttlSeconds)
+    }
 }
 
-struct TokenResponse: ResponseEncodable {
+/// `{"token":…,"expiresAt":…}`
+struct TokenResponse: JSONResponse {
     let token: String
     let expiresAt: Date
+
+    func write(to json: inout JSONWriter) {
+        json.raw(#"{"token":"#)
+        json.string(self.token)
+        json.raw(#","expiresAt":"#)
+        json.timestamp(self.expiresAt)
+        json.raw("}")
+    }
 }
 
 /// `POST /admin/v1/tenants` body and answer.
-struct CreateTenantRequest: Decodable {
+struct CreateTenantRequest: RequestBody {
     let name: String
+
+    enum CodingKeys: String, CodingKey, CaseIterable { case name }
 }
 
-struct TenantResponse: ResponseEncodable {
+/// `{"id":…,"name":…,"apiKey":…}`
+struct TenantResponse: JSONResponse {
     let id: String
     let name: String
     let apiKey: String
+
+    func write(to json: inout JSONWriter) {
+        json.raw(#"{"id":"#)
+        json.string(self.id)
+        json.raw(#","name":"#)
+        json.string(self.name)
+        json.raw(#","apiKey":"#)
+        json.string(self.apiKey)
+        json.raw("}")
+    }
 }

@@ -60,7 +60,7 @@ final class Authenticator: Sendable {
     /// blanks around the credential ignored).
     ///
     /// Compares bytes: this runs on every request, and splitting, lowercasing and Foundation's
-    /// trimming were 3 % of the service's time per request (BENCHMARKS.md).
+    /// trimming cost 3 % of the service's time per request.
     static func bearerCredential(of request: Request) -> String? {
         request.headers[.authorization].flatMap(bearerCredential(inHeader:))
     }

@@ -27,8 +27,11 @@ public struct TenantRegistration: Sendable {
     /// Registers a tenant named `name`, with `id` or a generated one. With `replacingKey`, an
     /// existing tenant of that id gets a new API key instead (the old one stops working).
     public func register(name: String, id: String? = nil, replacingKey: Bool = false) async throws -> Registered {
+        // At most 200 as given (Unicode scalars, as JSON Schema's maxLength counts), and not
+        // blank: the OpenAPI document's `CreateTenantRequest`.
+        guard name.unicodeScalars.count <= 200, !name.utf8.contains(0) else { throw Failure.invalidName }
         let name = name.trimmingCharacters(in: .whitespacesAndNewlines)
-        guard (1...200).contains(name.count), !name.utf8.contains(0) else { throw Failure.invalidName }
+        guard !name.isEmpty else { throw Failure.invalidName }
         if let id, !Identifier.isValid(id) { throw Failure.invalidId }
         let tenantId = id ?? "tenant_" + APIKeys.randomBytes(count: 9).base64URLEncoded.replacingOccurrences(of: "-", with: "_")
         let apiKey = APIKeys.generate()

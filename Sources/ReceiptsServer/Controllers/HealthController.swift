@@ -6,8 +6,15 @@ struct HealthController<Context: RequestContext>: Sendable {
     let database: DatabaseHealthMonitor
     let hub: EventHub
 
-    struct Status: ResponseEncodable {
+    /// `{"status":…}`
+    struct Status: JSONResponse {
         let status: String
+
+        func write(to json: inout JSONWriter) {
+            json.raw(#"{"status":"#)
+            json.string(self.status)
+            json.raw("}")
+        }
     }
 
     func addRoutes(to router: Router<Context>) {

@@ -1,7 +1,8 @@
 import Hummingbird
 import Postgres
 
-/// `/metrics` (Prometheus text) and `/openapi.yaml`.
+/// `/metrics` (Prometheus text) and `/openapi.yaml`, the contract: the repository's
+/// `openapi.yaml`, embedded in the binary at build time (`Package.swift`, `resources`).
 struct OperationsController {
     let metrics: ServiceMetrics
     let pool: PostgresConnectionPool
@@ -21,6 +22,6 @@ struct OperationsController {
     @Sendable func openAPI(_ request: Request, context: ReceiptsRequestContext) async throws -> Response {
         var headers = HTTPFields()
         headers[.contentType] = "application/yaml; charset=utf-8"
-        return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(string: OpenAPIDocument.yaml)))
+        return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: PackageResources.openapi_yaml)))
     }
 }

@@ -17,6 +17,7 @@ public struct APIError: HTTPResponseError, Sendable {
         public static let notFound = Code(rawValue: "not_found")
         public static let methodNotAllowed = Code(rawValue: "method_not_allowed")
         public static let conflict = Code(rawValue: "conflict")
+        public static let upgradeRequired = Code(rawValue: "upgrade_required")
         public static let payloadTooLarge = Code(rawValue: "payload_too_large")
         public static let rateLimited = Code(rawValue: "rate_limited")
         public static let unavailable = Code(rawValue: "unavailable")
@@ -26,11 +27,14 @@ public struct APIError: HTTPResponseError, Sendable {
     public let status: HTTPResponse.Status
     public let code: Code
     public let message: String
+    /// Headers the answer needs besides the body's (`Allow` on a 405, `Upgrade` on a 426).
+    public var headers: HTTPFields
 
-    public init(_ status: HTTPResponse.Status, _ code: Code, _ message: String) {
+    public init(_ status: HTTPResponse.Status, _ code: Code, _ message: String, headers: HTTPFields = [:]) {
         self.status = status
         self.code = code
         self.message = message
+        self.headers = headers
     }
 
     public static func invalidRequest(_ message: String) -> APIError { APIError(.badRequest, .invalidRequest, message) }
@@ -41,21 +45,25 @@ public struct APIError: HTTPResponseError, Sendable {
     public static func notFound(_ message: String = "not found") -> APIError { APIError(.notFound, .notFound, message) }
     public static func conflict(_ message: String) -> APIError { APIError(.conflict, .conflict, message) }
 
-    private struct Body: Encodable {
-        struct Detail: Encodable {
-            let code: String
-            let message: String
-        }
-        let error: Detail
+    /// `{"error":{"code":…,"message":…}}`
+    var json: String {
+        var json = JSONWriter(capacity: 64 + self.message.utf8.count)
+        self.write(to: &json)
+        return json.text
+    }
+
+    func write(to json: inout JSONWriter) {
+        json.raw(#"{"error":{"code":"#)
+        json.string(self.code.rawValue)
+        json.raw(#","message":"#)
+        json.string(self.message)
+        json.raw("}}")
     }
 
     public func response(from request: Request, context: some RequestContext) throws -> Response {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = .sortedKeys
-        let data = try encoder.encode(Body(error: .init(code: self.code.rawValue, message: self.message)))
-        var headers = HTTPFields()
+        var headers = self.headers
         headers[.contentType] = "application/json; charset=utf-8"
         if self.status == .unauthorized { headers[.wwwAuthenticate] = "Bearer" }
-        return Response(status: self.status, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: data)))
+        return Response(status: self.status, headers: headers, body: .init(byteBuffer: ByteBuffer(string: self.json)))
     }
 }

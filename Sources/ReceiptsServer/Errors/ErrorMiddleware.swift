@@ -3,7 +3,8 @@ import Logging
 import Postgres
 
 /// Turns every error into the contract's error shape: our `APIError`s as they are,
-/// Hummingbird's own (no route, bad body) into the matching code, a database that is
+/// Hummingbird's own (no route, bad body) into the matching code, the live layer's (a hub
+/// not ready, a stream over its caps) into 503 and 429, a database that is
 /// unreachable, overloaded or too slow into 503 `unavailable` (the client retries), and
 /// anything else into a 500 whose details go to the log only.
 struct ErrorMiddleware<Context: RequestContext>: RouterMiddleware {
@@ -14,6 +15,10 @@ struct ErrorMiddleware<Context: RequestContext>: RouterMiddleware {
             throw error
         } catch let error as HTTPError {
             throw Self.apiError(for: error)
+        } catch is EventHub.NotReady {
+            throw APIError(.serviceUnavailable, .unavailable, "the event stream is not ready yet; retry")
+        } catch let refusal as StreamLimiter.Refusal {
+            throw APIError(.tooManyRequests, .rateLimited, refusal.message)
         } catch let error as PostgresError where error.isUnavailability {
             context.logger.notice("database unavailable", metadata: Self.metadata(of: error))
             throw Self.unavailable

@@ -316,6 +316,11 @@ public final class EventHub: Service, Sendable {
 
     // MARK: - Subscribing
 
+    /// The hub has not settled where it stands in the log (it cannot read it, or waits for a
+    /// transaction that may still commit a lower id), so a stream cannot start yet. The HTTP
+    /// edge answers it 503 `unavailable` (`ErrorMiddleware`); the hub knows nothing of HTTP.
+    public struct NotReady: Error {}
+
     /// Where a new stream starts.
     public struct Start: Sendable {
         let tenant: String
@@ -345,7 +350,7 @@ public final class EventHub: Service, Sendable {
         while true {
             if let cursor = self.state.withLockedValue({ $0.cursor }), cursor.isReady { return cursor.position }
             guard ContinuousClock.now < deadline else {
-                throw APIError(.serviceUnavailable, .unavailable, "the event stream is not ready yet")
+                throw NotReady()
             }
             self.requestRefresh.yield()
             try await Task.sleep(for: .milliseconds(5))

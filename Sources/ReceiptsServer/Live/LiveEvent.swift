@@ -17,25 +17,27 @@ struct LiveEvent: Sendable {
     /// budget for recent events counts.
     let estimatedBytes: Int
 
-    private struct Body: Encodable {
-        let id: String
-        let type: String
-        let chatId: String
-        let userId: String
-        let messageIds: [String]
-        let at: Date
-    }
-
     init(_ event: StoredEvent) {
         self.id = event.id
         self.transactionId = event.transactionId
         self.audience = Set(event.audience)
-        let body = Body(
-            id: String(event.id), type: event.type, chatId: event.chatId, userId: event.userId,
-            messageIds: event.messageIds, at: event.occurredAt
-        )
-        let encoded = (try? JSONCoding.makeEncoder().encode(body)).map { String(decoding: $0, as: UTF8.self) } ?? "{}"
-        self.json = Self.merging(encoded, with: event.data.text)
+        // The members in the documented order (`JSONResponse`): id, type, chatId, userId,
+        // messageIds, at, then the type's own (`unreadCount`, `markedUnread`).
+        var json = JSONWriter(capacity: 160 + event.messageIds.count * 24)
+        json.raw(#"{"id":"#)
+        json.string(String(event.id))
+        json.raw(#","type":"#)
+        json.string(event.type)
+        json.raw(#","chatId":"#)
+        json.string(event.chatId)
+        json.raw(#","userId":"#)
+        json.string(event.userId)
+        json.raw(#","messageIds":"#)
+        json.strings(event.messageIds)
+        json.raw(#","at":"#)
+        json.timestamp(event.occurredAt)
+        json.raw("}")
+        self.json = Self.merging(json.text, with: event.data.text)
         self.estimatedBytes = 128 + self.json.utf8.count + self.audience.reduce(0) { $0 + 48 + $1.utf8.count }
     }
 

@@ -1,8 +1,9 @@
 /// Whether other instances of the service listen on the same database, as far as this one
 /// has heard.
 ///
-/// Waking other instances after each write (one NOTIFY at a time) costs the requests that
-/// run beside it (BENCHMARKS.md), so an instance sends those notifications only while it
+/// Waking other instances after each write costs the requests that run beside it (NOTIFY
+/// takes a database-wide lock at commit, so notifying commits queue behind each other), so
+/// an instance sends those notifications, one at a time, only while it
 /// knows another instance listens. Instances announce themselves with a NOTIFY of their own
 /// payload when their listener connects and every `announcementInterval`; an instance that
 /// hears a peer it did not know announces itself at once, so two instances know of each

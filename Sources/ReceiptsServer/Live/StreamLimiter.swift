@@ -33,8 +33,15 @@ final class StreamLimiter: Sendable {
 
     /// Takes a place for one more stream of `principal`.
     ///
-    /// - Throws: 429 `rate_limited` when the user or the tenant already has its most streams open.
-    func admit(_ principal: Principal) throws -> StreamPermit {
+    /// A stream refused because its user or tenant has its most streams open; the HTTP edge
+    /// answers it 429 `rate_limited` (`ErrorMiddleware`).
+    struct Refusal: Error {
+        /// Which cap was reached, for the client.
+        let message: String
+    }
+
+    /// - Throws: `Refusal` when the user or the tenant already has its most streams open.
+    func admit(_ principal: Principal) throws(Refusal) -> StreamPermit {
         let tenant = principal.tenantId
         let user = principal.tokenUser.map { UserKey(tenant: tenant, user: $0) }
         let refusal = self.counts.withLockedValue { counts -> String? in
@@ -48,7 +55,7 @@ final class StreamLimiter: Sendable {
             if let user { counts.users[user, default: 0] += 1 }
             return nil
         }
-        if let refusal { throw APIError(.tooManyRequests, .rateLimited, refusal) }
+        if let refusal { throw Refusal(message: refusal) }
         return StreamPermit { [weak self] in self?.release(tenant: tenant, user: user) }
     }
 

@@ -62,6 +62,15 @@ struct WebSocketStream {
         WebSocketServerConfiguration(maxFrameSize: Self.maximumFrameSize)
     }
 
+    /// The answer to `GET /v1/stream` without a WebSocket upgrade: 426, naming the protocol
+    /// to upgrade to (RFC 9110, 15.5.22).
+    static var upgradeRequired: APIError {
+        APIError(
+            .upgradeRequired, .upgradeRequired, "GET /v1/stream is a WebSocket: send an upgrade request (GET /v1/events is the same stream as Server-Sent Events)",
+            headers: [.upgrade: "websocket"]
+        )
+    }
+
     let hub: EventHub
     let store: ReceiptsStore
     let guards: StreamGuards
@@ -134,15 +143,25 @@ struct WebSocketStream {
         let messageIds: [String]
     }
 
-    private struct DeliveryFailure: Encodable {
-        struct Detail: Encodable {
-            let code: String
-            let message: String
-        }
-        var type = "delivered.failed"
+    /// `{"type":"delivered.failed","chatId":…,"messageIds":[…],"error":{"code":…,"message":…}}`
+    private struct DeliveryFailure {
         let chatId: String
         let messageIds: [String]
-        let error: Detail
+        let error: APIError
+
+        var json: String {
+            var json = JSONWriter(capacity: 160 + self.messageIds.count * 24)
+            json.raw(#"{"type":"delivered.failed","chatId":"#)
+            json.string(self.chatId)
+            json.raw(#","messageIds":"#)
+            json.strings(self.messageIds)
+            json.raw(#","error":{"code":"#)
+            json.string(self.error.code.rawValue)
+            json.raw(#","message":"#)
+            json.string(self.error.message)
+            json.raw("}}")
+            return json.text
+        }
     }
 
     /// Marks delivery for `{"type":"delivered",…}` frames of a user token; anything else,
@@ -171,9 +190,8 @@ struct WebSocketStream {
                     ])
                 let failure = DeliveryFailure(
                     chatId: acknowledgement.chatId, messageIds: acknowledgement.messageIds,
-                    error: .init(code: APIError.Code.unavailable.rawValue, message: "the delivery was not recorded; send it again"))
-                let json = try JSONEncoder().encode(failure)
-                try await outbound.write(.text(String(decoding: json, as: UTF8.self)))
+                    error: APIError(.serviceUnavailable, .unavailable, "the delivery was not recorded; send it again"))
+                try await outbound.write(.text(failure.json))
             }
         }
     }

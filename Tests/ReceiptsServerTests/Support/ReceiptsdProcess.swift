@@ -16,12 +16,14 @@ struct ReceiptsdProcess {
     /// The port is taken below Linux's ephemeral range (32768–60999), from which the tests'
     /// own outgoing connections and port-0 listeners take theirs. A port some other program
     /// holds makes receiptsd exit at once; then another port is tried.
-    static func start(arguments: [String], environment: [String: String]) async throws -> ReceiptsdProcess {
+    static func start(
+        arguments: [String], environment: [String: String], executable: String = TestDatabase.receiptsdExecutable
+    ) async throws -> ReceiptsdProcess {
         var exits: [String] = []
         for _ in 0..<5 {
             let port = Int.random(in: 20_000...32_000)
             let process = Process()
-            process.executableURL = URL(fileURLWithPath: TestDatabase.receiptsdExecutable)
+            process.executableURL = URL(fileURLWithPath: executable)
             process.arguments = ["serve", "--port", String(port)] + arguments
             process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
             try process.run()

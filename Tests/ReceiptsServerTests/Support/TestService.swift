@@ -46,6 +46,7 @@ struct APIResponse: Sendable {
     let status: HTTPResponse.Status
     let body: String
     let contentType: String?
+    var headers: HTTPFields = [:]
 
     /// The body as a JSON object.
     var json: [String: Any] {
@@ -87,7 +88,9 @@ struct APIClient: Sendable {
             headers: headers,
             body: body.map { ByteBuffer(string: $0) }
         ) { response in
-            APIResponse(status: response.status, body: String(buffer: response.body), contentType: response.headers[.contentType])
+            APIResponse(
+                status: response.status, body: String(buffer: response.body), contentType: response.headers[.contentType],
+                headers: response.headers)
         }
     }
 
