@@ -29,9 +29,10 @@ struct ReceiptCounts: Sendable, Hashable {
     /// the statuses: the same rules (a recipient had a period containing the message, is not
     /// its sender, and is a member now or visibly read it; delivery is a delivery or a visible
     /// read; each user's earliest times count), computed over the roster's numbered users.
+    /// Delivery times are not needed (a page of messages does not read them).
     init(of message: MessageReceipts, in roster: ChatRoster) {
         let index = roster.index
-        let deliveredAt = index.earliestTimes(of: message.deliveries)
+        let isDelivered = index.contains(message.deliveredTo)
         let readAt = index.earliestTimes(of: message.visibleReads)
         let sender = index.numbers[message.senderId]
         var counted = [Bool](repeating: false, count: index.isCurrent.count)
@@ -41,7 +42,7 @@ struct ReceiptCounts: Sendable, Hashable {
             guard index.isCurrent[number] || readAt[number] != nil else { continue }
             counted[number] = true
             recipients += 1
-            if deliveredAt[number] != nil || readAt[number] != nil { delivered += 1 }
+            if isDelivered[number] || readAt[number] != nil { delivered += 1 }
             if let at = readAt[number] {
                 read += 1
                 if latestRead.map({ at > $0 }) ?? true { latestRead = at }

@@ -40,4 +40,13 @@ struct RosterIndex: Sendable {
         }
         return times
     }
+
+    /// Whether each numbered user is among `users`, by number.
+    func contains(_ users: [String]) -> [Bool] {
+        var found = [Bool](repeating: false, count: self.numbers.count)
+        for user in users {
+            if let number = self.numbers[user] { found[number] = true }
+        }
+        return found
+    }
 }

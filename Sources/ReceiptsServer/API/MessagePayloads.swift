@@ -33,7 +33,7 @@ struct MessageResponse: ResponseEncodable {
         self.text = message.text
         self.createdAt = message.createdAt
         self.readBy = message.receipts.visibleReads.map(\.userId)
-        self.deliveredTo = message.receipts.deliveries.map(\.userId)
+        self.deliveredTo = message.receipts.deliveredTo
         self.receipt = receipt
         self.recipients = recipients
     }
