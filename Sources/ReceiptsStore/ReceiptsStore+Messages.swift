@@ -161,7 +161,10 @@ extension ReceiptsStore {
             let chunk = try ReceiptChunk(row: row, columns: columns)
             chunks[chunk.seq, default: []].append(chunk)
         }
-        return chunks
+        // In chunk order here rather than by `ORDER BY`: PostgreSQL would sort the rows with
+        // their arrays (a page of a 1,000-member group: 1,600 rows, 2.6 MB), which took it
+        // longer than finding them.
+        return chunks.mapValues { $0.sorted { $0.chunk < $1.chunk } }
     }
 
     static func mostRecentMessageId(tenant: String, chat: String, sender: String, on connection: PostgresConnection) async throws -> String? {

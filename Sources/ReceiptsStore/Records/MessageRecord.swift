@@ -48,6 +48,7 @@ extension MessageRecord {
 /// not merged by time, which would need every receipt's time where a page shows none.
 struct ReceiptChunk: Sendable {
     let seq: Int64
+    let chunk: Int32
     let deliveredTo: [String]
     /// `nil` when read without the delivery times (`Columns.withoutDeliveryTimes`).
     let deliveredAt: [Date]?
@@ -61,20 +62,20 @@ struct ReceiptChunk: Sendable {
         case withDeliveryTimes
         case withoutDeliveryTimes
 
-        /// The statement that reads the chunks of a chat's messages with `$3 <= seq <= $4`,
-        /// by seq and chunk (the table straight: the transaction is already scoped to the
-        /// tenant, and a set-returning function would copy every row once more).
+        /// The statement that reads the chunks of a chat's messages with `$3 <= seq <= $4`, in
+        /// no order (the table straight: the transaction is already scoped to the tenant, and
+        /// a set-returning function would copy every row once more).
         var sql: String {
             switch self {
             case .withDeliveryTimes:
                 """
-                SELECT seq, delivered_to, read_by, read_at, hidden_read_by, delivered_at FROM receipts.receipt_chunks
-                WHERE tenant_id = $1 AND chat_id = $2 AND seq >= $3 AND seq <= $4 ORDER BY seq, chunk
+                SELECT seq, chunk, delivered_to, read_by, read_at, hidden_read_by, delivered_at FROM receipts.receipt_chunks
+                WHERE tenant_id = $1 AND chat_id = $2 AND seq >= $3 AND seq <= $4
                 """
             case .withoutDeliveryTimes:
                 """
-                SELECT seq, delivered_to, read_by, read_at, hidden_read_by FROM receipts.receipt_chunks
-                WHERE tenant_id = $1 AND chat_id = $2 AND seq >= $3 AND seq <= $4 ORDER BY seq, chunk
+                SELECT seq, chunk, delivered_to, read_by, read_at, hidden_read_by FROM receipts.receipt_chunks
+                WHERE tenant_id = $1 AND chat_id = $2 AND seq >= $3 AND seq <= $4
                 """
             }
         }
@@ -82,15 +83,16 @@ struct ReceiptChunk: Sendable {
 
     init(row: PostgresRow, columns: Columns) throws {
         self.seq = try row.decode(column: 0)
-        self.deliveredTo = try row.decode([String].self, column: 1)
-        let readBy = try row.decode([String].self, column: 2)
-        let readAt = try row.decode([Date].self, column: 3)
+        self.chunk = try row.decode(column: 1)
+        self.deliveredTo = try row.decode([String].self, column: 2)
+        let readBy = try row.decode([String].self, column: 3)
+        let readAt = try row.decode([Date].self, column: 4)
         guard readBy.count == readAt.count else { throw Self.unequalArrays(seq: self.seq) }
         self.visibleReads = zip(readBy, readAt).map { UserReceipt(userId: $0, at: $1) }
-        self.hiddenReaders = try row.decode([String].self, column: 4)
+        self.hiddenReaders = try row.decode([String].self, column: 5)
         switch columns {
         case .withDeliveryTimes:
-            let deliveredAt = try row.decode([Date].self, column: 5)
+            let deliveredAt = try row.decode([Date].self, column: 6)
             guard deliveredAt.count == self.deliveredTo.count else { throw Self.unequalArrays(seq: self.seq) }
             self.deliveredAt = deliveredAt
         case .withoutDeliveryTimes:
