@@ -304,17 +304,24 @@ final class LibPQConnection: @unchecked Sendable {
             let name = PQfname(result, Int32(column)).map { String(cString: $0) } ?? ""
             columns.append(PostgresColumn(name: name, type: PostgresDataType(oid: PQftype(result, Int32(column)))))
         }
-        var storage: [UInt8] = []
         var cells: [(offset: Int, length: Int)] = []
         cells.reserveCapacity(rowCount * columnCount)
+        var size = 0
         for row in 0..<Int32(rowCount) {
             for column in 0..<Int32(columnCount) {
-                if PQgetisnull(result, row, column) == 1 {
-                    cells.append((storage.count, -1))
-                    continue
-                }
-                let length = Int(PQgetlength(result, row, column))
-                cells.append((storage.count, length))
+                let isNull = PQgetisnull(result, row, column) == 1
+                let length = isNull ? -1 : Int(PQgetlength(result, row, column))
+                cells.append((size, length))
+                size += max(0, length)
+            }
+        }
+        // Sized once: a large result (a page of a large group is over a megabyte) grown by
+        // doubling would be copied and its fresh memory touched several times over.
+        var storage: [UInt8] = []
+        storage.reserveCapacity(size)
+        for row in 0..<Int32(rowCount) {
+            for column in 0..<Int32(columnCount) {
+                let length = cells[Int(row) * columnCount + Int(column)].length
                 if length > 0, let value = PQgetvalue(result, row, column) {
                     value.withMemoryRebound(to: UInt8.self, capacity: length) { bytes in
                         storage.append(contentsOf: UnsafeBufferPointer(start: bytes, count: length))

@@ -1,4 +1,6 @@
-/// A message's receipt data as stored (the parallel arrays zipped).
+import Foundation
+
+/// A message's receipt data as stored.
 ///
 /// This is the raw material: it may mention users who are no longer recipients (they
 /// left without reading) and, defensively, even the sender. The rules decide what of it
@@ -8,15 +10,18 @@ public struct MessageReceipts: Sendable {
     public var seq: Int64
     /// The author, who is never a recipient of their own message.
     public var senderId: String
-    /// `delivered_to` with `delivered_at`. Deliveries are always visible.
-    public var deliveries: [UserReceipt]
+    /// `delivered_to`: who it was delivered to. Deliveries are always visible.
+    public var deliveredTo: [String]
+    /// `delivered_at`, in step with `deliveredTo`; `nil` when the times were not read: a page
+    /// of messages shows who has a message, not since when, so it leaves them in the database.
+    public var deliveredAt: [Date]?
     /// `read_by` with `read_at`: reads made with receipts switched on.
     public var visibleReads: [UserReceipt]
     /// `hidden_read_by`: users who read with receipts switched off. Their reads are never
     /// shown, so only their membership (and delivery) is known to the rules.
     public var hiddenReaders: Set<String>
 
-    /// A message's receipts from their stored parts.
+    /// A message's receipts from their stored parts, delivery times included.
     public init(
         seq: Int64,
         senderId: String,
@@ -24,10 +29,40 @@ public struct MessageReceipts: Sendable {
         visibleReads: [UserReceipt],
         hiddenReaders: Set<String>
     ) {
+        self.init(
+            seq: seq, senderId: senderId, deliveredTo: deliveries.map(\.userId), deliveredAt: deliveries.map(\.at),
+            visibleReads: visibleReads, hiddenReaders: hiddenReaders)
+    }
+
+    /// A message's receipts from their stored parts; `deliveredAt` is `nil` when the delivery
+    /// times were not read.
+    public init(
+        seq: Int64,
+        senderId: String,
+        deliveredTo: [String],
+        deliveredAt: [Date]?,
+        visibleReads: [UserReceipt],
+        hiddenReaders: Set<String>
+    ) {
+        precondition(deliveredAt.map { $0.count == deliveredTo.count } ?? true, "a delivery time for each delivery")
         self.seq = seq
         self.senderId = senderId
-        self.deliveries = deliveries
+        self.deliveredTo = deliveredTo
+        self.deliveredAt = deliveredAt
         self.visibleReads = visibleReads
         self.hiddenReaders = hiddenReaders
+    }
+
+    /// The deliveries with their times. Only for receipts read with their delivery times
+    /// (`deliveredAt` is not `nil`): the store reads them wherever they are shown.
+    public var deliveries: [UserReceipt] {
+        get {
+            guard let deliveredAt else { preconditionFailure("the delivery times of message \(self.seq) were not read") }
+            return zip(self.deliveredTo, deliveredAt).map { UserReceipt(userId: $0, at: $1) }
+        }
+        set {
+            self.deliveredTo = newValue.map(\.userId)
+            self.deliveredAt = newValue.map(\.at)
+        }
     }
 }

@@ -29,10 +29,19 @@ struct ReceiptCounts: Sendable, Hashable {
     /// the statuses: the same rules (a recipient had a period containing the message, is not
     /// its sender, and is a member now or visibly read it; delivery is a delivery or a visible
     /// read; each user's earliest times count), computed over the roster's numbered users.
+    /// Delivery times are not needed (a page of messages does not read them).
     init(of message: MessageReceipts, in roster: ChatRoster) {
+        var deliveries = RosterNumbering(roster.index)
+        var reads = RosterNumbering(roster.index)
+        self.init(of: message, in: roster, deliveries: &deliveries, reads: &reads)
+    }
+
+    /// The same, numbering the users of the message's deliveries and reads with `deliveries`
+    /// and `reads`, which carry over from one message of a page to the next.
+    init(of message: MessageReceipts, in roster: ChatRoster, deliveries: inout RosterNumbering, reads: inout RosterNumbering) {
         let index = roster.index
-        let deliveredAt = index.earliestTimes(of: message.deliveries)
-        let readAt = index.earliestTimes(of: message.visibleReads)
+        let isDelivered = index.contains(deliveries.numbers(of: message.deliveredTo))
+        let readAt = index.earliestTimes(of: message.visibleReads, numbers: reads.numbers(of: message.visibleReads.map(\.userId)))
         let sender = index.numbers[message.senderId]
         var counted = [Bool](repeating: false, count: index.isCurrent.count)
         var recipients = 0, delivered = 0, read = 0
@@ -41,7 +50,7 @@ struct ReceiptCounts: Sendable, Hashable {
             guard index.isCurrent[number] || readAt[number] != nil else { continue }
             counted[number] = true
             recipients += 1
-            if deliveredAt[number] != nil || readAt[number] != nil { delivered += 1 }
+            if isDelivered[number] || readAt[number] != nil { delivered += 1 }
             if let at = readAt[number] {
                 read += 1
                 if latestRead.map({ at > $0 }) ?? true { latestRead = at }

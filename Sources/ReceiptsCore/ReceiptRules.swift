@@ -55,8 +55,33 @@ public enum ReceiptRules {
     ) -> ReceiptSummary {
         // The counts of `recipientStatuses`, without listing (and sorting) the recipients of
         // every message of a page.
-        let counts = ReceiptCounts(of: message, in: roster)
-        return ReceiptSummary(
+        Self.summary(
+            ReceiptCounts(of: message, in: roster), in: roster, style: style,
+            isViewersMostRecent: isViewersMostRecent, timeZone: timeZone)
+    }
+
+    /// The `receipt` the sender sees under each of `messages` (a page), as `summary(of:…)`
+    /// gives it for each alone: the messages are counted one after another, each user
+    /// numbered once where the lists repeat (`RosterNumbering`).
+    public static func summaries(
+        of messages: [(receipts: MessageReceipts, isViewersMostRecent: Bool)],
+        in roster: ChatRoster,
+        style: LabelStyle = .counts,
+        timeZone: TimeZone = .gmt
+    ) -> [ReceiptSummary] {
+        var deliveries = RosterNumbering(roster.index)
+        var reads = RosterNumbering(roster.index)
+        return messages.map { message in
+            Self.summary(
+                ReceiptCounts(of: message.receipts, in: roster, deliveries: &deliveries, reads: &reads), in: roster,
+                style: style, isViewersMostRecent: message.isViewersMostRecent, timeZone: timeZone)
+        }
+    }
+
+    private static func summary(
+        _ counts: ReceiptCounts, in roster: ChatRoster, style: LabelStyle, isViewersMostRecent: Bool, timeZone: TimeZone
+    ) -> ReceiptSummary {
+        ReceiptSummary(
             state: counts.state,
             recipients: counts.recipients,
             delivered: counts.delivered,

@@ -30,14 +30,56 @@ struct RosterIndex: Sendable {
     }
 
     /// Each numbered user's earliest time in `receipts` (users without a period are no
-    /// recipients and are left out), by number.
-    func earliestTimes(of receipts: [UserReceipt]) -> [Date?] {
+    /// recipients and are left out), by number; `numbers` are the receipts' users' numbers.
+    func earliestTimes(of receipts: [UserReceipt], numbers: [Int?]) -> [Date?] {
         var times = [Date?](repeating: nil, count: self.numbers.count)
-        for receipt in receipts {
-            guard let number = self.numbers[receipt.userId] else { continue }
+        for (receipt, number) in zip(receipts, numbers) {
+            guard let number else { continue }
             if let earlier = times[number], earlier <= receipt.at { continue }
             times[number] = receipt.at
         }
         return times
+    }
+
+    /// Whether each numbered user has one of `numbers`, by number.
+    func contains(_ numbers: [Int?]) -> [Bool] {
+        var found = [Bool](repeating: false, count: self.numbers.count)
+        for case let number? in numbers {
+            found[number] = true
+        }
+        return found
+    }
+}
+
+/// Numbers the users of one list after another (`RosterIndex.numbers`), taking a user's
+/// number from the previous list where the same user stands at the same place.
+///
+/// The messages of a page list much the same members in much the same order (a read of
+/// several messages appends its reader to each of them), and comparing an id with the one
+/// at its place in the previous list is cheaper than hashing it again: a page of a
+/// 1,000-member group looks up 100,000 ids.
+struct RosterNumbering {
+    private let index: RosterIndex
+    private var previousUsers: [String] = []
+    private var previousNumbers: [Int?] = []
+
+    init(_ index: RosterIndex) {
+        self.index = index
+    }
+
+    /// Each user's number in the roster, `nil` for users without a period.
+    mutating func numbers(of users: [String]) -> [Int?] {
+        var numbers: [Int?] = []
+        numbers.reserveCapacity(users.count)
+        for (place, user) in users.enumerated() {
+            if place < self.previousUsers.count, self.previousUsers[place] == user {
+                numbers.append(self.previousNumbers[place])
+            } else {
+                numbers.append(self.index.numbers[user])
+            }
+        }
+        self.previousUsers = users
+        self.previousNumbers = numbers
+        return numbers
     }
 }

@@ -58,7 +58,7 @@ extension ReceiptsStore {
         case .created(let seq, let createdAt):
             let record = MessageRecord(
                 id: id, chatId: chat, senderId: sender, text: text, createdAt: createdAt,
-                receipts: MessageReceipts(seq: seq, senderId: sender, deliveries: [], visibleReads: [], hiddenReaders: [])
+                receipts: MessageReceipts(seq: seq, senderId: sender, deliveredTo: [], deliveredAt: [], visibleReads: [], hiddenReaders: [])
             )
             return .created(record)
         case .existing:
@@ -115,7 +115,7 @@ extension ReceiptsStore {
             )
             let seqs = try rows.map { try $0.decode(Int64.self, column: 1) }
             let chunks = try await Self.receiptChunks(
-                tenant: tenant, chat: chat, from: seqs.min() ?? 0, through: seqs.max() ?? -1, on: connection)
+                tenant: tenant, chat: chat, from: seqs.min() ?? 0, through: seqs.max() ?? -1, .withoutDeliveryTimes, on: connection)
             let messages = try zip(rows, seqs).reversed().map { row, seq in
                 try MessageRecord(row: row, chatId: chat, chunks: chunks[seq] ?? [])
             }
@@ -139,7 +139,7 @@ extension ReceiptsStore {
             )
             guard let row = rows.first else { return nil }
             let seq = try row.decode(Int64.self, column: 1)
-            let chunks = try await Self.receiptChunks(tenant: tenant, chat: chat, from: seq, through: seq, on: connection)
+            let chunks = try await Self.receiptChunks(tenant: tenant, chat: chat, from: seq, through: seq, .withDeliveryTimes, on: connection)
             let message = try MessageRecord(row: row, chatId: chat, chunks: chunks[seq] ?? [])
             var isMostRecent = false
             if let viewer {
@@ -152,16 +152,19 @@ extension ReceiptsStore {
     /// The receipt chunks of a chat's messages with `from <= seq <= through`, by seq, each
     /// message's in chunk order (none when the range is empty).
     static func receiptChunks(
-        tenant: String, chat: String, from: Int64, through: Int64, on connection: PostgresConnection
+        tenant: String, chat: String, from: Int64, through: Int64, _ columns: ReceiptChunk.Columns, on connection: PostgresConnection
     ) async throws -> [Int64: [ReceiptChunk]] {
         guard from <= through else { return [:] }
-        let rows = try await connection.query(ReceiptChunk.sql, [tenant, chat, from, through])
+        let rows = try await connection.query(columns.sql, [tenant, chat, from, through])
         var chunks: [Int64: [ReceiptChunk]] = [:]
         for row in rows {
-            let chunk = try ReceiptChunk(row: row)
+            let chunk = try ReceiptChunk(row: row, columns: columns)
             chunks[chunk.seq, default: []].append(chunk)
         }
-        return chunks
+        // In chunk order here rather than by `ORDER BY`: PostgreSQL would sort the rows with
+        // their arrays (a page of a 1,000-member group: 1,600 rows, 2.6 MB), which took it
+        // longer than finding them.
+        return chunks.mapValues { $0.sorted { $0.chunk < $1.chunk } }
     }
 
     static func mostRecentMessageId(tenant: String, chat: String, sender: String, on connection: PostgresConnection) async throws -> String? {

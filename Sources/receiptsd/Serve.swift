@@ -20,6 +20,7 @@ struct Serve: AsyncParsableCommand {
 
     func run() async throws {
         let environment = Environment()
+        MemoryAllocator.keepLargeBlocks(environment)
         let logger = makeLogger(level: environment.logLevel())
         let configuration = ReceiptsConfiguration(
             host: self.host ?? environment["RECEIPTS_HOST"] ?? "127.0.0.1",

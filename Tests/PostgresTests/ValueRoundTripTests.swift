@@ -56,6 +56,27 @@ struct ValueRoundTripTests {
         #expect(try rows[0].decode(String.self, column: "ninth") == "NULL")
     }
 
+    @Test("text[] and timestamptz[] decode as [String] and [Date], NULL elements refused")
+    func stringAndDateArrays() async throws {
+        let texts = ["a,b", "say \"hi\"", #"back\slash"#, "", "ü🙂", String(repeating: "long id ", count: 40)]
+        let rows = try await pool.query(
+            """
+            SELECT $1::text[], ARRAY['2024-02-29 23:59:58.123456+00', 'infinity', '-infinity', '1999-12-31 23:59:59+00']::timestamptz[],
+                   ARRAY['x', NULL]::text[], '{}'::timestamptz[]
+            """,
+            [texts]
+        )
+        #expect(try rows[0].decode([String].self, column: 0) == texts)
+        let dates = try rows[0].decode([Date].self, column: 1)
+        #expect(dates.count == 4)
+        #expect(abs(dates[0].timeIntervalSince(Date(timeIntervalSince1970: 1_709_251_198.123456))) < 0.000_001)
+        #expect(dates[1] == .distantFuture && dates[2] == .distantPast)
+        #expect(dates[3] == Date(timeIntervalSince1970: 946_684_799))
+        #expect(throws: PostgresError.self) { try rows[0].decode([String].self, column: 2) }
+        #expect(try rows[0].decode([String?].self, column: 2) == ["x", nil])
+        #expect(try rows[0].decode([Date].self, column: 3) == [])
+    }
+
     @Test("the empty text[] round-trips")
     func emptyArray() async throws {
         let rows = try await pool.query("SELECT $1::text[], cardinality($1::text[])", [[String]()])

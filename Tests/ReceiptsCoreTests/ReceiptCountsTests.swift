@@ -42,6 +42,40 @@ struct ReceiptCountsTests {
         }
     }
 
+    /// A page counts its messages one after another, carrying each list's numbers over to
+    /// the next message (`RosterNumbering`): lists that repeat, shift, shrink or differ must
+    /// still give every message the summary it gets alone.
+    @Test("a page's summaries equal each message's own, however its lists repeat")
+    func pagesOfMessages() {
+        var generator = SplitMix64(seed: 16)
+        let users = (0..<40).map { "user\($0)" } + ["a-member-with-a-long-id-that-is-not-a-small-string"]
+        let base = Date(timeIntervalSince1970: 1_795_000_000)
+        for _ in 0..<300 {
+            let members = users.filter { _ in Int.random(in: 0..<4, using: &generator) > 0 }
+            let periods = members.map { MembershipPeriod(userId: $0, afterSeq: Int64.random(in: 0...3, using: &generator), untilSeq: nil) }
+            let roster = ChatRoster(kind: .group, periods: periods, currentMembers: Set(members.filter { _ in Bool.random(using: &generator) }))
+            var readers = (users + ["stranger"]).shuffled(using: &generator)
+            var page: [(receipts: MessageReceipts, isViewersMostRecent: Bool)] = []
+            for seq in 1...Int64.random(in: 1...12, using: &generator) {
+                switch Int.random(in: 0..<4, using: &generator) {
+                case 0: readers.shuffle(using: &generator)
+                case 1: readers.removeFirst(Int.random(in: 0...3, using: &generator))
+                case 2: readers.insert("user\(Int.random(in: 0..<40, using: &generator))", at: 0)
+                default: break  // the same readers in the same order
+                }
+                let read = Array(readers.prefix(Int.random(in: 0...readers.count, using: &generator)))
+                let message = MessageReceipts(
+                    seq: seq, senderId: members.first ?? "user0",
+                    deliveredTo: readers, deliveredAt: nil,
+                    visibleReads: read.map { UserReceipt(userId: $0, at: base + Double(Int.random(in: 0...20, using: &generator))) },
+                    hiddenReaders: [])
+                page.append((message, Bool.random(using: &generator)))
+            }
+            let alone = page.map { ReceiptRules.summary(of: $0.receipts, in: roster, isViewersMostRecent: $0.isViewersMostRecent) }
+            #expect(ReceiptRules.summaries(of: page, in: roster) == alone)
+        }
+    }
+
     @Test("a roster changed after it was made counts with its new members")
     func changedRoster() {
         var roster = ChatRoster(kind: .group, periods: [MembershipPeriod(userId: "alice", afterSeq: 0, untilSeq: nil)], currentMembers: ["alice"])

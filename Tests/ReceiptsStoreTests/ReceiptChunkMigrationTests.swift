@@ -49,11 +49,13 @@ struct ReceiptChunkMigrationTests {
                 }
                 #expect(try await Self.unreadCounts(on: connection) == unreadBefore)
 
-                // The service reads them as before: readBy in the order of reading.
+                // The service reads them chunk by chunk, each chunk in the order of reading (as
+                // checked above).
                 let pool = PostgresConnectionPool(configuration: ReceiptsStore.serviceSessions(of: configuration), logger: TestDatabase.logger)
                 let store = ReceiptsStore(pool: pool, logger: TestDatabase.logger)
                 let (message, _, _) = try #require(try await store.message(tenant: "t", chat: "big", id: "m1", viewer: "u0"))
-                #expect(message.receipts.visibleReads.map(\.userId) == before["t/big/m1"]!.read.map { String($0.split(separator: "@")[0]) })
+                let stored = try #require(chunks["t/big/m1"]).flatMap(\.read)
+                #expect(message.receipts.visibleReads.map(\.userId) == stored.map { String($0.split(separator: "@")[0]) })
                 #expect(message.receipts.hiddenReaders == ["u7"])
 
                 // And marking goes on: new readers once, repeats no-ops, one event each.

@@ -31,13 +31,16 @@ struct JSONWriter {
 
     /// `text` as a JSON string, quotes included.
     mutating func string(_ text: String) {
+        var text = text
         // Ids and most texts need no escapes: one scan of their bytes, then one copy.
-        if text.utf8.contains(where: { $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") || $0 < 0x20 }) {
-            self.bytes.append(contentsOf: JSONString.quoted(text).utf8)
-        } else {
-            self.bytes.append(UInt8(ascii: "\""))
-            self.bytes.append(contentsOf: text.utf8)
-            self.bytes.append(UInt8(ascii: "\""))
+        text.withUTF8 { utf8 in
+            if utf8.contains(where: { $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") || $0 < 0x20 }) {
+                self.bytes.append(contentsOf: JSONString.quoted(String(decoding: utf8, as: UTF8.self)).utf8)
+            } else {
+                self.bytes.append(UInt8(ascii: "\""))
+                self.bytes.append(contentsOf: utf8)
+                self.bytes.append(UInt8(ascii: "\""))
+            }
         }
     }
 

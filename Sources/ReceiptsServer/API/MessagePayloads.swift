@@ -42,7 +42,7 @@ struct MessageResponse: Encodable, JSONResponse {
         self.text = message.text
         self.createdAt = message.createdAt
         self.readBy = message.receipts.visibleReads.map(\.userId)
-        self.deliveredTo = message.receipts.deliveries.map(\.userId)
+        self.deliveredTo = message.receipts.deliveredTo
         self.receipt = receipt
         self.recipients = recipients
     }

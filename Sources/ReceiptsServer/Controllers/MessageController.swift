@@ -57,15 +57,12 @@ struct MessageController {
         case .failure(.beforeNotFound): throw APIError.notFound("before names no message of this chat")
         }
         try Self.requireMember(viewer, of: page.roster)
-        let messages = page.messages.map { message in
-            guard let viewer, message.senderId == viewer else { return MessageResponse(message) }
-            let receipt = ReceiptRules.summary(
-                of: message.receipts, in: page.roster, style: style,
-                isViewersMostRecent: message.id == page.viewersMostRecentMessageId, timeZone: timeZone
-            )
-            return MessageResponse(message, receipt: receipt)
-        }
-        return MessageListResponse(messages: messages)
+        let viewersMessages = page.messages.filter { $0.senderId == viewer }
+        let receipts = ReceiptRules.summaries(
+            of: viewersMessages.map { ($0.receipts, $0.id == page.viewersMostRecentMessageId) },
+            in: page.roster, style: style, timeZone: timeZone)
+        var receiptOfMessage = Dictionary(uniqueKeysWithValues: zip(viewersMessages.map(\.id), receipts))
+        return MessageListResponse(messages: page.messages.map { MessageResponse($0, receipt: receiptOfMessage.removeValue(forKey: $0.id)) })
     }
 
     /// One message; its sender also gets `receipt` and per-recipient `recipients`.

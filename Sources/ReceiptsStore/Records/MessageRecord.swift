@@ -26,81 +26,83 @@ extension MessageRecord {
         self.senderId = try row.decode(column: 2)
         self.text = try row.decode(column: 3)
         self.createdAt = try row.decode(column: 4)
+        let withTimes = chunks.allSatisfy { $0.deliveredAt != nil }
         self.receipts = MessageReceipts(
             seq: try row.decode(Int64.self, column: 1),
             senderId: self.senderId,
-            deliveries: ReceiptChunk.inOrderOfTime(chunks.map(\.deliveries)),
-            visibleReads: ReceiptChunk.inOrderOfTime(chunks.map(\.visibleReads)),
+            deliveredTo: chunks.flatMap(\.deliveredTo),
+            deliveredAt: withTimes ? chunks.flatMap { $0.deliveredAt ?? [] } : nil,
+            visibleReads: chunks.flatMap(\.visibleReads),
             hiddenReaders: Set(chunks.flatMap(\.hiddenReaders))
         )
     }
 }
 
-/// One row of `receipts.receipt_chunks_of`: a message's receipts by the members of one chunk
-/// (`sql/migrations/0018_receipts_in_member_chunks.sql`).
+/// One row of `receipts.receipt_chunks`: a message's receipts by the members of one chunk
+/// of 32 (`sql/migrations/0018_receipts_in_member_chunks.sql`).
+///
+/// A message's receipts are its chunks' arrays one after another, in chunk order: each
+/// chunk in the order its receipts were appended, the chunks in the order of their members'
+/// numbers (the order they joined). A group of up to 32 members has one chunk, so its lists
+/// are in the order the receipts happened, as they were before chunks; a larger group's are
+/// not merged by time, which would need every receipt's time where a page shows none.
 struct ReceiptChunk: Sendable {
     let seq: Int64
-    let deliveries: [UserReceipt]
+    let chunk: Int32
+    let deliveredTo: [String]
+    /// `nil` when read without the delivery times (`Columns.withoutDeliveryTimes`).
+    let deliveredAt: [Date]?
     let visibleReads: [UserReceipt]
     let hiddenReaders: [String]
 
-    /// The statement that reads the chunks of a chat's messages in a seq range, by seq and chunk.
-    static let sql = """
-        SELECT seq, delivered_to, delivered_at, read_by, read_at, hidden_read_by
-        FROM receipts.receipt_chunks_of($1, $2, $3, $4)
-        """
+    /// Which columns to read: the delivery times only where they are shown (a message's
+    /// `recipients`). On a page of a large group they would be a quarter of the values
+    /// PostgreSQL sends and the service decodes, for nothing.
+    enum Columns {
+        case withDeliveryTimes
+        case withoutDeliveryTimes
 
-    init(row: PostgresRow) throws {
+        /// The statement that reads the chunks of a chat's messages with `$3 <= seq <= $4`, in
+        /// no order (the table straight: the transaction is already scoped to the tenant, and
+        /// a set-returning function would copy every row once more).
+        var sql: String {
+            switch self {
+            case .withDeliveryTimes:
+                """
+                SELECT seq, chunk, delivered_to, read_by, read_at, hidden_read_by, delivered_at FROM receipts.receipt_chunks
+                WHERE tenant_id = $1 AND chat_id = $2 AND seq >= $3 AND seq <= $4
+                """
+            case .withoutDeliveryTimes:
+                """
+                SELECT seq, chunk, delivered_to, read_by, read_at, hidden_read_by FROM receipts.receipt_chunks
+                WHERE tenant_id = $1 AND chat_id = $2 AND seq >= $3 AND seq <= $4
+                """
+            }
+        }
+    }
+
+    init(row: PostgresRow, columns: Columns) throws {
         self.seq = try row.decode(column: 0)
-        let deliveredTo = try row.decode([String].self, column: 1)
-        let deliveredAt = try row.decode([Date].self, column: 2)
+        self.chunk = try row.decode(column: 1)
+        self.deliveredTo = try row.decode([String].self, column: 2)
         let readBy = try row.decode([String].self, column: 3)
         let readAt = try row.decode([Date].self, column: 4)
-        self.deliveries = zip(deliveredTo, deliveredAt).map { UserReceipt(userId: $0, at: $1) }
+        guard readBy.count == readAt.count else { throw Self.unequalArrays(seq: self.seq) }
         self.visibleReads = zip(readBy, readAt).map { UserReceipt(userId: $0, at: $1) }
         self.hiddenReaders = try row.decode([String].self, column: 5)
+        switch columns {
+        case .withDeliveryTimes:
+            let deliveredAt = try row.decode([Date].self, column: 6)
+            guard deliveredAt.count == self.deliveredTo.count else { throw Self.unequalArrays(seq: self.seq) }
+            self.deliveredAt = deliveredAt
+        case .withoutDeliveryTimes:
+            self.deliveredAt = nil
+        }
     }
 
-    /// The receipts of all chunks as one list in the order they happened, as the single array
-    /// of a message kept them before chunks: by time, ties in chunk order, then in their order
-    /// in the chunk. Each chunk is appended in the order of time, so the chunks are merged
-    /// pairwise (O(n log chunks), the left one first on ties, which is that same order); a
-    /// chunk out of order (two readers whose transactions committed in the other order than
-    /// they started) is sorted instead.
-    static func inOrderOfTime(_ chunks: [[UserReceipt]]) -> [UserReceipt] {
-        var runs = chunks.filter { !$0.isEmpty }
-        guard runs.count > 1 else { return runs.first ?? [] }
-        guard runs.allSatisfy({ zip($0, $0.dropFirst()).allSatisfy { $0.at <= $1.at } }) else {
-            return runs.enumerated()
-                .flatMap { chunk, receipts in receipts.enumerated().map { (chunk: chunk, position: $0.offset, receipt: $0.element) } }
-                .sorted { ($0.receipt.at, $0.chunk, $0.position) < ($1.receipt.at, $1.chunk, $1.position) }
-                .map(\.receipt)
-        }
-        while runs.count > 1 {
-            runs = stride(from: 0, to: runs.count, by: 2).map { index in
-                index + 1 < runs.count ? merged(runs[index], runs[index + 1]) : runs[index]
-            }
-        }
-        return runs[0]
-    }
-
-    /// Two lists in the order of time as one, `earlier` first on ties.
-    private static func merged(_ earlier: [UserReceipt], _ later: [UserReceipt]) -> [UserReceipt] {
-        var result: [UserReceipt] = []
-        result.reserveCapacity(earlier.count + later.count)
-        var left = earlier.startIndex
-        var right = later.startIndex
-        while left < earlier.endIndex && right < later.endIndex {
-            if later[right].at < earlier[left].at {
-                result.append(later[right])
-                right += 1
-            } else {
-                result.append(earlier[left])
-                left += 1
-            }
-        }
-        result.append(contentsOf: earlier[left...])
-        result.append(contentsOf: later[right...])
-        return result
+    /// Parallel arrays of different lengths: the table's checks keep them equal, so this is
+    /// a fault to report, never receipts to pair up by guessing.
+    private static func unequalArrays(seq: Int64) -> PostgresError {
+        PostgresError(code: .invalidValue, message: "receipt chunk of message \(seq): parallel arrays of different lengths")
     }
 }
