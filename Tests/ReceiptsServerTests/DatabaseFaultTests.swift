@@ -121,9 +121,10 @@ struct DatabaseFaultTests {
                 print("faults: /readyz 503 \(unreadyAfterStop) after PostgreSQL stopped, 200 \(ContinuousClock.now - back) after it was back")
             }
             // (e) PostgreSQL freezes (every process stopped; its host still accepts and
-            // acknowledges): neither statement_timeout nor a cancel request can act, so the
-            // pool's watchdog drops the connections under calls that wait too long. /readyz
-            // is 503 within 2 s; a request is 503 within the timeout and the watchdog's 3 s.
+            // acknowledges): neither statement_timeout nor a cancel request can act. /readyz
+            // is 503 within 2 s; a request is 503 at its deadline, the database timeout
+            // (2 s here), plus 1 s for the answer on a loaded machine: its call is left to
+            // the pool, which drops the connection under it.
             try await check(after: "freezing PostgreSQL", expectingUnready: true) {
                 try await cluster.signal("STOP")
                 let frozen = ContinuousClock.now
@@ -134,7 +135,8 @@ struct DatabaseFaultTests {
                 let unread = try await client.send(.GET, "/v1/users/b/unread", as: apiKey)
                 print("faults: frozen PostgreSQL: /readyz 503 after \(unreadyAfterFreeze), GET unread \(unread.status) after \(ContinuousClock.now - asked)")
                 #expect(unread.status == 503)
-                #expect(ContinuousClock.now - asked < .seconds(6), "GET unread waited \(ContinuousClock.now - asked)")
+                #expect(unread.errorCode == "unavailable")
+                #expect(ContinuousClock.now - asked < .seconds(3), "GET unread waited \(ContinuousClock.now - asked)")
                 try await cluster.signal("CONT")
                 try await readiness.waitUntilReady(within: .seconds(5), after: "PostgreSQL thawed")
             }
