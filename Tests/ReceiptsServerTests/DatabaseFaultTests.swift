@@ -126,6 +126,10 @@ struct DatabaseFaultTests {
             // (2 s here), plus 1 s for the answer on a loaded machine: its call is left to
             // the pool, which drops the connection under it.
             try await check(after: "freezing PostgreSQL", expectingUnready: true) {
+                // The request timed below must find an idle connection and wait on the frozen
+                // server, not for the pool (whose wait is bounded anyway): the writers' stalled
+                // batches would take every connection, so they pause until it has answered.
+                await writers.pause()
                 try await cluster.signal("STOP")
                 let frozen = ContinuousClock.now
                 try await readiness.waitUntilUnready(within: .seconds(2), after: "PostgreSQL froze")
@@ -137,6 +141,9 @@ struct DatabaseFaultTests {
                 #expect(unread.status == 503)
                 #expect(unread.errorCode == "unavailable")
                 #expect(ContinuousClock.now - asked < .seconds(3), "GET unread waited \(ContinuousClock.now - asked)")
+                // The writers meet the frozen server too before it thaws (503, never 500).
+                writers.resume()
+                try await Task.sleep(for: .seconds(1))
                 try await cluster.signal("CONT")
                 try await readiness.waitUntilReady(within: .seconds(5), after: "PostgreSQL thawed")
             }
