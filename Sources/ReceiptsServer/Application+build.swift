@@ -27,8 +27,11 @@ public func buildApplication(
         configuration: ReceiptsStore.serviceSessions(of: database, timeout: configuration.databaseTimeout),
         options: .init(
             maximumConnections: configuration.databasePoolSize,
+            // A request's leases share its deadline (DatabaseDeadlineMiddleware); a lease of
+            // background work (the hub, the directory's reload) has this much from its start.
             leaseTimeout: TimeAmount(configuration.databaseTimeout),
-            // statement_timeout ends a slow statement first; this is for a server that cannot.
+            // For what no deadline bounds, a batch pipeline's statements: statement_timeout
+            // ends a slow one first; this is for a server that cannot.
             unresponsiveCallTimeout: TimeAmount(configuration.databaseTimeout + .seconds(1))
         ),
         logger: logger
@@ -107,6 +110,7 @@ public func buildRouter(_ components: ServiceComponents) -> Router<ReceiptsReque
     let router = Router(context: ReceiptsRequestContext.self)
     router.add(middleware: RequestMetricsMiddleware(metrics: components.metrics))
     router.add(middleware: ErrorMiddleware())
+    router.add(middleware: DatabaseDeadlineMiddleware(timeout: components.configuration.databaseTimeout))
     router.add(middleware: BodyLimitMiddleware(readsBody: false))
 
     HealthController(database: components.databaseHealth, hub: components.hub).addRoutes(to: router)
