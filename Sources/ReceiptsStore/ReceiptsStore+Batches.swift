@@ -36,14 +36,14 @@ extension ReceiptsStore {
         // A run serves the requests that come while it works, not only the one that started
         // it: its lease has a deadline of its own, not that request's.
         try await PostgresDeadline.without {
-            try await self.runBatches(of: kind, tenant: tenant, leasedFrom: queue, statements)
+            try await self.runBatchesOnOneConnection(of: kind, tenant: tenant, from: queue, statements)
         }
     }
 
-    private func runBatches<Request: Sendable, Outcome: Sendable>(
+    private func runBatchesOnOneConnection<Request: Sendable, Outcome: Sendable>(
         of kind: String,
         tenant: String,
-        leasedFrom queue: BatchQueue<Request, Outcome>,
+        from queue: BatchQueue<Request, Outcome>,
         _ statements: BatchStatements<Request, Outcome>
     ) async throws {
         try await self.pool.withConnection { connection in
