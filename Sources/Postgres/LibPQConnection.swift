@@ -31,6 +31,9 @@ final class LibPQConnection: @unchecked Sendable {
     /// `transactionSetup()`), so the server ends a statement by the deadline itself. nil: the
     /// session's own `statement_timeout` applies.
     var statementTimeout: String?
+    /// The session's own `statement_timeout` in milliseconds, when its settings give one
+    /// (`PostgresConfiguration.settings`): a call's `statementTimeout` never loosens it.
+    private(set) var sessionStatementTimeout: Int?
     /// What cancels the statement running on this connection, from another thread.
     private let cancellation: NIOLockedValueBox<Cancellation>
     /// When the call blocked on the server now began (`NIODeadline` uptime nanoseconds),
@@ -67,6 +70,16 @@ final class LibPQConnection: @unchecked Sendable {
     static let takeRoleAndTimeoutStatement = "SELECT set_config('role', $1, true), set_config('statement_timeout', $2, true)"
     /// Sets the transaction's `statement_timeout` (`SET LOCAL`), on a connection without a role.
     static let setTimeoutStatement = "SELECT set_config('statement_timeout', $1, true)"
+
+    /// Sets `statementTimeout` for a call that has `milliseconds` left, or the session's own
+    /// timeout if that is shorter; nil clears it.
+    func limitStatements(toMilliseconds milliseconds: Int?) {
+        guard let milliseconds else {
+            self.statementTimeout = nil
+            return
+        }
+        self.statementTimeout = String(min(milliseconds, self.sessionStatementTimeout ?? milliseconds))
+    }
 
     /// What a transaction runs first, in the same round trip as its first statement: takes
     /// the `transactionRole` and sets the `statementTimeout`; nil when there is neither.
@@ -137,6 +150,9 @@ final class LibPQConnection: @unchecked Sendable {
             try setUp("set \(setting.name)") { () throws(PostgresError) in
                 _ = try connection.execute(
                     "SELECT set_config($1, $2, false)", bindings: try PostgresBindings([setting.name, setting.value]))
+            }
+            if setting.name == "statement_timeout", let milliseconds = Int(setting.value), milliseconds > 0 {
+                connection.sessionStatementTimeout = milliseconds
             }
         }
         if let role = configuration.role {

@@ -172,12 +172,12 @@ public final class PostgresConnection: @unchecked Sendable {
             throw PostgresError(code: .deadlineExceeded, message: "the database work's deadline has passed")
         }
         // Whole milliseconds, rounded up: the server's timer must not fire before ours.
-        let statementTimeout = String((left.nanoseconds + 999_999) / 1_000_000)
+        let milliseconds = Int((left.nanoseconds + 999_999) / 1_000_000)
         let connection = self.connection
         let eventLoop = MultiThreadedEventLoopGroup.singleton.any()
         let call = self.threadPool.runIfActive(eventLoop: eventLoop) { () throws -> T in
-            connection.statementTimeout = statementTimeout
-            defer { connection.statementTimeout = nil }
+            connection.limitStatements(toMilliseconds: milliseconds)
+            defer { connection.limitStatements(toMilliseconds: nil) }
             return try body(connection)
         }
         let outcome = await withTaskCancellationHandler {
@@ -260,7 +260,10 @@ public final class PostgresConnection: @unchecked Sendable {
         Self.cancelThreads.submit { _ in connection.requestCancel() }
     }
 
-    /// Threads that send cancel requests (`PQcancel` connects to the server and waits for it).
+    /// Threads that send cancel requests (`PQcancel` connects to the server and waits for it,
+    /// without a time limit: on a frozen server, until it thaws). Nothing waits for them: a
+    /// call past its deadline has been answered already, and its connection is shut down
+    /// (`abandon`) whether or not the cancel request got through.
     private static let cancelThreads: NIOThreadPool = {
         let threads = NIOThreadPool(numberOfThreads: 2)
         threads.start()

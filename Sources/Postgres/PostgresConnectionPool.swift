@@ -257,10 +257,8 @@ public final class PostgresConnectionPool: Service, Sendable {
         }
         let outcome = await PostgresConnection.result(of: opening, by: deadline, on: eventLoop) {
             opening.whenComplete { result in
-                if case .success(let late) = result {
-                    self.threadPool.submit { _ in late.close() }
-                }
-                self.freeSlot()
+                guard case .success(let late) = result else { return self.freeSlot() }
+                self.threadPool.runIfActive(eventLoop: eventLoop) { late.close() }.whenComplete { _ in self.freeSlot() }
             }
         }
         switch outcome {
