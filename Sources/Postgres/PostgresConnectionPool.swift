@@ -7,17 +7,19 @@ import ServiceLifecycle
 
 /// A bounded pool of `PostgresConnection`s.
 ///
-/// - Every lease has one deadline: the task's `PostgresDeadline` (an HTTP request's, shared
-///   by all its leases), or else `leaseTimeout` from the lease's start. The wait for a
-///   connection, the opening of one, and every call on it end by then: a wait fails with
-///   `poolTimeout`, a call with `deadlineExceeded` (see `PostgresConnection.onThread`; each
-///   transaction's `statement_timeout` is the time left, so a server that answers ends its
-///   statements itself, and one that does not cannot hold the caller past the deadline).
-///   Only a pipeline (`withPipeline`) is exempt: its statements are bounded one by one.
+/// - A lease taken within a `PostgresDeadline` scope (an HTTP request, whose leases all share
+///   it) ends by that deadline: the wait for a connection, the opening of one, and every call
+///   on it. A wait fails with `poolTimeout`, a call with `deadlineExceeded` (see
+///   `PostgresConnection.onThread`; each transaction's `statement_timeout` is the time left,
+///   so a server that answers ends its statements itself, and one that does not cannot hold
+///   the caller past the deadline). Only a pipeline (`withPipeline`) is exempt: its
+///   statements are bounded one by one. Outside a scope (background work that may
+///   legitimately hold a session for long) a lease waits at most `leaseTimeout`, and its
+///   statements are bounded by the session's `statement_timeout` and the watchdog below.
 /// - Opens connections on demand up to `maximumConnections`; a lease beyond that waits, in
-///   arrival order. At most `maximumWaiters` leases wait; one more fails at once with
-///   `poolExhausted`, so a database that has become slow cannot gather an unbounded queue
-///   of requests.
+///   arrival order, and fails with `poolTimeout` after `leaseTimeout` (or at its deadline).
+///   At most `maximumWaiters` leases wait; one more fails at once with `poolExhausted`, so a
+///   database that has become slow cannot gather an unbounded queue of requests.
 /// - A connection whose statement was cancelled (its task was cancelled) is closed, not
 ///   reused: the cancel request could otherwise reach the server late and cancel the next
 ///   borrower's statement.
@@ -43,8 +45,8 @@ public final class PostgresConnectionPool: Service, Sendable {
     public struct Options: Sendable {
         /// The most connections open at once.
         public var maximumConnections: Int
-        /// How long a lease outside a `PostgresDeadline` scope may take, from its start: its
-        /// wait for a connection and its calls together (its deadline).
+        /// How long a lease waits for a free connection before failing (less when its
+        /// `PostgresDeadline` comes sooner).
         public var leaseTimeout: TimeAmount
         /// The most leases waiting at once; one more fails at once.
         public var maximumWaiters: Int
@@ -152,19 +154,20 @@ public final class PostgresConnectionPool: Service, Sendable {
     /// Lends a connection to `body` and takes it back afterwards.
     ///
     /// A connection left inside a transaction, or found broken, is closed rather than reused.
-    /// The wait for the connection and every call on it end by the lease's deadline: the
-    /// task's `PostgresDeadline`, or `leaseTimeout` from now, whichever comes first.
-    /// - Parameter leaseTimeout: how long the lease may take, when not the pool's
-    ///   `leaseTimeout` (a health check waits less than a request).
+    /// Within a `PostgresDeadline` scope, the wait for the connection and every call on it
+    /// end by that deadline.
+    /// - Parameter leaseTimeout: how long to wait for a free connection, when not the pool's
+    ///   `leaseTimeout`.
     @discardableResult
     public func withConnection<Result>(
         leaseTimeout: TimeAmount? = nil,
         caller: isolated (any Actor)? = #isolation,
         _ body: (PostgresConnection) async throws -> Result
     ) async throws -> Result {
-        var deadline = NIODeadline.now() + (leaseTimeout ?? self.options.leaseTimeout)
-        if let current = PostgresDeadline.current, current < deadline { deadline = current }
-        let connection = try await self.lease(by: deadline)
+        let deadline = PostgresDeadline.current
+        var waitUntil = NIODeadline.now() + (leaseTimeout ?? self.options.leaseTimeout)
+        if let deadline, deadline < waitUntil { waitUntil = deadline }
+        let connection = try await self.lease(by: waitUntil)
         connection.deadline = deadline
         let result: Result
         do {

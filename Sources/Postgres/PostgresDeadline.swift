@@ -5,8 +5,9 @@ import NIOCore
 /// An HTTP request sets it once, where it begins (`within(_:_:)`), so that every lease it
 /// takes shares it: the wait for a pooled connection and every call on it, through an
 /// authentication's look-up and the request's own transactions, end by one deadline instead
-/// of one per step. A lease taken outside such a scope has a deadline of its own, the pool's
-/// `leaseTimeout` from its start (see `PostgresConnectionPool.withConnection`).
+/// of one per step. A lease taken outside such a scope (background work) waits for a
+/// connection at most the pool's `leaseTimeout`, and its statements are bounded one by one
+/// (see `PostgresConnectionPool`).
 ///
 /// Tasks created inside the scope inherit it (task-local), which is right for work done on
 /// the request's behalf and wrong for work that outlives it: such work calls `without(_:)`.

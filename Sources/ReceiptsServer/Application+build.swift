@@ -27,11 +27,11 @@ public func buildApplication(
         configuration: ReceiptsStore.serviceSessions(of: database, timeout: configuration.databaseTimeout),
         options: .init(
             maximumConnections: configuration.databasePoolSize,
-            // A request's leases share its deadline (DatabaseDeadlineMiddleware); a lease of
-            // background work (the hub, the directory's reload) has this much from its start.
+            // A request's leases share its deadline (DatabaseDeadlineMiddleware), which bounds
+            // their wait and their calls; background work waits this long for a connection.
             leaseTimeout: TimeAmount(configuration.databaseTimeout),
-            // For what no deadline bounds, a batch pipeline's statements: statement_timeout
-            // ends a slow one first; this is for a server that cannot.
+            // For what no deadline bounds (background work, batch pipelines): the sessions'
+            // statement_timeout ends a slow statement first; this is for a server that cannot.
             unresponsiveCallTimeout: TimeAmount(configuration.databaseTimeout + .seconds(1))
         ),
         logger: logger
