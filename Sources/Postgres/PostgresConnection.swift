@@ -126,6 +126,10 @@ public final class PostgresConnection: @unchecked Sendable {
         bounded: Bool = true,
         _ body: @escaping @Sendable (LibPQConnection) throws(PostgresError) -> T
     ) async throws(PostgresError) -> T {
+        // A call given up at its deadline may still run on the thread: nothing else may.
+        guard !self.hasAbandonedCall else {
+            throw PostgresError(code: .deadlineExceeded, message: "an earlier call on this connection passed its deadline")
+        }
         if bounded, let deadline = self.deadline {
             return try await self.onThreadByDeadline(deadline, body)
         }
@@ -164,9 +168,6 @@ public final class PostgresConnection: @unchecked Sendable {
         _ deadline: NIODeadline,
         _ body: @escaping @Sendable (LibPQConnection) throws(PostgresError) -> T
     ) async throws(PostgresError) -> T {
-        guard self.abandonedCall.withLockedValue({ $0 == nil }) else {
-            throw PostgresError(code: .deadlineExceeded, message: "an earlier call on this connection passed its deadline")
-        }
         let left = deadline - NIODeadline.now()
         guard left > .zero else {
             throw PostgresError(code: .deadlineExceeded, message: "the database work's deadline has passed")

@@ -33,7 +33,8 @@ import ServiceLifecycle
 ///
 /// - With `unresponsiveCallTimeout`, a watchdog looks every half second for calls that have
 ///   waited on the server longer than that: it cancels them (a cancel request), and shuts
-///   the connection down under one that still waits 2 s later. The backstop for the calls no
+///   the connection down under one that still waits a second later (as a call given up at
+///   its deadline: `PostgresConnection.abandonAfter`). The backstop for the calls no
 ///   deadline bounds (a pipeline's) on a server that cannot end a statement itself (frozen,
 ///   stalled on its storage), where the sessions' `statement_timeout` cannot fire and a
 ///   cancel request is not acted upon.
@@ -129,14 +130,14 @@ public final class PostgresConnectionPool: Service, Sendable {
     }
 
     /// The watchdog's round: cancels each call waiting on the server longer than `limit`, and
-    /// abandons the connection under one still waiting 2 s after that.
+    /// abandons the connection under one still waiting `PostgresConnection.abandonAfter` after that.
     private func endUnresponsiveCalls(after limit: TimeAmount) {
         let connections = self.state.withLockedValue { Array($0.open.values) }
         let limit = Duration.nanoseconds(limit.nanoseconds)
         for connection in connections {
             guard let blocked = connection.connection.blockedFor, blocked > limit else { continue }
             let metadata: Logger.Metadata = ["postgres.backend_pid": "\(connection.backendPID)", "postgres.waited": "\(blocked)"]
-            if blocked > limit + .seconds(2) {
+            if blocked > limit + .nanoseconds(PostgresConnection.abandonAfter.nanoseconds) {
                 self.logger.warning("the database does not answer a call, even to cancel it; dropping its connection", metadata: metadata)
                 connection.connection.abandon()
             } else if !connection.isCancelRequested {
