@@ -18,9 +18,9 @@ extension PostgresConnection {
 
     /// Runs `body` in a transaction: commits when it returns, rolls back when it throws.
     ///
-    /// The transaction takes the connection's role, and on a leased connection its
-    /// statements may run only until the lease's deadline (`statement_timeout`), both set by
-    /// its `BEGIN`'s round trip.
+    /// The transaction takes the connection's role, and on a connection leased within a
+    /// `PostgresDeadline` scope its statements may run only until that deadline
+    /// (`statement_timeout`), both set in its `BEGIN`'s round trip.
     ///
     /// A `COMMIT` that the server turns into a rollback (because a statement failed and the
     /// error was swallowed) throws instead of passing silently.

@@ -18,9 +18,9 @@ public final class PostgresConnection: @unchecked Sendable {
     /// Whether `threadPool` is this connection's own, to shut down with it.
     private let ownsThreadPool: Bool
     let logger: Logger
-    /// The deadline of the lease that holds the connection (`PostgresConnectionPool`), nil
-    /// outside a pool: every call on it must end by then (see `onThread`). Set and read by
-    /// the one task that holds the lease.
+    /// The deadline of the lease that holds the connection (its `PostgresDeadline`), nil
+    /// outside a pool or a scope: every call on it must end by then (see `onThread`). Set and
+    /// read by the one task that holds the lease.
     var deadline: NIODeadline?
     /// A call given up at its deadline that still runs on the connection's thread: the
     /// connection is closed only once it has returned (`closeAfterAbandonedCall`).

@@ -17,7 +17,7 @@ import Synchronization
 /// - tenants created and keys replaced through this process's store are in it at once;
 /// - a caller that must know sooner of a change made elsewhere asks for a snapshot of a
 ///   younger `maximumAge` (an open stream's periodic re-check of its credential: a key replaced
-///   or removed in the database ends the stream within that check's interval).
+///   or removed in the database ends the stream within about one and a half intervals).
 ///
 /// Its size is the number of tenants, whatever callers guess. Concurrent reloads share one
 /// query. A reload that fails throws (the caller answers 503, never 401: a client must not
