@@ -19,8 +19,8 @@ extension LibPQConnection {
         var key: PreparedStatementKey
         /// Whether it was prepared in the same trip: the prepare's result comes first.
         var prepares: Bool
-        /// Whether its transaction takes the connection's role first: that statement's
-        /// result comes next.
+        /// Whether its transaction is set up first (`LibPQConnection.transactionSetup()`: the
+        /// role, the statement timeout): that statement's result comes next.
         var takesRole: Bool
     }
 
@@ -46,7 +46,12 @@ extension LibPQConnection {
 
     /// Sends one statement and its sync point without waiting for its answer. A statement
     /// not yet prepared on this connection is prepared in the same trip.
-    func send(_ sql: String, bindings: PostgresBindings) throws(PostgresError) {
+    /// - Parameter setup: what its transaction runs first (`transactionSetup()`, prepared
+    ///   before the pipeline began); by default the role alone, if the connection has one.
+    func send(
+        _ sql: String, bindings: PostgresBindings, setup: (statement: String, values: [String])? = nil
+    ) throws(PostgresError) {
+        let setup = setup ?? self.transactionRole.flatMap { role in self.takeRoleStatementName.map { ($0, [role]) } }
         let key = PreparedStatementKey(sql: sql, types: bindings.types)
         let prepares = self.preparedStatements[key] == nil
         let statementName: String
@@ -63,13 +68,13 @@ extension LibPQConnection {
             // If the prepare fails, `receive` forgets it again.
             self.preparedStatements[key] = statementName
         }
-        if let role = self.transactionRole, let roleStatement = self.takeRoleStatementName {
-            let sent = role.withCString { role in
-                withUnsafePointer(to: role) { values in
-                    PQsendQueryPrepared(self.handle, roleStatement, 1, values, nil, nil, 1)
-                }
+        if let setup {
+            let values = setup.values.map { strdup($0) }
+            defer { values.forEach { free($0) } }
+            let valuePointers = values.map { UnsafePointer($0) }
+            guard PQsendQueryPrepared(self.handle, setup.statement, Int32(values.count), valuePointers, nil, nil, 1) == 1 else {
+                throw self.sendFailure()
             }
-            guard sent == 1 else { throw self.sendFailure() }
         }
         let values = bindings.values.map { $0.map { strdup($0) } ?? nil }
         defer { values.forEach { free($0) } }
@@ -77,7 +82,7 @@ extension LibPQConnection {
         guard PQsendQueryPrepared(self.handle, statementName, Int32(values.count), valuePointers, nil, nil, 1) == 1,
             PQpipelineSync(self.handle) == 1
         else { throw self.sendFailure() }
-        self.pipelineQueue.append(PipelinedStatement(key: key, prepares: prepares, takesRole: self.transactionRole != nil))
+        self.pipelineQueue.append(PipelinedStatement(key: key, prepares: prepares, takesRole: setup != nil))
     }
 
     /// Waits for the answer of the oldest statement sent and not yet received.

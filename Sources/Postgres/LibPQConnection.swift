@@ -25,6 +25,15 @@ final class LibPQConnection: @unchecked Sendable {
     private(set) var transactionRole: String?
     /// The prepared `takeRoleStatement`, when there is a `transactionRole`.
     private(set) var takeRoleStatementName: String?
+    /// While a call with a deadline runs (set on the connection's thread for that call, see
+    /// `PostgresConnection.onThread`): the milliseconds it has left, which every transaction
+    /// it starts sets as its `statement_timeout` (`SET LOCAL`, a parameter of
+    /// `transactionSetup()`), so the server ends a statement by the deadline itself. nil: the
+    /// session's own `statement_timeout` applies.
+    var statementTimeout: String?
+    /// The session's own `statement_timeout` in milliseconds, when its settings give one
+    /// (`PostgresConfiguration.settings`): a call's `statementTimeout` never loosens it.
+    private(set) var sessionStatementTimeout: Int?
     /// What cancels the statement running on this connection, from another thread.
     private let cancellation: NIOLockedValueBox<Cancellation>
     /// When the call blocked on the server now began (`NIODeadline` uptime nanoseconds),
@@ -57,6 +66,38 @@ final class LibPQConnection: @unchecked Sendable {
     /// in the same round trip as its first statement: `set_config(…, true)` is
     /// `SET LOCAL ROLE`, undone when the transaction ends.
     static let takeRoleStatement = "SELECT set_config('role', $1, true)"
+    /// `takeRoleStatement` that also sets the transaction's `statement_timeout` (`SET LOCAL`).
+    static let takeRoleAndTimeoutStatement = "SELECT set_config('role', $1, true), set_config('statement_timeout', $2, true)"
+    /// Sets the transaction's `statement_timeout` (`SET LOCAL`), on a connection without a role.
+    static let setTimeoutStatement = "SELECT set_config('statement_timeout', $1, true)"
+
+    /// Sets `statementTimeout` for a call that has `milliseconds` left, or the session's own
+    /// timeout if that is shorter; nil clears it.
+    func limitStatements(toMilliseconds milliseconds: Int?) {
+        guard let milliseconds else {
+            self.statementTimeout = nil
+            return
+        }
+        self.statementTimeout = String(min(milliseconds, self.sessionStatementTimeout ?? milliseconds))
+    }
+
+    /// What a transaction runs first, in the same round trip as its first statement: takes
+    /// the `transactionRole` and sets the `statementTimeout`; nil when there is neither.
+    /// Prepares the statement the first time, so it must be called outside pipeline mode.
+    func transactionSetup() throws(PostgresError) -> (statement: String, values: [String])? {
+        let textTypes = { (count: Int) in [UInt32](repeating: PostgresDataType.unspecified.oid, count: count) }
+        switch (self.transactionRole, self.statementTimeout) {
+        case (nil, nil):
+            return nil
+        case (let role?, nil):
+            guard let name = self.takeRoleStatementName else { return nil }
+            return (name, [role])
+        case (nil, let timeout?):
+            return (try self.preparedStatementName(for: Self.setTimeoutStatement, types: textTypes(1)), [timeout])
+        case (let role?, let timeout?):
+            return (try self.preparedStatementName(for: Self.takeRoleAndTimeoutStatement, types: textTypes(2)), [role, timeout])
+        }
+    }
 
     private init(handle: OpaquePointer, server: String) {
         self.handle = handle
@@ -109,6 +150,9 @@ final class LibPQConnection: @unchecked Sendable {
             try setUp("set \(setting.name)") { () throws(PostgresError) in
                 _ = try connection.execute(
                     "SELECT set_config($1, $2, false)", bindings: try PostgresBindings([setting.name, setting.value]))
+            }
+            if setting.name == "statement_timeout", let milliseconds = Int(setting.value), milliseconds > 0 {
+                connection.sessionStatementTimeout = milliseconds
             }
         }
         if let role = configuration.role {
@@ -236,12 +280,12 @@ final class LibPQConnection: @unchecked Sendable {
     /// a transaction of its own that takes the role first, in the same round trip (through
     /// pipeline mode: two statements before one sync point share an implicit transaction).
     func execute(_ sql: String, bindings: PostgresBindings) throws(PostgresError) -> PostgresRows {
-        if self.transactionRole != nil, PQtransactionStatus(self.handle) == PQTRANS_IDLE,
-            PQpipelineStatus(self.handle) == PQ_PIPELINE_OFF
+        if PQtransactionStatus(self.handle) == PQTRANS_IDLE, PQpipelineStatus(self.handle) == PQ_PIPELINE_OFF,
+            let setup = try self.transactionSetup()
         {
             try self.enterPipelineMode()
             defer { self.leavePipelineMode() }
-            try self.send(sql, bindings: bindings)
+            try self.send(sql, bindings: bindings, setup: setup)
             return try self.receive()
         }
         let statementName = try self.preparedStatementName(for: sql, types: bindings.types)
@@ -274,6 +318,54 @@ final class LibPQConnection: @unchecked Sendable {
         defer { PQclear(result) }
         try self.check(result)
         return PQcmdStatus(result).map { String(cString: $0) } ?? ""
+    }
+
+    /// Opens a transaction block with `statement` (`BEGIN …`) and runs `transactionSetup()`
+    /// in it, in one round trip (pipeline mode: the setup's values are parameters).
+    func begin(_ statement: String) throws(PostgresError) {
+        guard let setup = try self.transactionSetup() else {
+            try self.executeScript(statement)
+            return
+        }
+        try self.enterPipelineMode()
+        let values = setup.values.map { strdup($0) }
+        defer { values.forEach { free($0) } }
+        let valuePointers = values.map { UnsafePointer($0) }
+        guard PQsendQueryParams(self.handle, statement, 0, nil, nil, nil, nil, 1) == 1,
+            PQsendQueryPrepared(self.handle, setup.statement, Int32(values.count), valuePointers, nil, nil, 1) == 1,
+            PQpipelineSync(self.handle) == 1
+        else {
+            // Left in pipeline mode: the pool does not lend it again.
+            throw self.connectionError()
+        }
+        self.markBlocked()
+        defer { self.markUnblocked() }
+        var failure: PostgresError?
+        // Each statement's result and the null that ends it, then the sync point.
+        for _ in 0..<2 {
+            guard let result = PQgetResult(self.handle) else { throw self.connectionError() }
+            switch PQresultStatus(result) {
+            case PGRES_COMMAND_OK, PGRES_TUPLES_OK:
+                break
+            case PGRES_PIPELINE_ABORTED:
+                failure = failure ?? PostgresError(code: .server, message: "the transaction's setup was not run", host: self.server)
+            default:
+                failure = failure ?? self.serverError(from: result)
+            }
+            PQclear(result)
+            if let extra = PQgetResult(self.handle) {
+                PQclear(extra)
+                throw PostgresError(code: .connectionClosed, message: "libpq answered out of order in pipeline mode", host: self.server)
+            }
+        }
+        guard let sync = PQgetResult(self.handle) else { throw self.connectionError() }
+        let status = PQresultStatus(sync)
+        PQclear(sync)
+        guard status == PGRES_PIPELINE_SYNC else {
+            throw PostgresError(code: .connectionClosed, message: "libpq answered out of order in pipeline mode", host: self.server)
+        }
+        _ = PQexitPipelineMode(self.handle)
+        if let failure { throw failure }
     }
 
     func preparedStatementName(for sql: String, types: [UInt32]) throws(PostgresError) -> String {

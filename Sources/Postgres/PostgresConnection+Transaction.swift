@@ -18,6 +18,10 @@ extension PostgresConnection {
 
     /// Runs `body` in a transaction: commits when it returns, rolls back when it throws.
     ///
+    /// The transaction takes the connection's role, and on a connection leased within a
+    /// `PostgresDeadline` scope its statements may run only until that deadline
+    /// (`statement_timeout`), both set in its `BEGIN`'s round trip.
+    ///
     /// A `COMMIT` that the server turns into a rollback (because a statement failed and the
     /// error was swallowed) throws instead of passing silently.
     @discardableResult
@@ -26,12 +30,15 @@ extension PostgresConnection {
         caller: isolated (any Actor)? = #isolation,
         _ body: (PostgresConnection) async throws -> Result
     ) async throws -> Result {
-        try await self.executeScript(level.beginStatement)
+        let statement = level.beginStatement
+        try await self.onThread { connection throws(PostgresError) in try connection.begin(statement) }
         let result: Result
         do {
             result = try await body(self)
         } catch {
-            if self.isOpen {
+            // Not after a call abandoned at its deadline (it may still run); past the
+            // deadline the rollback fails at once, and the pool closes the connection.
+            if !self.hasAbandonedCall, self.isOpen {
                 do {
                     try await self.executeScript("ROLLBACK")
                 } catch let rollbackError {

@@ -1,4 +1,6 @@
 import Logging
+import NIOConcurrencyHelpers
+import NIOCore
 import NIOPosix
 
 /// One session with PostgreSQL, with an async API.
@@ -16,12 +18,25 @@ public final class PostgresConnection: @unchecked Sendable {
     /// Whether `threadPool` is this connection's own, to shut down with it.
     private let ownsThreadPool: Bool
     let logger: Logger
+    /// The deadline of the lease that holds the connection (its `PostgresDeadline`), nil
+    /// outside a pool or a scope: every call on it must end by then (see `onThread`). Set and
+    /// read by the one task that holds the lease.
+    var deadline: NIODeadline?
+    /// A call given up at its deadline that still runs on the connection's thread: the
+    /// connection is closed only once it has returned (`closeAfterAbandonedCall`).
+    private let abandonedCall = NIOLockedValueBox<EventLoopFuture<Void>?>(nil)
 
     private init(connection: LibPQConnection, threadPool: NIOThreadPool, ownsThreadPool: Bool, logger: Logger) {
         self.connection = connection
         self.threadPool = threadPool
         self.ownsThreadPool = ownsThreadPool
         self.logger = logger
+    }
+
+    /// A pool's connection, opened by the pool on its thread pool.
+    convenience init(pooled connection: LibPQConnection, threadPool: NIOThreadPool, logger: Logger) {
+        self.init(connection: connection, threadPool: threadPool, ownsThreadPool: false, logger: logger)
+        logger.debug("postgres connection opened", metadata: ["postgres.backend_pid": "\(connection.backendPID)"])
     }
 
     /// Opens a connection.
@@ -86,6 +101,10 @@ public final class PostgresConnection: @unchecked Sendable {
 
     /// Closes the connection; it must not be used afterwards.
     public func close() async {
+        if self.hasAbandonedCall {
+            try? await self.closeAfterAbandonedCall().get()
+            return
+        }
         let connection = self.connection
         _ = try? await Self.run(on: self.threadPool) { () throws(PostgresError) in connection.close() }
         if self.ownsThreadPool { try? await self.threadPool.shutdownGracefully() }
@@ -97,12 +116,23 @@ public final class PostgresConnection: @unchecked Sendable {
     }
 
     /// Runs `body` on the connection's thread. When the calling task is cancelled while it
-    /// runs (the client of a request went away, a deadline passed), the server is asked to
-    /// cancel the statement, so that a statement waiting for a lock does not hold the
-    /// connection and its thread until it ends; the connection is then not reused.
+    /// runs (the client of a request went away), the server is asked to cancel the
+    /// statement, so that a statement waiting for a lock does not hold the connection and
+    /// its thread until it ends; the connection is then not reused.
+    ///
+    /// With a `deadline` (a pooled connection) and `bounded`, the call ends by the deadline
+    /// whatever the server does (see `onThreadByDeadline`).
     func onThread<T: Sendable>(
+        bounded: Bool = true,
         _ body: @escaping @Sendable (LibPQConnection) throws(PostgresError) -> T
     ) async throws(PostgresError) -> T {
+        // A call given up at its deadline may still run on the thread: nothing else may.
+        guard !self.hasAbandonedCall else {
+            throw PostgresError(code: .deadlineExceeded, message: "an earlier call on this connection passed its deadline")
+        }
+        if bounded, let deadline = self.deadline {
+            return try await self.onThreadByDeadline(deadline, body)
+        }
         let connection = self.connection
         let threadPool = self.threadPool
         let outcome = await withTaskCancellationHandler {
@@ -118,6 +148,111 @@ public final class PostgresConnection: @unchecked Sendable {
         return try outcome.get()
     }
 
+    /// How long a call given up at its deadline may still wait for the server before its
+    /// connection's socket is shut down under it (`LibPQConnection.abandon`), which frees the
+    /// thread: long enough for a cancel request to end a statement on a server that answers.
+    static let abandonAfter = TimeAmount.seconds(1)
+
+    /// `onThread` for a call that must end by `deadline`.
+    ///
+    /// Sessions' statements are bounded by the server itself (`statement_timeout`, set to
+    /// the time left for each transaction and statement: `LibPQConnection.statementTimeout`),
+    /// but a server that does not answer at all (frozen, or cut off by the network) cannot
+    /// end them, and neither can a cancel request, which `PQcancel` sends over a connection of
+    /// its own. So the caller does not wait for the thread past the deadline: it gets
+    /// `deadlineExceeded` at once, and the call is left to run out: a cancel request is
+    /// sent (from the cancel threads, never this task's or an event loop's), the socket is
+    /// shut down `abandonAfter` later if the call still waits, and the connection is never
+    /// lent again; the pool closes it when the call has returned.
+    private func onThreadByDeadline<T: Sendable>(
+        _ deadline: NIODeadline,
+        _ body: @escaping @Sendable (LibPQConnection) throws(PostgresError) -> T
+    ) async throws(PostgresError) -> T {
+        let left = deadline - NIODeadline.now()
+        guard left > .zero else {
+            throw PostgresError(code: .deadlineExceeded, message: "the database work's deadline has passed")
+        }
+        // Whole milliseconds, rounded up: the server's timer must not fire before ours.
+        let milliseconds = Int((left.nanoseconds + 999_999) / 1_000_000)
+        let connection = self.connection
+        let eventLoop = MultiThreadedEventLoopGroup.singleton.any()
+        let call = self.threadPool.runIfActive(eventLoop: eventLoop) { () throws -> T in
+            connection.limitStatements(toMilliseconds: milliseconds)
+            defer { connection.limitStatements(toMilliseconds: nil) }
+            return try body(connection)
+        }
+        let outcome = await withTaskCancellationHandler {
+            await Self.result(of: call, by: deadline, on: eventLoop) {
+                self.abandon(call.map { _ in }, on: eventLoop)
+            }
+        } onCancel: {
+            self.cancelRunningCall()
+        }
+        switch outcome {
+        case .success(let value):
+            return value
+        case .failure(let error as PostgresError):
+            throw error
+        case .failure(let error) where error is DeadlinePassed:
+            throw PostgresError(
+                code: .deadlineExceeded, message: "the database did not answer by the deadline", host: self.connection.server)
+        case .failure:
+            throw PostgresError(code: .connectionClosed, message: "the connection's thread pool has shut down")
+        }
+    }
+
+    /// Thrown by `result(of:by:on:whenLate:)` when the deadline came first.
+    struct DeadlinePassed: Error {}
+
+    /// The outcome of `future`, or `DeadlinePassed` if `deadline` comes first (then
+    /// `whenLate` runs, on the event loop, and the future is left to complete on its own).
+    static func result<T: Sendable>(
+        of future: EventLoopFuture<T>,
+        by deadline: NIODeadline,
+        on eventLoop: any EventLoop,
+        whenLate: @escaping @Sendable () -> Void
+    ) async -> Result<T, any Error> {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Result<T, any Error>, Never>) in
+            let waiting = NIOLockedValueBox<CheckedContinuation<Result<T, any Error>, Never>?>(continuation)
+            let timer = eventLoop.scheduleTask(deadline: deadline) {
+                guard let continuation = waiting.withLockedValue({ $0.take() }) else { return }
+                whenLate()
+                continuation.resume(returning: .failure(DeadlinePassed()))
+            }
+            future.whenComplete { result in
+                timer.cancel()
+                waiting.withLockedValue { $0.take() }?.resume(returning: result)
+            }
+        }
+    }
+
+    /// Gives up a call that passed its deadline: asks the server to cancel it, and shuts the
+    /// socket down under it if it still waits `abandonAfter` later.
+    private func abandon(_ call: EventLoopFuture<Void>, on eventLoop: any EventLoop) {
+        self.abandonedCall.withLockedValue { $0 = call }
+        self.logger.debug("a database call passed its deadline; abandoning its connection", metadata: ["postgres.backend_pid": "\(self.backendPID)"])
+        self.cancelRunningCall()
+        let connection = self.connection
+        let shutdown = eventLoop.scheduleTask(in: Self.abandonAfter) { connection.abandon() }
+        call.whenComplete { _ in shutdown.cancel() }
+    }
+
+    /// Whether a call given up at its deadline may still run on the connection's thread: it
+    /// must then be closed with `closeAfterAbandonedCall()`, and nothing else may touch it.
+    var hasAbandonedCall: Bool { self.abandonedCall.withLockedValue { $0 != nil } }
+
+    /// Closes the connection once its abandoned call has returned, without waiting for it;
+    /// the future completes when it is closed.
+    func closeAfterAbandonedCall() -> EventLoopFuture<Void> {
+        let call = self.abandonedCall.withLockedValue { $0 }!
+        let connection = self.connection
+        let threadPool = self.threadPool
+        let logger = self.logger
+        return call.flatMapErrorWithEventLoop { _, eventLoop in eventLoop.makeSucceededVoidFuture() }
+            .flatMap { threadPool.runIfActive(eventLoop: call.eventLoop) { connection.close() } }
+            .always { _ in logger.debug("postgres connection closed after an abandoned call") }
+    }
+
     /// Asks the server to cancel the statement running on this connection, from a thread of
     /// its own (PQcancel blocks for a round trip: never on the caller's thread, maybe an event
     /// loop). The connection is not lent again afterwards.
@@ -126,7 +261,10 @@ public final class PostgresConnection: @unchecked Sendable {
         Self.cancelThreads.submit { _ in connection.requestCancel() }
     }
 
-    /// Threads that send cancel requests (`PQcancel` connects to the server and waits for it).
+    /// Threads that send cancel requests (`PQcancel` connects to the server and waits for it,
+    /// without a time limit: on a frozen server, until it thaws). Nothing waits for them: a
+    /// call past its deadline has been answered already, and its connection is shut down
+    /// (`abandon`) whether or not the cancel request got through.
     private static let cancelThreads: NIOThreadPool = {
         let threads = NIOThreadPool(numberOfThreads: 2)
         threads.start()

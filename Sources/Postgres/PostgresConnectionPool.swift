@@ -7,13 +7,25 @@ import ServiceLifecycle
 
 /// A bounded pool of `PostgresConnection`s.
 ///
+/// - A lease taken within a `PostgresDeadline` scope (an HTTP request, whose leases all share
+///   it) ends by that deadline: the wait for a connection, the opening of one, and every call
+///   on it. A wait fails with `poolTimeout`, a call with `deadlineExceeded` (see
+///   `PostgresConnection.onThread`; each transaction's `statement_timeout` is the time left,
+///   so a server that answers ends its statements itself, and one that does not cannot hold
+///   the caller past the deadline). Only a pipeline (`withPipeline`) is exempt: its
+///   statements are bounded one by one. Outside a scope (background work that may
+///   legitimately hold a session for long) a lease waits at most `leaseTimeout`, and its
+///   statements are bounded by the session's `statement_timeout` and the watchdog below.
 /// - Opens connections on demand up to `maximumConnections`; a lease beyond that waits, in
-///   arrival order, and fails with `poolTimeout` after `leaseTimeout`. At most
-///   `maximumWaiters` leases wait; one more fails at once with `poolExhausted`, so a database
-///   that has become slow cannot gather an unbounded queue of requests.
+///   arrival order, and fails with `poolTimeout` after `leaseTimeout` (or at its deadline).
+///   At most `maximumWaiters` leases wait; one more fails at once with `poolExhausted`, so a
+///   database that has become slow cannot gather an unbounded queue of requests.
 /// - A connection whose statement was cancelled (its task was cancelled) is closed, not
 ///   reused: the cancel request could otherwise reach the server late and cancel the next
 ///   borrower's statement.
+/// - A call given up at its deadline keeps its connection (and thread) until it returns,
+///   which `PostgresConnection` makes happen within a second; the connection is then closed,
+///   and only then is its slot free: the pool never has more than `maximumConnections` open.
 /// - A connection the server dropped (found at lease or after a failed statement) is closed
 ///   and replaced by a new one on the next lease.
 /// - As a `Service`, it closes every connection on graceful shutdown; leases then fail with
@@ -21,9 +33,11 @@ import ServiceLifecycle
 ///
 /// - With `unresponsiveCallTimeout`, a watchdog looks every half second for calls that have
 ///   waited on the server longer than that: it cancels them (a cancel request), and shuts
-///   the connection down under one that still waits 2 s later. The backstop for a server
-///   that cannot end a statement itself (frozen, stalled on its storage), where the
-///   sessions' `statement_timeout` cannot fire and a cancel request is not acted upon.
+///   the connection down under one that still waits a second later (as a call given up at
+///   its deadline: `PostgresConnection.abandonAfter`). The backstop for the calls no
+///   deadline bounds (a pipeline's) on a server that cannot end a statement itself (frozen,
+///   stalled on its storage), where the sessions' `statement_timeout` cannot fire and a
+///   cancel request is not acted upon.
 ///
 /// Each connection's blocking libpq calls run on a thread pool with one thread per
 /// connection, so a busy pool never starves other blocking work.
@@ -32,7 +46,8 @@ public final class PostgresConnectionPool: Service, Sendable {
     public struct Options: Sendable {
         /// The most connections open at once.
         public var maximumConnections: Int
-        /// How long a lease waits for a free connection before failing.
+        /// How long a lease waits for a free connection before failing (less when its
+        /// `PostgresDeadline` comes sooner).
         public var leaseTimeout: TimeAmount
         /// The most leases waiting at once; one more fails at once.
         public var maximumWaiters: Int
@@ -115,14 +130,14 @@ public final class PostgresConnectionPool: Service, Sendable {
     }
 
     /// The watchdog's round: cancels each call waiting on the server longer than `limit`, and
-    /// abandons the connection under one still waiting 2 s after that.
+    /// abandons the connection under one still waiting `PostgresConnection.abandonAfter` after that.
     private func endUnresponsiveCalls(after limit: TimeAmount) {
         let connections = self.state.withLockedValue { Array($0.open.values) }
         let limit = Duration.nanoseconds(limit.nanoseconds)
         for connection in connections {
             guard let blocked = connection.connection.blockedFor, blocked > limit else { continue }
             let metadata: Logger.Metadata = ["postgres.backend_pid": "\(connection.backendPID)", "postgres.waited": "\(blocked)"]
-            if blocked > limit + .seconds(2) {
+            if blocked > limit + .nanoseconds(PostgresConnection.abandonAfter.nanoseconds) {
                 self.logger.warning("the database does not answer a call, even to cancel it; dropping its connection", metadata: metadata)
                 connection.connection.abandon()
             } else if !connection.isCancelRequested {
@@ -140,15 +155,21 @@ public final class PostgresConnectionPool: Service, Sendable {
     /// Lends a connection to `body` and takes it back afterwards.
     ///
     /// A connection left inside a transaction, or found broken, is closed rather than reused.
+    /// Within a `PostgresDeadline` scope, the wait for the connection and every call on it
+    /// end by that deadline.
     /// - Parameter leaseTimeout: how long to wait for a free connection, when not the pool's
-    ///   `leaseTimeout` (a health check waits less than a request).
+    ///   `leaseTimeout`.
     @discardableResult
     public func withConnection<Result>(
         leaseTimeout: TimeAmount? = nil,
         caller: isolated (any Actor)? = #isolation,
         _ body: (PostgresConnection) async throws -> Result
     ) async throws -> Result {
-        let connection = try await self.lease(timeout: leaseTimeout ?? self.options.leaseTimeout)
+        let deadline = PostgresDeadline.current
+        var waitUntil = NIODeadline.now() + (leaseTimeout ?? self.options.leaseTimeout)
+        if let deadline, deadline < waitUntil { waitUntil = deadline }
+        let connection = try await self.lease(by: waitUntil)
+        connection.deadline = deadline
         let result: Result
         do {
             result = try await body(connection)
@@ -195,7 +216,7 @@ public final class PostgresConnectionPool: Service, Sendable {
         case wait
     }
 
-    private func lease(timeout: TimeAmount) async throws -> PostgresConnection {
+    private func lease(by deadline: NIODeadline) async throws -> PostgresConnection {
         while true {
             let action = try self.state.withLockedValue { state throws(PostgresError) -> LeaseAction in
                 if state.isClosed { throw PostgresError(code: .poolClosed, message: "the connection pool is closed") }
@@ -211,48 +232,66 @@ public final class PostgresConnectionPool: Service, Sendable {
                 if connection.connection.checkAlive() { return connection }
                 self.logger.debug("replacing a dropped postgres connection")
                 await self.discard(connection, replacing: true)
-                return try await self.openConnection()
+                return try await self.openConnection(by: deadline)
             case .open:
-                return try await self.openConnection()
+                return try await self.openConnection(by: deadline)
             case .wait:
-                switch try await self.waitForGrant(timeout: timeout) {
+                switch try await self.waitForGrant(until: deadline) {
                 case .connection(let connection):
                     if connection.connection.checkAlive() { return connection }
                     await self.discard(connection, replacing: true)
-                    return try await self.openConnection()
+                    return try await self.openConnection(by: deadline)
                 case .openSlot:
-                    return try await self.openConnection()
+                    return try await self.openConnection(by: deadline)
                 }
             }
         }
     }
 
     /// Opens a connection in a slot already counted in `openCount`; frees the slot on failure.
-    private func openConnection() async throws -> PostgresConnection {
-        do {
-            let connection = try await PostgresConnection.connect(to: self.configuration, threadPool: self.threadPool, logger: self.logger)
+    ///
+    /// A connection that is not open by `deadline` (a server that accepts and never answers
+    /// holds libpq up to its `connect_timeout`) fails the lease then; the attempt runs out on
+    /// its thread, and what it opened is closed, its slot freed.
+    private func openConnection(by deadline: NIODeadline) async throws -> PostgresConnection {
+        let configuration = self.configuration
+        let eventLoop = self.eventLoopGroup.any()
+        let opening = self.threadPool.runIfActive(eventLoop: eventLoop) { () throws -> LibPQConnection in
+            try LibPQConnection.connect(configuration)
+        }
+        let outcome = await PostgresConnection.result(of: opening, by: deadline, on: eventLoop) {
+            opening.whenComplete { result in
+                guard case .success(let late) = result else { return self.freeSlot() }
+                self.threadPool.runIfActive(eventLoop: eventLoop) { late.close() }.whenComplete { _ in self.freeSlot() }
+            }
+        }
+        switch outcome {
+        case .success(let opened):
+            let connection = PostgresConnection(pooled: opened, threadPool: self.threadPool, logger: self.logger)
             self.state.withLockedValue { $0.open[ObjectIdentifier(connection)] = connection }
             return connection
-        } catch {
+        case .failure(is PostgresConnection.DeadlinePassed):
+            throw PostgresError(code: .poolTimeout, message: "no database connection could be opened by the deadline")
+        case .failure(let error as PostgresError):
             self.freeSlot()
             throw error
+        case .failure:
+            self.freeSlot()
+            throw PostgresError(code: .poolClosed, message: "the connection pool's threads have shut down")
         }
     }
 
-    private func waitForGrant(timeout leaseTimeout: TimeAmount) async throws -> Grant {
+    private func waitForGrant(until deadline: NIODeadline) async throws -> Grant {
         let id = self.state.withLockedValue { state in
             defer { state.nextWaiterID += 1 }
             return state.nextWaiterID
         }
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Grant, any Error>) in
-                let timeout = self.eventLoopGroup.any().scheduleTask(in: leaseTimeout) {
+                let timeout = self.eventLoopGroup.any().scheduleTask(deadline: deadline) {
                     self.failWaiter(
                         id,
-                        with: PostgresError(
-                            code: .poolTimeout,
-                            message: "no database connection became free within \(leaseTimeout)"
-                        )
+                        with: PostgresError(code: .poolTimeout, message: "no database connection became free by the deadline")
                     )
                 }
                 // A connection may have been released between the first look and now.
@@ -293,6 +332,14 @@ public final class PostgresConnectionPool: Service, Sendable {
     }
 
     private func release(_ connection: PostgresConnection) async {
+        connection.deadline = nil
+        // Nothing else may touch a connection whose abandoned call still runs, and the lease
+        // must not wait for that call: it is closed, and its slot freed, when the call returns.
+        if connection.hasAbandonedCall {
+            self.forget(connection)
+            connection.closeAfterAbandonedCall().whenComplete { _ in self.freeSlot() }
+            return
+        }
         guard connection.isOpen, connection.connection.isIdle, !connection.isCancelRequested else {
             await self.discard(connection, replacing: false)
             return

@@ -30,6 +30,9 @@ public struct PostgresError: Error, Sendable, CustomStringConvertible {
         public static let poolClosed = Code("poolClosed")
         /// As many leases as the pool allows were waiting already.
         public static let poolExhausted = Code("poolExhausted")
+        /// A call on a leased connection had not ended by the lease's deadline
+        /// (`PostgresDeadline`); the connection is not used again.
+        public static let deadlineExceeded = Code("deadlineExceeded")
     }
 
     /// Well-known SQLSTATE values (PostgreSQL manual, appendix A).
@@ -95,7 +98,8 @@ public struct PostgresError: Error, Sendable, CustomStringConvertible {
     /// Whether the failure means the database is unreachable, overloaded or too slow now,
     /// rather than that the request was wrong: worth answering "unavailable, retry" (503).
     ///
-    /// Connection failures and losses; the pool's timeout, bound and shutdown; and the
+    /// Connection failures and losses; the pool's timeout, bound and shutdown; a deadline
+    /// passed (`deadlineExceeded`); and the
     /// SQLSTATEs of classes 08 (connection exception), 53 (insufficient resources: too many
     /// connections, out of memory or disk) and 57 (operator intervention: statement timeout
     /// or cancel 57014, shutdown 57P01/57P02, starting up 57P03), the idle-in-transaction
@@ -103,7 +107,7 @@ public struct PostgresError: Error, Sendable, CustomStringConvertible {
     /// outlasted their retries.
     public var isUnavailability: Bool {
         switch self.code {
-        case .connectionFailed, .connectionClosed, .poolTimeout, .poolClosed, .poolExhausted:
+        case .connectionFailed, .connectionClosed, .poolTimeout, .poolClosed, .poolExhausted, .deadlineExceeded:
             return true
         default:
             break

@@ -35,11 +35,15 @@ extension PostgresConnection {
     ///
     /// Answers `body` left unread are read (and dropped) before the connection leaves
     /// pipeline mode. The calls in `body` block the connection's thread, so `body` holds it
-    /// for as long as it runs: meant for work that keeps the database busy.
+    /// for as long as it runs: meant for work that keeps the database busy. The lease's
+    /// deadline does not bound it (see `PostgresConnectionPool`).
     public func withPipeline<Result: Sendable>(
         _ body: @escaping @Sendable (PostgresPipeline) throws -> Result
     ) async throws -> Result {
-        let outcome = try await self.onThread { connection throws(PostgresError) -> Swift.Result<Result, any Error> in
+        // Not bounded by the lease's deadline: a pipeline may serve one batch after another
+        // for longer (ReceiptsStore's batch runs); each statement in it is bounded by the
+        // session's `statement_timeout` and the pool's watchdog.
+        let outcome = try await self.onThread(bounded: false) { connection throws(PostgresError) -> Swift.Result<Result, any Error> in
             try connection.enterPipelineMode()
             defer { connection.leavePipelineMode() }
             return Swift.Result { try body(PostgresPipeline(connection: connection)) }

@@ -27,7 +27,10 @@ public func buildApplication(
         configuration: ReceiptsStore.serviceSessions(of: database, timeout: configuration.databaseTimeout),
         options: .init(
             maximumConnections: configuration.databasePoolSize,
+            // A request's leases share its deadline (DatabaseDeadlineMiddleware), which bounds
+            // their wait and their calls; background work waits this long for a connection.
             leaseTimeout: TimeAmount(configuration.databaseTimeout),
+            // For what no deadline bounds (background work, batch pipelines): the sessions'
             // statement_timeout ends a slow statement first; this is for a server that cannot.
             unresponsiveCallTimeout: TimeAmount(configuration.databaseTimeout + .seconds(1))
         ),
@@ -107,6 +110,7 @@ public func buildRouter(_ components: ServiceComponents) -> Router<ReceiptsReque
     let router = Router(context: ReceiptsRequestContext.self)
     router.add(middleware: RequestMetricsMiddleware(metrics: components.metrics))
     router.add(middleware: ErrorMiddleware())
+    router.add(middleware: DatabaseDeadlineMiddleware(timeout: components.configuration.databaseTimeout))
     router.add(middleware: BodyLimitMiddleware(readsBody: false))
 
     HealthController(database: components.databaseHealth, hub: components.hub).addRoutes(to: router)

@@ -52,9 +52,9 @@ public struct ReceiptsConfiguration: Sendable {
     /// replaced API key closes (default 10 seconds; not read from the environment). A user
     /// token's stream closes at the token's expiry regardless.
     public var streamCredentialCheckInterval: Duration = .seconds(10)
-    /// Longest a request waits for the database: for a pooled connection and for each
-    /// statement (`RECEIPTS_DATABASE_TIMEOUT_SECONDS`, default 5). Past it the request answers
-    /// 503 `unavailable`.
+    /// Longest a request waits for the database in all, from its start: for a pooled
+    /// connection and its statements together (`RECEIPTS_DATABASE_TIMEOUT_SECONDS`, default
+    /// 5; `DatabaseDeadlineMiddleware`). Past it the request answers 503 `unavailable`.
     public var databaseTimeout: Duration
     /// Longest a connection may take to send a complete request head (default 10 seconds;
     /// not read from the environment).

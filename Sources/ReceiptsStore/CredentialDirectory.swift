@@ -14,7 +14,10 @@ import Synchronization
 ///   `reloadAfterMiss` old, so a tenant created by another process (`receiptsd tenant
 ///   create`, another instance) works within that time, and guessed credentials cost at most
 ///   one reload per interval, whatever their number;
-/// - tenants created and keys replaced through this process's store are in it at once.
+/// - tenants created and keys replaced through this process's store are in it at once;
+/// - a caller that must know sooner of a change made elsewhere asks for a snapshot of a
+///   younger `maximumAge` (an open stream's periodic re-check of its credential: a key replaced
+///   or removed in the database ends the stream within about one and a half intervals).
 ///
 /// Its size is the number of tenants, whatever callers guess. Concurrent reloads share one
 /// query. A reload that fails throws (the caller answers 503, never 401: a client must not
@@ -65,8 +68,10 @@ public final class CredentialDirectory: Sendable {
     }
 
     /// The tenant whose API key hashes to `apiKeyHash`; nil when there is none.
-    public func tenant(apiKeyHash: [UInt8]) async throws -> String? {
-        try await self.lookUp { $0.tenantsByKeyHash[apiKeyHash] }
+    /// - Parameter maximumAge: how old the answer may be, when younger than the options'
+    ///   `maximumAge` (concurrent callers still share one reload).
+    public func tenant(apiKeyHash: [UInt8], maximumAge: Duration? = nil) async throws -> String? {
+        try await self.lookUp(maximumAge: maximumAge) { $0.tenantsByKeyHash[apiKeyHash] }
     }
 
     /// Whether a tenant with this id exists.
@@ -82,10 +87,11 @@ public final class CredentialDirectory: Sendable {
         }
     }
 
-    private func lookUp<Found>(_ find: (Snapshot) -> Found?) async throws -> Found? {
+    private func lookUp<Found>(maximumAge: Duration? = nil, _ find: (Snapshot) -> Found?) async throws -> Found? {
         let asked = ContinuousClock.now
+        let maximumAge = min(maximumAge ?? self.options.maximumAge, self.options.maximumAge)
         var snapshot = self.state.withLock { $0.snapshot }
-        if snapshot == nil || asked - snapshot!.loadedAt > self.options.maximumAge {
+        if snapshot == nil || asked - snapshot!.loadedAt > maximumAge {
             snapshot = try await self.reload()
         }
         if let found = find(snapshot!) { return found }

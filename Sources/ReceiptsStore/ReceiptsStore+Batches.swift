@@ -33,6 +33,19 @@ extension ReceiptsStore {
         from queue: BatchQueue<Request, Outcome>,
         _ statements: BatchStatements<Request, Outcome>
     ) async throws {
+        // A run serves the requests that come while it works, not only the one that started
+        // it: its lease has a deadline of its own, not that request's.
+        try await PostgresDeadline.without {
+            try await self.runBatchesOnOneConnection(of: kind, tenant: tenant, from: queue, statements)
+        }
+    }
+
+    private func runBatchesOnOneConnection<Request: Sendable, Outcome: Sendable>(
+        of kind: String,
+        tenant: String,
+        from queue: BatchQueue<Request, Outcome>,
+        _ statements: BatchStatements<Request, Outcome>
+    ) async throws {
         try await self.pool.withConnection { connection in
             try await connection.withPipeline { pipeline in
                 var inFlight: [(batch: Batch<Request, Outcome>, attempt: Int)] = []

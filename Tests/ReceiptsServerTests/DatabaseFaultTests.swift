@@ -121,10 +121,15 @@ struct DatabaseFaultTests {
                 print("faults: /readyz 503 \(unreadyAfterStop) after PostgreSQL stopped, 200 \(ContinuousClock.now - back) after it was back")
             }
             // (e) PostgreSQL freezes (every process stopped; its host still accepts and
-            // acknowledges): neither statement_timeout nor a cancel request can act, so the
-            // pool's watchdog drops the connections under calls that wait too long. /readyz
-            // is 503 within 2 s; a request is 503 within the timeout and the watchdog's 3 s.
+            // acknowledges): neither statement_timeout nor a cancel request can act. /readyz
+            // is 503 within 2 s; a request is 503 at its deadline, the database timeout
+            // (2 s here), plus 1 s for the answer on a loaded machine: its call is left to
+            // the pool, which drops the connection under it.
             try await check(after: "freezing PostgreSQL", expectingUnready: true) {
+                // The request timed below must find an idle connection and wait on the frozen
+                // server, not for the pool (whose wait is bounded anyway): the writers' stalled
+                // batches would take every connection, so they pause until it has answered.
+                await writers.pause()
                 try await cluster.signal("STOP")
                 let frozen = ContinuousClock.now
                 try await readiness.waitUntilUnready(within: .seconds(2), after: "PostgreSQL froze")
@@ -134,7 +139,11 @@ struct DatabaseFaultTests {
                 let unread = try await client.send(.GET, "/v1/users/b/unread", as: apiKey)
                 print("faults: frozen PostgreSQL: /readyz 503 after \(unreadyAfterFreeze), GET unread \(unread.status) after \(ContinuousClock.now - asked)")
                 #expect(unread.status == 503)
-                #expect(ContinuousClock.now - asked < .seconds(6), "GET unread waited \(ContinuousClock.now - asked)")
+                #expect(unread.errorCode == "unavailable")
+                #expect(ContinuousClock.now - asked < .seconds(3), "GET unread waited \(ContinuousClock.now - asked)")
+                // The writers meet the frozen server too before it thaws (503, never 500).
+                writers.resume()
+                try await Task.sleep(for: .seconds(1))
                 try await cluster.signal("CONT")
                 try await readiness.waitUntilReady(within: .seconds(5), after: "PostgreSQL thawed")
             }

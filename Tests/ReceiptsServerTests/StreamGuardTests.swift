@@ -2,9 +2,12 @@ import AsyncHTTPClient
 import Foundation
 import HTTPTypes
 import HummingbirdWSClient
+import NIOConcurrencyHelpers
 import NIOCore
 import NIOHTTP1
+import NIOPosix
 import NIOWebSocket
+import Postgres
 import ReceiptsServer
 import ServiceLifecycle
 import TestSupport
@@ -76,6 +79,78 @@ struct StreamGuardTests {
             #expect(reopened != nil, "no new stream after one was closed")
             await reopened?.close()
             for stream in open { await stream.close() }
+        }
+    }
+
+    @Test("an SSE client that closes its connection gives its place back at once: with 20 open and one closed, the 21st opens within a second")
+    func eventSourceCapFreedOnClose() async throws {
+        try await TestService.run { client in
+            let tenant = try await client.createTenant()
+            let token = try await tenant.token(for: "a")
+            var open: [RawEventSource] = []
+            for index in 0..<20 {
+                let stream = try await RawEventSource.open(port: client.port, credential: token)
+                #expect(stream.status == 200, "stream \(index): \(stream.head)")
+                open.append(stream)
+            }
+            let refused = try await RawEventSource.open(port: client.port, credential: token)
+            #expect(refused.status == 429)
+            await refused.close()
+
+            // The client closes its side; no event or heartbeat is due for 15 s.
+            await open.removeLast().close()
+            let closed = ContinuousClock.now
+            var reopened: RawEventSource?
+            while reopened == nil, ContinuousClock.now - closed < .seconds(5) {
+                let attempt = try await RawEventSource.open(port: client.port, credential: token)
+                if attempt.status == 200 {
+                    reopened = attempt
+                } else {
+                    #expect(attempt.status == 429, "\(attempt.head)")
+                    await attempt.close()
+                    try await Task.sleep(for: .milliseconds(50))
+                }
+            }
+            let took = ContinuousClock.now - closed
+            print("SSE cap: the 21st stream opened \(took) after one of 20 was closed")
+            #expect(reopened != nil, "no new stream within 5 s of closing one")
+            // About at once; 1 s for a loaded machine.
+            #expect(took < .seconds(1), "the place came back after \(took)")
+            await reopened?.close()
+            for stream in open { await stream.close() }
+        }
+    }
+
+    @Test("a stream of a tenant key that an operator replaces in the database (not through this service) closes within the re-check interval")
+    func replacedKeyEndsStream() async throws {
+        try await TestService.run(configure: { $0.streamCredentialCheckInterval = .seconds(1) }) { client in
+            let tenant = try await client.createTenant()
+            try await tenant.createChat("g", members: ["a", "b"])
+            let replaced = NIOLockedValueBox<ContinuousClock.Instant?>(nil)
+            async let webSocket = WebSocketProbe.closeFrame(port: client.port, credential: tenant.apiKey, within: .seconds(20)) { _, received in
+                _ = await received.event(at: 0, before: .now + .seconds(10))
+            }
+            var sseEnded: Duration?
+            try await StreamClients.withEventSource(port: client.port, credential: tenant.apiKey) { stream in
+                let id = try await tenant.send(in: "g", from: "b")
+                #expect((await stream.next())?["messageIds"] as? [String] == [id])
+                // As `UPDATE receipts.tenants SET api_key_hash = …` in psql, or `receiptsd tenant
+                // create --replace-key` run elsewhere.
+                try await TestDatabase.pool.query(
+                    "UPDATE receipts.tenants SET api_key_hash = sha256(convert_to($2, 'UTF8')) WHERE tenant_id = $1",
+                    [tenant.id, "rk_replaced_\(tenant.id)"])
+                let at = ContinuousClock.now
+                replaced.withLockedValue { $0 = at }
+                #expect(await stream.next(within: .seconds(15)) == nil)
+                sseEnded = ContinuousClock.now - at
+            }
+            let frame = try await webSocket
+            let webSocketEnded = replaced.withLockedValue { $0 }.map { ContinuousClock.now - $0 }
+            print("replaced key: SSE ended \(sseEnded.map { "\($0)" } ?? "never"), WebSocket closed \(webSocketEnded.map { "\($0)" } ?? "?") after")
+            #expect(frame?.closeCode == .policyViolation)
+            // The re-check interval (1 s here) and the directory's reload, plus 1 s for a loaded machine.
+            #expect(sseEnded.map { $0 < .seconds(3) } == true, "the SSE stream ended \(String(describing: sseEnded)) after the key was replaced")
+            #expect(webSocketEnded.map { $0 < .seconds(3) } == true, "the WebSocket closed \(String(describing: webSocketEnded)) after the key was replaced")
         }
     }
 
@@ -183,5 +258,41 @@ struct StreamGuardTests {
             #expect(frame?.reason == "the server is shutting down; reconnect with the last id to resume")
             try await tasks.waitForAll()
         }
+    }
+}
+
+/// `GET /v1/events` sent over a plain TCP connection: the answer's status and head, and the
+/// stream held open (cheaply) until `close()` closes the client's side.
+private struct RawEventSource {
+    let channel: any Channel
+    let status: Int
+    let head: String
+
+    static func open(port: Int, credential: String) async throws -> RawEventSource {
+        let received = RawUpgrade.ReceivedBytes()
+        let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .channelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture { try channel.pipeline.syncOperations.addHandler(received) }
+            }
+            .connect(host: "127.0.0.1", port: port).get()
+        let request = "GET /v1/events HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\nAuthorization: Bearer \(credential)\r\n\r\n"
+        try await channel.writeAndFlush(ByteBuffer(string: request)).get()
+        let deadline = ContinuousClock.now + .seconds(10)
+        while ContinuousClock.now < deadline {
+            let (text, closed) = received.snapshot
+            if let end = text.range(of: "\r\n\r\n") {
+                let head = String(text[..<end.lowerBound])
+                let status = Int(head.split(separator: " ").dropFirst().first ?? "") ?? 0
+                return RawEventSource(channel: channel, status: status, head: head)
+            }
+            if closed { break }
+            try await Task.sleep(for: .milliseconds(2))
+        }
+        try? await channel.close()
+        throw RawUpgrade.Failure(description: "no answer to GET /v1/events: \(received.snapshot.text)")
+    }
+
+    func close() async {
+        try? await self.channel.close()
     }
 }

@@ -25,10 +25,12 @@ final class Authenticator: Sendable {
 
     /// The caller named by `credential`.
     ///
+    /// - Parameter knownWithin: how old what is known of API keys may be, when younger than
+    ///   the directory's `maximumAge` (a stream's re-check of its credential).
     /// - Throws: 401 for anything that is not a valid API key or user token.
-    func principal(for credential: String) async throws -> Principal {
+    func principal(for credential: String, knownWithin: Duration? = nil) async throws -> Principal {
         if credential.hasPrefix(APIKeys.prefix) {
-            guard let tenant = try await self.tenant(apiKey: credential) else { throw APIError.unauthorized() }
+            guard let tenant = try await self.tenant(apiKey: credential, knownWithin: knownWithin) else { throw APIError.unauthorized() }
             return .tenant(tenant)
         }
         guard let (tenant, user) = try await self.userTokens.verify(credential) else {
@@ -38,8 +40,8 @@ final class Authenticator: Sendable {
     }
 
     /// The tenant id of an API key.
-    func tenant(apiKey: String) async throws -> String? {
-        try await self.store.credentials.tenant(apiKeyHash: APIKeys.hash(apiKey))
+    func tenant(apiKey: String, knownWithin: Duration? = nil) async throws -> String? {
+        try await self.store.credentials.tenant(apiKeyHash: APIKeys.hash(apiKey), maximumAge: knownWithin)
     }
 
     /// The credential of a stream request: the bearer credential, or the `token` query

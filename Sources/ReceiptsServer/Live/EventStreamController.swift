@@ -9,8 +9,10 @@ import NIOCore
 /// comment line every 15 seconds keeps proxies from closing an idle stream. The stream takes
 /// its place under the stream caps before the headers (429 beyond them), and ends with a
 /// `: closed: <reason>` comment when the hub closes it, the server shuts down, or its
-/// credential stops being valid (`StreamCredential`). A client that leaves is noticed at the
-/// next write (an event, or the heartbeat), which also gives its place back.
+/// credential stops being valid (`StreamCredential`). A client that leaves is noticed when
+/// its side of the connection closes (Hummingbird's inbound-close handling cancels the
+/// stream's work), which gives its place under the caps back at once, not at the next write
+/// (an event, or the heartbeat up to 15 s later).
 struct EventStreamController {
     static let heartbeatInterval = Duration.seconds(15)
 
@@ -32,39 +34,43 @@ struct EventStreamController {
         headers[.cacheControl] = "no-cache"
         return Response(status: .ok, headers: headers, body: ResponseBody { writer in
             defer { permit.release() }
-            // Subscribed here, not before the response: a body that is never written leaves
-            // nothing behind (events since `start` are read from the log).
-            let subscription = await self.hub.subscribe(principal, from: start)
-            defer { subscription.cancel() }
-            try await writer.write(ByteBuffer(string: ": receipts event stream\n\n"))
-            try await withThrowingTaskGroup(of: Void.self) { group in
-                group.addTask {
-                    while !Task.isCancelled {
-                        try await Task.sleep(for: Self.heartbeatInterval)
-                        self.hub.wake(subscription)
-                    }
-                }
-                group.addTask {
-                    try await credential.waitUntilInvalid(
-                        authenticator: self.guards.authenticator, checkInterval: self.guards.credentialCheckInterval,
-                        logger: context.logger)
-                    self.hub.close(subscription, .credentialEnded)
-                }
-                var lastWrite = ContinuousClock.now
-                let reason = try await subscription.relay(
-                    { id, json in
-                        try await writer.write(ByteBuffer(string: "id: \(id)\ndata: \(json)\n\n"))
-                        lastWrite = .now
-                    },
-                    whenIdle: {
-                        if ContinuousClock.now - lastWrite >= Self.heartbeatInterval {
-                            try await writer.write(ByteBuffer(string: ": heartbeat\n\n"))
-                            lastWrite = .now
+            // Cancelled when the client's side of the connection closes (then the connection
+            // closes too): the stream ends and its place is given back at once.
+            try await request.body.consumeWithCancellationOnInboundClose { _ in
+                // Subscribed here, not before the response: a body that is never written
+                // leaves nothing behind (events since `start` are read from the log).
+                let subscription = await self.hub.subscribe(principal, from: start)
+                defer { subscription.cancel() }
+                try await writer.write(ByteBuffer(string: ": receipts event stream\n\n"))
+                try await withThrowingTaskGroup(of: Void.self) { group in
+                    group.addTask {
+                        while !Task.isCancelled {
+                            try await Task.sleep(for: Self.heartbeatInterval)
+                            self.hub.wake(subscription)
                         }
                     }
-                )
-                try await writer.write(ByteBuffer(string: ": closed: \(reason.rawValue)\n\n"))
-                group.cancelAll()
+                    group.addTask {
+                        try await credential.waitUntilInvalid(
+                            authenticator: self.guards.authenticator, checkInterval: self.guards.credentialCheckInterval,
+                            logger: context.logger)
+                        self.hub.close(subscription, .credentialEnded)
+                    }
+                    var lastWrite = ContinuousClock.now
+                    let reason = try await subscription.relay(
+                        { id, json in
+                            try await writer.write(ByteBuffer(string: "id: \(id)\ndata: \(json)\n\n"))
+                            lastWrite = .now
+                        },
+                        whenIdle: {
+                            if ContinuousClock.now - lastWrite >= Self.heartbeatInterval {
+                                try await writer.write(ByteBuffer(string: ": heartbeat\n\n"))
+                                lastWrite = .now
+                            }
+                        }
+                    )
+                    try await writer.write(ByteBuffer(string: ": closed: \(reason.rawValue)\n\n"))
+                    group.cancelAll()
+                }
             }
             try await writer.finish(nil)
         })

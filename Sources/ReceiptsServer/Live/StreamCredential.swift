@@ -9,9 +9,12 @@ import Logging
 ///
 /// A user token ends at its `exp`, known exactly: read from the token, which was verified when
 /// the stream opened. Any credential, an API key in particular (replaced with `receiptsd tenant
-/// create --replace-key`), is also checked again every `checkInterval` with the
-/// `Authenticator`, the same check a new request passes: a key that request would refuse
-/// (401) ends the stream within the Authenticator's cache lifetime plus that interval. A check
+/// create --replace-key`, or in psql), is also checked again every `checkInterval` with the
+/// `Authenticator`, the same check a new request passes, on what the database held at most
+/// half a `checkInterval` before: a key that request would refuse (401) ends the stream
+/// within one and a half intervals and a reload of the credential directory (at most two
+/// reloads an interval, shared by every stream), not within the directory's own lifetime of
+/// a minute. A check
 /// that fails for any other reason (the database is out) keeps the stream open: the events it
 /// carries come from the same database, and an outage must not make every client reconnect.
 struct StreamCredential: Sendable {
@@ -43,7 +46,7 @@ struct StreamCredential: Sendable {
             try await Task.sleep(for: pause)
             if let expiresAt, expiresAt.timeIntervalSinceNow <= 0 { return }
             do {
-                let current = try await authenticator.principal(for: self.credential)
+                let current = try await authenticator.principal(for: self.credential, knownWithin: checkInterval / 2)
                 if current != self.principal { return }
             } catch let error as APIError where error.status == .unauthorized {
                 return
