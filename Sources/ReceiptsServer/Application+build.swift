@@ -20,8 +20,7 @@ public func buildApplication(
     if configuration.runMigrations {
         // Before anything starts: the event hub and the retention job read what they create.
         // As the login role (the tables' owner), not receipts_service.
-        let migrations = try Migration.load(from: configuration.migrationsDirectory)
-        try await MigrationRunner(migrations: migrations, logger: logger).applyPending(to: database)
+        try await MigrationRunner(directory: configuration.migrationsDirectory, logger: logger).applyPending(to: database)
     }
     let pool = PostgresConnectionPool(
         configuration: ReceiptsStore.serviceSessions(of: database, timeout: configuration.databaseTimeout),
