@@ -51,9 +51,9 @@ public struct ReceiptsStore: Sendable {
     public let logger: Logger
     /// Signalled after every write that may have added events.
     public let committedWrites = CommittedWrites()
-    /// Concurrent single-message reads of a tenant, marked together (one per chat and user
-    /// at a time, as `receipts.mark_read_each` takes them).
-    let singleReads = TenantBatcher<SingleRead, MarkReadOutcome> { [$0.chat, $0.user] }
+    /// Concurrent reads of a tenant, marked together (one request per chat and user at a
+    /// time, as `receipts.mark_read_each` takes them).
+    let reads = TenantBatcher<ReadRequest, MarkReadOutcome> { [$0.chat, $0.user] }
     /// Concurrent sends of a tenant, sent together (one per chat at a time, as
     /// `receipts.send_each` takes them).
     let sends = TenantBatcher<NewMessage, SendResult> { [$0.chat] }

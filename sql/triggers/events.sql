@@ -90,32 +90,22 @@ $$;
 COMMENT ON FUNCTION receipts.record_receipts() IS 'Trigger: receipt.read / receipt.delivered events for what a statement appended to receipt chunks.';
 
 -- unread.changed: when a member's own action changed their count or mark (a read, marking
--- unread, leaving), to that user's devices, with the new count. The chat's last_seq is read
--- once per changed row, in the subquery, and used by the expression.
+-- unread, leaving), to that user's devices, with the new count (receipts.member_unread, by
+-- key: the statement's changes are visible to its AFTER trigger).
 CREATE OR REPLACE FUNCTION receipts.record_unread_changes() RETURNS trigger
 LANGUAGE plpgsql SET enable_nestloop = off SET enable_mergejoin = off SET enable_hashjoin = on AS $$
 BEGIN
     INSERT INTO receipts.events (tenant_id, event_id, transaction_id, type, chat_id, user_id, data, audience)
     SELECT changed.tenant_id, nextval('receipts.event_ids'), pg_current_xact_id(), 'unread.changed',
            changed.chat_id, changed.user_id,
-           jsonb_build_object('unreadCount', CASE WHEN changed.left_at IS NOT NULL THEN 0 ELSE greatest(
-               CASE WHEN changed.read_seq >= changed.period_after_seq THEN changed.last_seq - changed.read_seq
-                    ELSE (SELECT coalesce(sum(greatest(0, least(coalesce(period.until_seq, changed.last_seq), changed.last_seq)
-                                                        - greatest(period.after_seq, changed.read_seq))), 0)::bigint
-                          FROM receipts.membership_periods AS period
-                          WHERE period.tenant_id = changed.tenant_id AND period.chat_id = changed.chat_id AND period.user_id = changed.user_id) END
-               - CASE WHEN changed.read_seq < changed.last_seq
-                      THEN (SELECT count(*) FROM receipts.messages AS own
-                            WHERE own.tenant_id = changed.tenant_id AND own.chat_id = changed.chat_id AND own.sender_id = changed.user_id
-                              AND own.seq > changed.read_seq AND own.seq <= changed.last_seq)
-                      ELSE 0 END
-               - changed.reads_above,
-               CASE WHEN changed.marked_unread THEN 1 ELSE 0 END)::integer END,
-                              'markedUnread', changed.marked_unread),
+           jsonb_build_object(
+               'unreadCount', (SELECT unread.unread_count FROM receipts.member_unread AS unread
+                               WHERE unread.tenant_id = changed.tenant_id AND unread.chat_id = changed.chat_id
+                                 AND unread.user_id = changed.user_id),
+               'markedUnread', changed.marked_unread),
            ARRAY[changed.user_id::text]
     FROM (
-        SELECT after.*, (SELECT chat.last_seq FROM receipts.chats AS chat
-                         WHERE chat.tenant_id = after.tenant_id AND chat.chat_id = after.chat_id) AS last_seq
+        SELECT after.tenant_id, after.chat_id, after.user_id, after.marked_unread
         FROM updated_after AS after
         JOIN updated_before AS before USING (tenant_id, chat_id, user_id)
         WHERE after.read_seq <> before.read_seq
