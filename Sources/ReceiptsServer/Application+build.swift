@@ -54,7 +54,7 @@ public func buildApplication(
             serverName: "receiptsd"
         ),
         services: [
-            pool, listener, hub, components.databaseHealth,
+            pool, store, listener, hub, components.databaseHealth,
             EventRetentionService(
                 store: store, retentionSeconds: configuration.eventRetentionSeconds, interval: .seconds(3600), logger: logger),
         ],

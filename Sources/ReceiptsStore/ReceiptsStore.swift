@@ -1,5 +1,6 @@
 import Logging
 import Postgres
+import ServiceLifecycle
 
 /// SQL access for the service: one method per use case.
 ///
@@ -9,7 +10,12 @@ import Postgres
 /// every transaction of the pool's sessions takes the role `receipts_service` (`SET LOCAL
 /// ROLE`), so row-level security enforces isolation even if a query here forgot its
 /// `tenant_id`.
-public struct ReceiptsStore: Sendable {
+///
+/// As a `Service`, it runs the batchers that gather a tenant's concurrent reads and sends
+/// (`TenantBatcher`); the application runs it after the pool, so it stops before the pool
+/// closes. A store whose service does not run still works: each batch then runs in the task
+/// of the request that starts it.
+public struct ReceiptsStore: Service, Sendable {
     /// The role tenant work runs as; created by the first migration.
     public static let serviceRole = "receipts_service"
     /// The channel the event log's triggers notify.
@@ -65,6 +71,15 @@ public struct ReceiptsStore: Sendable {
         self.pool = pool
         self.logger = logger
         self.credentials = CredentialDirectory(pool: pool, options: credentialOptions)
+    }
+
+    /// Runs the batchers until graceful shutdown (then the batches under way finish) or
+    /// cancellation.
+    public func run() async throws {
+        try await withThrowingDiscardingTaskGroup { group in
+            group.addTask { try await self.reads.run() }
+            group.addTask { try await self.sends.run() }
+        }
     }
 
     /// Runs `body` in a transaction scoped to `tenant`.
