@@ -4,7 +4,7 @@ import ServiceLifecycle
 
 /// SQL access for the service: one method per use case.
 ///
-/// Writes are single calls of the functions in `sql/migrations/0002_receipt_functions.sql`
+/// Writes are single calls of the functions in `sql/functions`
 /// (one round trip, one transaction each); reads that need several queries run in one
 /// read-only transaction. Every call is scoped to a tenant (`receipts.enter_tenant`) and
 /// every transaction of the pool's sessions takes the role `receipts_service` (`SET LOCAL
@@ -21,14 +21,14 @@ public struct ReceiptsStore: Service, Sendable {
     /// The channel the event log's triggers notify.
     public static let eventChannel = "receipts_events"
     /// The session setting that keeps the triggers from notifying: for a pool whose writes
-    /// reach the event hub through `committedWrites` (see 0004_faster_writes.sql).
+    /// reach the event hub through `committedWrites` (see sql/functions/events.sql).
     public static let silentTriggers = (name: "receipts.notify", value: "off")
 
     /// The session setting that lets a member of `maintenanceRole` see every tenant's rows
-    /// (see sql/migrations/0017_forced_row_security.sql); never open to `serviceRole`.
+    /// (see "Row-level security" in sql/migrations/0001_baseline.sql); never open to `serviceRole`.
     public static let allTenants = (name: "receipts.all_tenants", value: "on")
     /// The role whose members may work across tenants with `allTenants` (the role that runs
-    /// the migrations is one); created by migration 0017.
+    /// the migrations is one); created by the baseline migration.
     public static let maintenanceRole = "receipts_maintenance"
 
     /// `database` as the service's pool opens it:

@@ -37,7 +37,7 @@ extension MessageRecord {
 }
 
 /// One row of `receipts.receipt_chunks_of`: a message's receipts by the members of one chunk
-/// (`sql/migrations/0018_receipts_in_member_chunks.sql`).
+/// (`receipts.receipt_chunks` in `sql/migrations/0001_baseline.sql`).
 struct ReceiptChunk: Sendable {
     let seq: Int64
     let deliveries: [UserReceipt]
