@@ -64,6 +64,7 @@ let package = Package(
                 "Postgres",
                 "ReceiptsCore",
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
             swiftSettings: swiftSettings
         ),

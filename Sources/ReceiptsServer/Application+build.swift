@@ -20,8 +20,7 @@ public func buildApplication(
     if configuration.runMigrations {
         // Before anything starts: the event hub and the retention job read what they create.
         // As the login role (the tables' owner), not receipts_service.
-        let migrations = try Migration.load(from: configuration.migrationsDirectory)
-        try await MigrationRunner(migrations: migrations, logger: logger).applyPending(to: database)
+        try await MigrationRunner(directory: configuration.migrationsDirectory, logger: logger).applyPending(to: database)
     }
     let pool = PostgresConnectionPool(
         configuration: ReceiptsStore.serviceSessions(of: database, timeout: configuration.databaseTimeout),
@@ -58,7 +57,7 @@ public func buildApplication(
             serverName: "receiptsd"
         ),
         services: [
-            pool, listener, hub, components.databaseHealth,
+            pool, store, listener, hub, components.databaseHealth,
             EventRetentionService(
                 store: store, retentionSeconds: configuration.eventRetentionSeconds, interval: .seconds(3600), logger: logger),
         ],

@@ -4,7 +4,7 @@ import Synchronization
 /// through the store commits.
 ///
 /// The service's sessions run with `receipts.notify = off` (see
-/// `sql/migrations/0004_faster_writes.sql`): their triggers send no NOTIFY, so the hub learns
+/// `sql/functions/events.sql`): their triggers send no NOTIFY, so the hub learns
 /// of this process's writes from here, without a round trip through PostgreSQL.
 public final class CommittedWrites: Sendable {
     private let observers = Mutex<[@Sendable () -> Void]>([])

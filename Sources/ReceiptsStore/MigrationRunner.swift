@@ -1,32 +1,71 @@
+import Foundation
 import Logging
 import Postgres
 
-/// Applies pending migrations, each once, in order, each in its own transaction.
+/// Brings a database to the schema of `sql/`: pending migrations first, each once, in order,
+/// each in its own transaction; then every repeatable script (`sql/functions`, `sql/views`,
+/// `sql/triggers`) that is new or changed since it was last applied, in their stated order
+/// (`RepeatableScript.folders`), all in one transaction.
 ///
 /// A session-level advisory lock serialises runners, so replicas that start together do
 /// not race: the second waits, then finds nothing left to do. Applied migrations are
 /// recorded in `receipts.schema_migrations` with an MD5 of their SQL, so an edited
-/// migration that already ran is reported instead of silently ignored.
+/// migration that already ran is reported instead of silently ignored; applied scripts in
+/// `receipts.schema_scripts` with theirs, which is how a changed script is found. A
+/// migration must not call a function of `sql/functions`: the scripts run after the
+/// migrations, so it would find the previous version of that function, or none.
 ///
-/// Each migration's transaction sets `receipts.all_tenants` (see
-/// sql/migrations/0017_forced_row_security.sql): row-level security is forced on the tenant
-/// tables, so a migration that moves rows of every tenant, run as the tables' owner, would
-/// otherwise see none.
+/// Every transaction sets `receipts.all_tenants` (see "Row-level security" in
+/// sql/migrations/0001_baseline.sql): row-level security is forced on the tenant tables, so a
+/// migration that moves rows of every tenant, run as the tables' owner, would otherwise see
+/// none.
+///
+/// A database migrated by the unreleased chain that `0001_baseline.sql` folded (versions 1 to
+/// 19, from `0001_initial_schema` to `0019_bounded_wait_for_event_ids`) is recognised by the
+/// names and checksums it recorded: when all 19 are there exactly as they landed, its schema
+/// is the baseline's (MigrationCatalogueTests compares the two catalogues), so the runner
+/// records the baseline as applied in their place and goes on; the scripts then replace every
+/// function and trigger. Any other record of that chain (a part of it, or an edited file)
+/// is refused with `LegacyChainError`, which tells the operator to recreate the database:
+/// nothing was released, so no such database holds data worth a migration of its own, and
+/// guessing at a half-migrated schema could lose receipts.
 public struct MigrationRunner: Sendable {
     /// Key of the advisory lock held while migrating (any fixed number unique to us).
     static let advisoryLockKey = 7_305_146_321_220_001
 
     public let migrations: [Migration]
-    private let logger: Logger
+    public let scripts: [RepeatableScript]
+    let logger: Logger
 
-    public init(migrations: [Migration], logger: Logger) {
+    public init(migrations: [Migration], scripts: [RepeatableScript] = [], logger: Logger) {
         self.migrations = migrations
+        self.scripts = scripts
         self.logger = logger
+    }
+
+    /// The migrations of `migrationsDirectory` (`sql/migrations`) and the repeatable scripts
+    /// of the folders beside it.
+    public init(directory migrationsDirectory: URL, logger: Logger) throws {
+        self.init(
+            migrations: try Migration.load(from: migrationsDirectory),
+            scripts: try RepeatableScript.load(besides: migrationsDirectory),
+            logger: logger
+        )
+    }
+
+    /// What one run applied.
+    public struct Applied: Sendable {
+        public var migrations: [Migration] = []
+        public var scripts: [RepeatableScript] = []
+        /// Whether the run recorded the baseline in place of the chain it folded.
+        public var adoptedLegacyChain = false
+
+        public var isEmpty: Bool { self.migrations.isEmpty && self.scripts.isEmpty && !self.adoptedLegacyChain }
     }
 
     /// Applies what is pending and returns it (empty when the database is up to date).
     @discardableResult
-    public func applyPending(on connection: PostgresConnection) async throws -> [Migration] {
+    public func applyPending(on connection: PostgresConnection) async throws -> Applied {
         try await connection.execute("SELECT pg_advisory_lock($1)", [Self.advisoryLockKey])
         do {
             let applied = try await self.applyPendingWhileLocked(on: connection)
@@ -42,7 +81,7 @@ public struct MigrationRunner: Sendable {
 
     /// Applies what is pending over a connection of its own, closed afterwards.
     @discardableResult
-    public func applyPending(to database: PostgresConfiguration) async throws -> [Migration] {
+    public func applyPending(to database: PostgresConfiguration) async throws -> Applied {
         let connection = try await PostgresConnection.connect(to: database, logger: self.logger)
         do {
             let applied = try await self.applyPending(on: connection)
@@ -61,11 +100,22 @@ public struct MigrationRunner: Sendable {
         return try rows.map { try $0.decode(Int.self, column: 0) }
     }
 
-    private func applyPendingWhileLocked(on connection: PostgresConnection) async throws -> [Migration] {
+    /// The scripts recorded as applied, with the MD5 of the text that was.
+    public func appliedScripts(on connection: PostgresConnection) async throws -> [String: String] {
+        try await self.createBookkeeping(on: connection)
+        let rows = try await connection.query("SELECT path, checksum FROM receipts.schema_scripts")
+        var applied: [String: String] = [:]
+        for row in rows { applied[try row.decode(String.self, column: 0)] = try row.decode(String.self, column: 1) }
+        return applied
+    }
+
+    private func applyPendingWhileLocked(on connection: PostgresConnection) async throws -> Applied {
+        var result = Applied()
+        try await self.createBookkeeping(on: connection)
+        result.adoptedLegacyChain = try await self.adoptLegacyChain(on: connection)
         let applied = Set(try await self.appliedVersions(on: connection))
         try await self.warnAboutEditedMigrations(on: connection)
 
-        var newlyApplied: [Migration] = []
         for migration in self.migrations where !applied.contains(migration.version) {
             self.logger.info(
                 "applying migration",
@@ -80,9 +130,44 @@ public struct MigrationRunner: Sendable {
                     [migration.version, migration.name, migration.sql]
                 )
             }
-            newlyApplied.append(migration)
+            result.migrations.append(migration)
         }
-        return newlyApplied
+        result.scripts = try await self.applyChangedScripts(on: connection)
+        return result
+    }
+
+    /// Applies the scripts whose text differs from what was last applied (or that never
+    /// were), in their order, in one transaction: a script that fails leaves every one as it
+    /// was.
+    private func applyChangedScripts(on connection: PostgresConnection) async throws -> [RepeatableScript] {
+        let rows = try await connection.query(
+            """
+            SELECT file.path
+            FROM unnest($1::text[], $2::text[]) AS file (path, sql)
+            LEFT JOIN receipts.schema_scripts AS applied USING (path)
+            WHERE applied.checksum IS DISTINCT FROM md5(file.sql)
+            """,
+            [self.scripts.map(\.path), self.scripts.map(\.sql)]
+        )
+        let changedPaths = Set(try rows.map { try $0.decode(String.self, column: 0) })
+        let changed = self.scripts.filter { changedPaths.contains($0.path) }
+        guard !changed.isEmpty else { return [] }
+        try await connection.withTransaction { connection in
+            try await connection.execute(
+                "SELECT set_config($1, $2, true)", [ReceiptsStore.allTenants.name, ReceiptsStore.allTenants.value])
+            for script in changed {
+                self.logger.info("applying script", metadata: ["receipts.script": "\(script.path)"])
+                try await connection.executeScript(script.sql)
+                try await connection.execute(
+                    """
+                    INSERT INTO receipts.schema_scripts (path, checksum) VALUES ($1, md5($2))
+                    ON CONFLICT (path) DO UPDATE SET checksum = excluded.checksum, applied_at = now()
+                    """,
+                    [script.path, script.sql]
+                )
+            }
+        }
+        return changed
     }
 
     private func createBookkeeping(on connection: PostgresConnection) async throws {
@@ -97,6 +182,13 @@ public struct MigrationRunner: Sendable {
             );
             COMMENT ON TABLE receipts.schema_migrations IS
                 'Migrations of sql/migrations applied to this database (receiptsd migrate), with the MD5 of their SQL.';
+            CREATE TABLE IF NOT EXISTS receipts.schema_scripts (
+                path       text        PRIMARY KEY,
+                checksum   text        NOT NULL,
+                applied_at timestamptz NOT NULL DEFAULT now()
+            );
+            COMMENT ON TABLE receipts.schema_scripts IS
+                'Scripts of sql/functions, sql/views and sql/triggers as last applied to this database, with the MD5 of their SQL: a script whose file differs is applied again.';
             """
         )
     }

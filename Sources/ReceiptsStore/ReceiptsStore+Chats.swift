@@ -81,7 +81,7 @@ extension ReceiptsStore {
     where Outcome.RawValue == String {
         let text = try rows.scalar(String.self)
         guard let outcome = Outcome(rawValue: text) else {
-            throw PostgresError(code: .invalidValue, message: "unexpected outcome \(text) from the database")
+            throw UnexpectedOutcome(function: "receipts.*", outcome: text)
         }
         return outcome
     }

@@ -50,7 +50,7 @@ extension ReceiptsStore {
     }
 
     /// The transactions of this database that may still commit an event: those holding a
-    /// write lock on the event log (see 0016_event_log_readers.sql).
+    /// write lock on the event log (see sql/functions/events.sql).
     /// Unlike `runningTransactions()`, transactions of other databases of the cluster and
     /// sessions that never wrote an event are not among them.
     public func eventWriters() async throws -> EventWriters {
@@ -68,7 +68,7 @@ extension ReceiptsStore {
     }
 
     /// Gives up waiting for the event ids up to `position` that are still missing (see
-    /// 0019_bounded_wait_for_event_ids.sql): a transaction that commits one of them later moves
+    /// sql/functions/events.sql): a transaction that commits one of them later moves
     /// its events to fresh ids. Waits at most 200 ms for writers that are committing right
     /// now (then throws, and nothing was abandoned that a reader may rely on).
     ///

@@ -4,47 +4,52 @@ import Postgres
 /// What marking messages read answers: how many changed and the reader's new unread count.
 typealias MarkReadOutcome = Result<(marked: Int, unreadCount: Int), MarkFailure>
 
-/// One message read by one user: a request of a `receipts.mark_read_each` batch.
-struct SingleRead: Sendable {
+/// One user's read in one chat: a request of a `receipts.mark_read_each` batch.
+struct ReadRequest: Sendable {
     let chat: String
     let user: String
-    let message: String
+    let target: MarkTarget
 }
 
 extension ReceiptsStore {
     /// Marks messages read by `user`; returns how many changed and the user's new unread
     /// count in the chat.
     ///
-    /// A single message goes through `singleReads`, which marks concurrent ones together.
+    /// Every read goes through `reads`, which marks a tenant's concurrent reads together in
+    /// one call of `receipts.mark_read_each` (a read that finds the tenant idle is a batch of
+    /// one, at once).
     public func markRead(tenant: String, chat: String, user: String, target: MarkTarget) async throws -> Result<(marked: Int, unreadCount: Int), MarkFailure> {
-        if case .messages(let ids) = target, ids.count == 1 {
-            return try await self.singleReads.submit(SingleRead(chat: chat, user: user, message: ids[0]), tenant: tenant) { tenant, queue in
-                try await self.runBatches(of: "single reads", tenant: tenant, from: queue, Self.singleReadStatements)
+        try await self.reads.submit(ReadRequest(chat: chat, user: user, target: target), tenant: tenant) { tenant, queue in
+            try await self.runBatches(of: "reads", tenant: tenant, from: queue, Self.readStatements)
+        }
+    }
+
+    /// Reads: one `receipts.mark_read_each` call, its items the requests' messages (one item
+    /// per message id; one item with `through` for a read up to a message or of all). One
+    /// answer row per request, in order.
+    static let readStatements = BatchStatements<ReadRequest, MarkReadOutcome> { tenant, requests in
+        var chats: [String] = []
+        var users: [String] = []
+        var messages: [String?] = []
+        var through: [Bool] = []
+        for request in requests {
+            let items: [(message: String?, through: Bool)] = switch request.target {
+            // An empty list is one item that names no message: the request is answered, and reads nothing.
+            case .messages(let ids): ids.isEmpty ? [(nil, false)] : ids.map { ($0, false) }
+            case .upTo(let id): [(id, true)]
+            case .all: [(nil, true)]
+            }
+            for item in items {
+                chats.append(request.chat)
+                users.append(request.user)
+                messages.append(item.message)
+                through.append(item.through)
             }
         }
-        let (ids, upTo) = target.parameters
-        return try await self.markReadNow(tenant: tenant, chat: chat, user: user, ids: ids, upTo: upTo)
-    }
-
-    /// Single reads: `receipts.mark_read` for one alone (the quicker of the two then), else
-    /// `receipts.mark_read_each`; both answer `outcome, marked, unread_count` rows.
-    static let singleReadStatements = BatchStatements<SingleRead, MarkReadOutcome> { tenant, reads in
-        if reads.count == 1 {
-            return (markReadSQL, [tenant, reads[0].chat, reads[0].user, [reads[0].message], String?.none])
-        }
-        return ("SELECT outcome, marked, unread_count FROM receipts.mark_read_each($1, $2, $3, $4)",
-                [tenant, reads.map(\.chat), reads.map(\.user), reads.map(\.message)])
+        return ("SELECT outcome, marked, unread_count FROM receipts.mark_read_each($1, $2, $3, $4, $5)",
+                [tenant, chats, users, messages, through])
     } outcomes: { rows in
         try rows.map { try MarkReadOutcome(row: $0) }
-    }
-
-    /// One call of `receipts.mark_read`: alone, or as a batch of one single read.
-    static let markReadSQL = "SELECT outcome, marked, unread_count FROM receipts.mark_read($1, $2, $3, $4, $5)"
-
-    /// One call of `receipts.mark_read`.
-    private func markReadNow(tenant: String, chat: String, user: String, ids: [String]?, upTo: String?) async throws -> MarkReadOutcome {
-        let rows = try await self.write(Self.markReadSQL, [tenant, chat, user, ids, upTo])
-        return try MarkReadOutcome(row: rows[0])
     }
 
     /// Marks messages delivered to `user`; returns how many changed.
@@ -54,9 +59,7 @@ extension ReceiptsStore {
             "SELECT outcome, marked FROM receipts.mark_delivered($1, $2, $3, $4, $5)",
             [tenant, chat, user, ids, upTo]
         )
-        let row = rows[0]
-        if let failure = MarkFailure(rawValue: try row.decode(column: 0)) { return .failure(failure) }
-        return .success(try row.decode(Int.self, column: 1))
+        return try MarkFailure.outcome(of: rows[0], from: "receipts.mark_delivered").withSuccess { try rows[0].decode(Int.self, column: 1) }
     }
 
     /// Marks the chat unread for `user` only; returns their unread count (at least 1).
@@ -65,9 +68,7 @@ extension ReceiptsStore {
             "SELECT outcome, unread_count FROM receipts.mark_unread($1, $2, $3)",
             [tenant, chat, user]
         )
-        let row = rows[0]
-        if let failure = MarkFailure(rawValue: try row.decode(column: 0)) { return .failure(failure) }
-        return .success(try row.decode(Int.self, column: 1))
+        return try MarkFailure.outcome(of: rows[0], from: "receipts.mark_unread").withSuccess { try rows[0].decode(Int.self, column: 1) }
     }
 
     /// The user's chats that have unread messages or are marked unread.
@@ -90,10 +91,30 @@ extension ReceiptsStore {
 extension MarkReadOutcome {
     /// Reads an `outcome, marked, unread_count` row.
     init(row: PostgresRow) throws {
-        if let failure = MarkFailure(rawValue: try row.decode(column: 0)) {
-            self = .failure(failure)
-        } else {
-            self = .success((try row.decode(Int.self, column: 1), try row.decode(Int.self, column: 2)))
+        self = try MarkFailure.outcome(of: row, from: "receipts.mark_read_each").withSuccess {
+            (try row.decode(Int.self, column: 1), try row.decode(Int.self, column: 2))
+        }
+    }
+}
+
+extension MarkFailure {
+    /// The outcome in column 0 of a marking function's row: success for `marked`, a failure
+    /// for one of ours, and an `UnexpectedOutcome` error for anything else (a typo in SQL must
+    /// be a 500 with a log line, never a silent 404).
+    static func outcome(of row: PostgresRow, from function: String) throws -> Result<Void, MarkFailure> {
+        let text = try row.decode(String.self, column: 0)
+        if text == "marked" { return .success(()) }
+        guard let failure = MarkFailure(rawValue: text) else { throw UnexpectedOutcome(function: function, outcome: text) }
+        return .failure(failure)
+    }
+}
+
+extension Result where Success == Void {
+    /// The success mapped by a throwing transform, the failure kept.
+    fileprivate func withSuccess<NewSuccess>(_ transform: () throws -> NewSuccess) throws -> Result<NewSuccess, Failure> {
+        switch self {
+        case .success: .success(try transform())
+        case .failure(let failure): .failure(failure)
         }
     }
 }

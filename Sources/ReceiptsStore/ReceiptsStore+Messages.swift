@@ -18,14 +18,15 @@ enum SendResult: Sendable {
     case notMember
     case chatNotFound
 
-    /// Reads `outcome, seq, created_at` starting at column `first`.
-    init(row: PostgresRow, from first: Int) throws {
-        switch try row.decode(String.self, column: first) {
-        case "created": self = .created(seq: try row.decode(column: first + 1), createdAt: try row.decode(column: first + 2))
+    /// Reads an `outcome, seq, created_at` row; an outcome it does not know is an error.
+    init(row: PostgresRow) throws {
+        switch try row.decode(String.self, column: 0) {
+        case "created": self = .created(seq: try row.decode(column: 1), createdAt: try row.decode(column: 2))
         case "existing": self = .existing
         case "conflict": self = .conflict
         case "not_member": self = .notMember
-        default: self = .chatNotFound
+        case "chat_not_found": self = .chatNotFound
+        case let other: throw UnexpectedOutcome(function: "receipts.send_each", outcome: other)
         }
     }
 }
@@ -81,7 +82,7 @@ extension ReceiptsStore {
         return ("SELECT outcome, seq, created_at FROM receipts.send_each($1, $2, $3, $4, $5)",
                 [tenant, messages.map(\.chat), messages.map(\.id), messages.map(\.sender), messages.map(\.text)])
     } outcomes: { rows in
-        try rows.map { try SendResult(row: $0, from: 0) }
+        try rows.map { try SendResult(row: $0) }
     }
 
     /// A page of messages, oldest first: the newest `limit` before `before` (or overall).

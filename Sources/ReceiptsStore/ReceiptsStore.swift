@@ -1,28 +1,34 @@
 import Logging
 import Postgres
+import ServiceLifecycle
 
 /// SQL access for the service: one method per use case.
 ///
-/// Writes are single calls of the functions in `sql/migrations/0002_receipt_functions.sql`
+/// Writes are single calls of the functions in `sql/functions`
 /// (one round trip, one transaction each); reads that need several queries run in one
 /// read-only transaction. Every call is scoped to a tenant (`receipts.enter_tenant`) and
 /// every transaction of the pool's sessions takes the role `receipts_service` (`SET LOCAL
 /// ROLE`), so row-level security enforces isolation even if a query here forgot its
 /// `tenant_id`.
-public struct ReceiptsStore: Sendable {
+///
+/// As a `Service`, it runs the batchers that gather a tenant's concurrent reads and sends
+/// (`TenantBatcher`); the application runs it after the pool, so it stops before the pool
+/// closes. A store whose service does not run still works: each batch then runs in the task
+/// of the request that starts it.
+public struct ReceiptsStore: Service, Sendable {
     /// The role tenant work runs as; created by the first migration.
     public static let serviceRole = "receipts_service"
     /// The channel the event log's triggers notify.
     public static let eventChannel = "receipts_events"
     /// The session setting that keeps the triggers from notifying: for a pool whose writes
-    /// reach the event hub through `committedWrites` (see 0004_faster_writes.sql).
+    /// reach the event hub through `committedWrites` (see sql/functions/events.sql).
     public static let silentTriggers = (name: "receipts.notify", value: "off")
 
     /// The session setting that lets a member of `maintenanceRole` see every tenant's rows
-    /// (see sql/migrations/0017_forced_row_security.sql); never open to `serviceRole`.
+    /// (see "Row-level security" in sql/migrations/0001_baseline.sql); never open to `serviceRole`.
     public static let allTenants = (name: "receipts.all_tenants", value: "on")
     /// The role whose members may work across tenants with `allTenants` (the role that runs
-    /// the migrations is one); created by migration 0017.
+    /// the migrations is one); created by the baseline migration.
     public static let maintenanceRole = "receipts_maintenance"
 
     /// `database` as the service's pool opens it:
@@ -51,9 +57,9 @@ public struct ReceiptsStore: Sendable {
     public let logger: Logger
     /// Signalled after every write that may have added events.
     public let committedWrites = CommittedWrites()
-    /// Concurrent single-message reads of a tenant, marked together (one per chat and user
-    /// at a time, as `receipts.mark_read_each` takes them).
-    let singleReads = TenantBatcher<SingleRead, MarkReadOutcome> { [$0.chat, $0.user] }
+    /// Concurrent reads of a tenant, marked together (one request per chat and user at a
+    /// time, as `receipts.mark_read_each` takes them).
+    let reads = TenantBatcher<ReadRequest, MarkReadOutcome> { [$0.chat, $0.user] }
     /// Concurrent sends of a tenant, sent together (one per chat at a time, as
     /// `receipts.send_each` takes them).
     let sends = TenantBatcher<NewMessage, SendResult> { [$0.chat] }
@@ -65,6 +71,15 @@ public struct ReceiptsStore: Sendable {
         self.pool = pool
         self.logger = logger
         self.credentials = CredentialDirectory(pool: pool, options: credentialOptions)
+    }
+
+    /// Runs the batchers until graceful shutdown (then the batches under way finish) or
+    /// cancellation.
+    public func run() async throws {
+        try await withThrowingDiscardingTaskGroup { group in
+            group.addTask { try await self.reads.run() }
+            group.addTask { try await self.sends.run() }
+        }
     }
 
     /// Runs `body` in a transaction scoped to `tenant`.

@@ -1,8 +1,9 @@
+import ServiceLifecycle
 import Synchronization
 
 /// Gathers a tenant's concurrent requests of one kind into batches, each one call of a SQL
-/// function that does them all in one statement and one commit (see
-/// `sql/migrations/0004_faster_writes.sql` and `0005_batched_sends.sql`).
+/// function that does them all in one statement and one commit (`receipts.mark_read_each`,
+/// `receipts.send_each`).
 ///
 /// A request that finds fewer than `concurrentRuns` runs of its tenant under way starts
 /// one at once, so an idle service adds no wait. A run takes batches off the tenant's queue
@@ -18,7 +19,20 @@ import Synchronization
 /// free. A run keeps two batches in the database (`ReceiptsStore.runBatches`), so a stalled
 /// statement also holds the batch sent behind it: the requests of up to two batches wait for
 /// the lock, and the watch serves those that come after them.
-final class TenantBatcher<Request: Sendable, Outcome: Sendable>: Sendable {
+///
+/// Runs and watches are child tasks of the batcher's `run()`, a `Service` the application
+/// runs beside the pool: on graceful shutdown it takes no more and waits for the runs under
+/// way, which answer every request they hold; cancelled, it cancels them (their requests fail
+/// with the cancellation). A batcher that is not running (a store used by a one-off command
+/// or a test that does not run its services) does each run in the task of the request that
+/// starts it, and watches for no stalls.
+///
+/// A request whose task is cancelled is answered at once with `CancellationError`. When its
+/// batch was already taken, the batch goes on without it: what it asked may still be
+/// committed (a send, a read; both are idempotent, so a client may retry), its key stays
+/// taken until the batch is answered (so a retry follows it), and the batch's answer for it is
+/// dropped.
+final class TenantBatcher<Request: Sendable, Outcome: Sendable>: Service, Sendable {
     /// Does a tenant's batches, taking them off `queue` until it ends the run.
     typealias Run = @Sendable (_ tenant: String, _ queue: BatchQueue<Request, Outcome>) async throws -> Void
 
@@ -26,7 +40,7 @@ final class TenantBatcher<Request: Sendable, Outcome: Sendable>: Sendable {
         let id: Int
         let request: Request
         let key: [String]
-        let reply: CheckedContinuation<Outcome, any Error>
+        let reply: Reply<Outcome>
     }
 
     fileprivate struct State {
@@ -40,6 +54,8 @@ final class TenantBatcher<Request: Sendable, Outcome: Sendable>: Sendable {
         /// The tenant and key of every request taken by a run and not yet answered.
         var busy: Set<[String]> = []
         var nextID = 0
+        /// Whether `run()` takes jobs: set while it runs, until graceful shutdown.
+        var isServing = false
     }
 
     /// What a request does after joining the queue.
@@ -47,12 +63,14 @@ final class TenantBatcher<Request: Sendable, Outcome: Sendable>: Sendable {
         case startRun, startWatch, wait
     }
 
+    /// A run or a watch, for `run()` to do as a child task.
+    private typealias Job = @Sendable () async -> Void
+
     let maximumBatch: Int
     /// Runs of one tenant at a time. One: while its batch is in the database, the next one
     /// gathers, and fewer, larger batches share more of the per-call work (a transaction,
-    /// the triggers, the commit, the event hub's read). On the 2-core bench machine, five
-    /// interleaved pairs: one made 5,217-5,510 sends/s in four, 3,632 in one; two made
-    /// 4,133-4,320 (BENCHMARKS.md, third round). Other tenants' runs go beside it.
+    /// the triggers, the commit, the event hub's read); on the 2-core bench machine one run
+    /// made about a third more sends a second than two. Other tenants' runs go beside it.
     let concurrentRuns: Int
     /// Runs of one tenant at a time when some stall.
     let maximumConcurrentRuns: Int
@@ -62,6 +80,7 @@ final class TenantBatcher<Request: Sendable, Outcome: Sendable>: Sendable {
     let stallAfter: Duration
     private let key: @Sendable (Request) -> [String]
     fileprivate let state = Mutex(State())
+    private let jobs = AsyncStream<Job>.makeStream()
 
     /// - Parameter key: requests with equal keys never share a batch or run at once.
     init(
@@ -78,25 +97,74 @@ final class TenantBatcher<Request: Sendable, Outcome: Sendable>: Sendable {
         self.key = key
     }
 
+    /// Does the runs and watches that requests start, until graceful shutdown (then it waits
+    /// for those under way) or cancellation (then it cancels them).
+    func run() async throws {
+        self.state.withLock { $0.isServing = true }
+        await withDiscardingTaskGroup { group in
+            await withGracefulShutdownHandler {
+                for await job in self.jobs.stream {
+                    group.addTask { await job() }
+                }
+            } onGracefulShutdown: {
+                self.stopServing()
+            }
+            self.stopServing()
+        }
+    }
+
+    private func stopServing() {
+        self.state.withLock { $0.isServing = false }
+        self.jobs.continuation.finish()
+    }
+
+    /// Hands `job` to `run()`; false when the batcher is not serving.
+    private func start(_ job: @escaping Job) -> Bool {
+        guard self.state.withLock({ $0.isServing }) else { return false }
+        if case .enqueued = self.jobs.continuation.yield(job) { return true }
+        return false
+    }
+
     /// Does `request` in a batch of `tenant`'s; `run` does the batches if this request
     /// starts a run of them.
     func submit(_ request: Request, tenant: String, run: @escaping Run) async throws -> Outcome {
         let key = [tenant] + self.key(request)
-        return try await withCheckedThrowingContinuation { reply in
-            let next = self.state.withLock { state -> Next in
-                state.nextID += 1
-                state.waiting[tenant, default: []].append(Waiting(id: state.nextID, request: request, key: key, reply: reply))
-                if state.running[tenant, default: 0] < self.concurrentRuns {
-                    state.running[tenant, default: 0] += 1
-                    return .startRun
-                }
-                return state.watched.insert(tenant).inserted ? .startWatch : .wait
+        let reply = Reply<Outcome>()
+        let (id, next) = self.state.withLock { state -> (Int, Next) in
+            state.nextID += 1
+            state.waiting[tenant, default: []].append(Waiting(id: state.nextID, request: request, key: key, reply: reply))
+            if state.running[tenant, default: 0] < self.concurrentRuns {
+                state.running[tenant, default: 0] += 1
+                return (state.nextID, .startRun)
             }
-            switch next {
-            case .startRun: Task { await self.drain(tenant, run: run) }
-            case .startWatch: Task { await self.watchForStalls(of: tenant, run: run) }
-            case .wait: break
+            return (state.nextID, state.watched.insert(tenant).inserted ? .startWatch : .wait)
+        }
+        switch next {
+        case .startRun:
+            if !self.start({ await self.drain(tenant, run: run) }) {
+                await self.drain(tenant, run: run)
             }
+        case .startWatch:
+            if !self.start({ await self.watchForStalls(of: tenant, run: run) }) {
+                _ = self.state.withLock { $0.watched.remove(tenant) }
+            }
+        case .wait:
+            break
+        }
+        return try await withTaskCancellationHandler {
+            try await reply.value
+        } onCancel: {
+            self.withdraw(id, of: tenant)
+            reply.resume(with: .failure(CancellationError()))
+        }
+    }
+
+    /// Takes a cancelled request off the queue, if no run has taken it yet.
+    private func withdraw(_ id: Int, of tenant: String) {
+        self.state.withLock { state in
+            guard var waiting = state.waiting[tenant], let index = waiting.firstIndex(where: { $0.id == id }) else { return }
+            waiting.remove(at: index)
+            state.waiting[tenant] = waiting.isEmpty ? nil : waiting
         }
     }
 
@@ -124,7 +192,7 @@ final class TenantBatcher<Request: Sendable, Outcome: Sendable>: Sendable {
         while true {
             try? await Task.sleep(for: self.stallAfter)
             let startsRun = self.state.withLock { state -> Bool? in
-                guard state.waiting[tenant] != nil else {
+                guard state.waiting[tenant] != nil, !Task.isCancelled else {
                     state.watched.remove(tenant)
                     return nil
                 }
@@ -136,8 +204,52 @@ final class TenantBatcher<Request: Sendable, Outcome: Sendable>: Sendable {
             }
             switch startsRun {
             case nil: return
-            case true?: Task { await self.drain(tenant, run: run) }
+            case true?:
+                if !self.start({ await self.drain(tenant, run: run) }) {
+                    // Shutting down: the runs under way answer what waits.
+                    self.state.withLock { state in
+                        state.running[tenant, default: 1] -= 1
+                        if state.running[tenant] == 0 { state.running[tenant] = nil }
+                        state.watched.remove(tenant)
+                    }
+                    return
+                }
             case false?: continue
+            }
+        }
+    }
+}
+
+/// The answer to one request: set once, by its batch or by its cancellation, whichever comes
+/// first; awaited once, by the request.
+final class Reply<Outcome: Sendable>: Sendable {
+    private enum State {
+        case pending(CheckedContinuation<Outcome, any Error>?)
+        case done(Result<Outcome, any Error>)
+    }
+    private let state = Mutex(State.pending(nil))
+
+    /// Sets the answer, unless one was set already.
+    func resume(with result: Result<Outcome, any Error>) {
+        let waiter = self.state.withLock { state -> CheckedContinuation<Outcome, any Error>?? in
+            guard case .pending(let waiter) = state else { return nil }
+            state = .done(result)
+            return .some(waiter)
+        }
+        if case .some(.some(let waiter)) = waiter { waiter.resume(with: result) }
+    }
+
+    /// The answer, once set.
+    var value: Outcome {
+        get async throws {
+            try await withCheckedThrowingContinuation { continuation in
+                let result = self.state.withLock { state -> Result<Outcome, any Error>? in
+                    switch state {
+                    case .done(let result): return result
+                    case .pending: state = .pending(continuation); return nil
+                    }
+                }
+                if let result { continuation.resume(with: result) }
             }
         }
     }
@@ -222,13 +334,13 @@ final class BatchQueue<Request: Sendable, Outcome: Sendable>: Sendable {
             return
         }
         self.release(batch.members)
-        for (waiting, outcome) in zip(batch.members, outcomes) { waiting.reply.resume(returning: outcome) }
+        for (waiting, outcome) in zip(batch.members, outcomes) { waiting.reply.resume(with: .success(outcome)) }
     }
 
     /// Answers each request of `batch` with `error`, and frees their keys.
     func fail(_ batch: Batch<Request, Outcome>, with error: any Error) {
         self.release(batch.members)
-        for waiting in batch.members { waiting.reply.resume(throwing: error) }
+        for waiting in batch.members { waiting.reply.resume(with: .failure(error)) }
     }
 
     /// Fails every request taken and not answered; returns whether there was one.

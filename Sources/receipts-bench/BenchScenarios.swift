@@ -235,7 +235,7 @@ struct BenchScenarios {
     }
 
     /// The raw reference: the guarded `UPDATE … array_append` that marks one message read
-    /// (on the reader's receipt chunk row, chunk 0 in a direct chat; 0018), straight at
+    /// (on the reader's receipt chunk row, chunk 0 in a direct chat), straight at
     /// PostgreSQL with the same concurrency, one statement per transaction;
     /// then the service's whole SQL function for a single mark-read the same way (the
     /// database's share of a request). Both as the table owner, in sessions set up like the

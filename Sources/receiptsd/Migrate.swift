@@ -6,18 +6,27 @@ import ReceiptsStore
 /// `receiptsd migrate`: applies pending migrations and exits.
 struct Migrate: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Apply pending SQL migrations (a second run does nothing)."
+        abstract: "Apply pending SQL migrations and changed functions, triggers and views (a second run does nothing)."
     )
 
     func run() async throws {
         let environment = Environment()
         let logger = makeLogger(level: environment.logLevel())
-        let migrations = try Migration.load(from: environment.migrationsDirectory())
         let configuration = PostgresConfiguration(
             connectionString: try environment.databaseURL(logger: logger),
             applicationName: "receiptsd-migrate"
         )
-        let applied = try await MigrationRunner(migrations: migrations, logger: logger).applyPending(to: configuration)
-        print(applied.isEmpty ? "Database is up to date." : "Applied \(applied.count) migration(s): " + applied.map { "\($0.version)_\($0.name)" }.joined(separator: ", "))
+        let runner = try MigrationRunner(directory: environment.migrationsDirectory(), logger: logger)
+        let applied = try await runner.applyPending(to: configuration)
+        guard !applied.isEmpty else { return print("Database is up to date.") }
+        var lines: [String] = []
+        if applied.adoptedLegacyChain { lines.append("Recorded the baseline in place of the migration chain it folded.") }
+        if !applied.migrations.isEmpty {
+            lines.append("Applied \(applied.migrations.count) migration(s): " + applied.migrations.map { "\($0.version)_\($0.name)" }.joined(separator: ", "))
+        }
+        if !applied.scripts.isEmpty {
+            lines.append("Applied \(applied.scripts.count) script(s): " + applied.scripts.map(\.path).joined(separator: ", "))
+        }
+        print(lines.joined(separator: "\n"))
     }
 }

@@ -91,7 +91,7 @@ struct EventLogCursorTests {
     }
 }
 
-/// Abandoned ids (0019_bounded_wait_for_event_ids.sql): stepped over only in reads made after
+/// Abandoned ids (sql/functions/events.sql): stepped over only in reads made after
 /// the abandoning call, and only up to its horizon.
 @Suite("Event log cursor: abandoned ids")
 struct EventLogCursorAbandonmentTests {

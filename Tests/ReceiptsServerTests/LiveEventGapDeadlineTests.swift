@@ -7,7 +7,7 @@ import Testing
 /// A transaction of our own database that took an event id and stays open (psql: `BEGIN;
 /// SELECT receipts.mark_read(...);` then nothing) holds live events back only until the hub's
 /// deadline; if it commits later its events come once, after the others, on live and resuming
-/// streams alike (0019_bounded_wait_for_event_ids.sql).
+/// streams alike (sql/functions/events.sql).
 ///
 /// Each test runs on a database of its own: the open transaction would hold back the hubs of
 /// every other test sharing the database until their (default) deadlines.

@@ -15,7 +15,7 @@ struct ForcedRowSecurityTests {
             SELECT coalesce(array_agg(class.relname::text ORDER BY class.relname), '{}')
             FROM pg_class AS class
             WHERE class.relnamespace = 'receipts'::regnamespace AND class.relkind IN ('r', 'p')
-              AND class.relname <> 'schema_migrations'
+              AND class.relname NOT IN ('schema_migrations', 'schema_scripts')
               AND NOT (class.relrowsecurity AND class.relforcerowsecurity
                        AND EXISTS (SELECT FROM pg_policy AS policy
                                    WHERE policy.polrelid = class.oid AND policy.polname = 'all_tenants_maintenance'))
@@ -64,8 +64,8 @@ struct ForcedRowSecurityTests {
     func ownerIsBound() async throws {
         try await withOwnedDatabase { url in
             let owner = PostgresConfiguration(connectionString: url, applicationName: "receipts-tests")
-            let migrations = try Migration.load(from: TestDatabase.packageRoot.appendingPathComponent("sql/migrations"))
-            try await MigrationRunner(migrations: migrations, logger: TestDatabase.logger).applyPending(to: owner)
+            let current = try MigrationRunner(directory: TestDatabase.packageRoot.appendingPathComponent("sql/migrations"), logger: TestDatabase.logger)
+            try await current.applyPending(to: owner)
 
             // The service's work, as the service does it.
             let pool = PostgresConnectionPool(configuration: ReceiptsStore.serviceSessions(of: owner), logger: TestDatabase.logger)
@@ -99,7 +99,8 @@ struct ForcedRowSecurityTests {
 
             // A later migration that moves every tenant's rows as the owner.
             let moving = Migration(version: 99_999, name: "moves_rows", sql: "UPDATE receipts.tenants SET name = name || ' (moved)';")
-            try await MigrationRunner(migrations: migrations + [moving], logger: TestDatabase.logger).applyPending(to: owner)
+            try await MigrationRunner(migrations: current.migrations + [moving], scripts: current.scripts, logger: TestDatabase.logger)
+                .applyPending(to: owner)
             let names = try await connection.withTransaction { connection in
                 try await connection.execute("SELECT set_config('receipts.all_tenants', 'on', true)")
                 return try await connection.query("SELECT array_agg(name ORDER BY name) FROM receipts.tenants").scalar([String].self)

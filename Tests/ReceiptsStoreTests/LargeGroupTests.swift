@@ -5,7 +5,7 @@ import TestSupport
 import Testing
 
 /// Receipts of a group larger than one receipt chunk (32 members,
-/// `sql/migrations/0018_receipts_in_member_chunks.sql`), written by many readers at once.
+/// `receipts.receipt_chunks` in `sql/migrations/0001_baseline.sql`), written by many readers at once.
 @Suite("Large groups")
 struct LargeGroupTests {
     /// How a member reads the 20 messages.

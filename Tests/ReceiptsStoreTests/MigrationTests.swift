@@ -91,7 +91,7 @@ struct MigrationTests {
                 let tablesWithoutRLS = try await connection.query(
                     """
                     SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-                    WHERE n.nspname = 'receipts' AND c.relkind = 'r' AND c.relname <> 'schema_migrations'
+                    WHERE n.nspname = 'receipts' AND c.relkind = 'r' AND c.relname NOT IN ('schema_migrations', 'schema_scripts')
                       AND NOT c.relrowsecurity
                     """
                 ).map { try $0.decode(String.self, column: 0) }

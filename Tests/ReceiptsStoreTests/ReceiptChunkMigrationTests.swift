@@ -5,9 +5,11 @@ import ReceiptsStore
 import TestSupport
 import Testing
 
-/// 0018 moves every message's receipt arrays into chunk rows
-/// (`sql/migrations/0018_receipts_in_member_chunks.sql`): a database written in the old
-/// layout keeps every reader, time and hidden read, in order, and goes on working.
+/// The folded chain's 0018 moved every message's receipt arrays into chunk rows
+/// (`Tests/Fixtures/legacy-chain/0018_receipts_in_member_chunks.sql`): a database written in
+/// the old layout keeps every reader, time and hidden read, in order, and goes on working,
+/// also after today's runner takes it over (it records the baseline in place of the chain and
+/// applies the functions and triggers of `sql/`).
 @Suite("Receipts moved into chunks")
 struct ReceiptChunkMigrationTests {
     /// One message's receipts as text (times as PostgreSQL prints them), in stored order.
@@ -19,7 +21,7 @@ struct ReceiptChunkMigrationTests {
 
     @Test("a database with readers in the old layout migrates with every reader, time and hidden read kept")
     func oldLayoutMigrates() async throws {
-        let all = try Migration.load(from: TestDatabase.packageRoot.appendingPathComponent("sql/migrations"))
+        let all = try Migration.load(from: TestDatabase.packageRoot.appendingPathComponent("Tests/Fixtures/legacy-chain"))
         try await TestDatabase.withFreshDatabase { url in
             let configuration = PostgresConfiguration(connectionString: url)
             try await MigrationRunner(migrations: all.filter { $0.version <= 15 }, logger: TestDatabase.logger)
@@ -33,6 +35,11 @@ struct ReceiptChunkMigrationTests {
                 #expect(before.values.map { $0.read.count }.reduce(0, +) > 100)
 
                 try await MigrationRunner(migrations: all, logger: TestDatabase.logger).applyPending(to: configuration)
+                let current = try MigrationRunner(directory: TestDatabase.packageRoot.appendingPathComponent("sql/migrations"), logger: TestDatabase.logger)
+                let adopted = try await current.applyPending(to: configuration)
+                #expect(adopted.adoptedLegacyChain)
+                #expect(adopted.migrations.isEmpty)
+                #expect(adopted.scripts.count == current.scripts.count)
 
                 // Per message: the chunks hold exactly the old entries; each chunk keeps their order.
                 let chunks = try await Self.chunkReceipts(on: connection)

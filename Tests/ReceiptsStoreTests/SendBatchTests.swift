@@ -170,6 +170,7 @@ struct SendBatchTests {
         for chat in ["locked", "free"] {
             #expect(try await store.putChat(tenant: tenant, chat: chat, kind: .direct, members: ["a", "b"]) == .created)
         }
+        try await store.whileRunning {
         // An operator's open transaction holds the chat row, as psql would.
         let lockHolder = try await PostgresConnection.connect(to: TestDatabase.configuration, logger: TestDatabase.logger)
         try await lockHolder.executeScript("BEGIN")
@@ -198,6 +199,44 @@ struct SendBatchTests {
         if case .created? = free {} else { Issue.record("expected .created while the other chat is locked, got \(String(describing: free))") }
         #expect(sentToLockedMeanwhile == 0)
         if case .created = sent {} else { Issue.record("expected .created once the lock went, got \(sent)") }
+        }
+    }
+
+    @Test("a cancelled send is answered at once: taken into a batch, it may still commit; still queued, it is withdrawn")
+    func cancelledSendsAreReleased() async throws {
+        let (store, pool, tenant) = try await TestDatabase.serviceStore(tenantPrefix: "cancelled", databaseTimeout: .seconds(60))
+        #expect(try await store.putChat(tenant: tenant, chat: "locked", kind: .direct, members: ["a", "b"]) == .created)
+        try await store.whileRunning {
+            let lockHolder = try await PostgresConnection.connect(to: TestDatabase.configuration, logger: TestDatabase.logger)
+            try await lockHolder.executeScript("BEGIN")
+            try await lockHolder.query("SELECT FROM receipts.chats WHERE tenant_id = $1 AND chat_id = 'locked' FOR UPDATE", [tenant])
+            // m1 is taken into a batch, whose statement waits on the lock; m2, on the same
+            // chat, waits in the queue behind it (one request per chat at a time).
+            let taken = Task { try await store.sendMessage(tenant: tenant, chat: "locked", id: "m1", sender: "a", text: "hi") }
+            try await Self.waitUntilASessionWaitsOnALock(heldBy: lockHolder.backendPID)
+            let queued = Task { try await store.sendMessage(tenant: tenant, chat: "locked", id: "m2", sender: "a", text: "hi") }
+            try await Task.sleep(for: .milliseconds(200))
+
+            for request in [taken, queued] {
+                let start = ContinuousClock.now
+                request.cancel()
+                await #expect(throws: CancellationError.self) { try await request.value }
+                // Answered while the lock is still held (not when the statement ends).
+                #expect(ContinuousClock.now - start < .seconds(5))
+            }
+            try await lockHolder.executeScript("COMMIT")
+            await lockHolder.close()
+
+            // The taken one's batch went on and committed; the queued one was never sent. The
+            // chat takes the next send as usual.
+            let next = try await store.sendMessage(tenant: tenant, chat: "locked", id: "m3", sender: "a", text: "hi")
+            if case .created(let message) = next { #expect(message.receipts.seq == 2) } else { Issue.record("got \(next)") }
+            let sent = try await TestDatabase.pool.query(
+                "SELECT array_agg(message_id::text ORDER BY seq) FROM receipts.messages WHERE tenant_id = $1", [tenant]
+            )[0].decode([String].self, column: 0)
+            #expect(sent == ["m1", "m3"])
+        }
+        await pool.close()
     }
 
     /// Returns once some session waits for a lock that the session `holder` holds.

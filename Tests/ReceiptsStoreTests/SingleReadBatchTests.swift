@@ -6,7 +6,7 @@ import Testing
 
 /// `receipts.mark_read_each` marks a batch of single-message reads in one statement (the
 /// service gathers concurrent ones into it). It must answer, and leave behind, exactly what
-/// one `receipts.mark_read` per read would have.
+/// one `receipts.mark_read` per read (a batch of one) would have.
 @Suite("Single reads in one statement")
 struct SingleReadBatchTests {
     typealias Generator = UnreadCountTests.Generator
@@ -63,7 +63,7 @@ struct SingleReadBatchTests {
                     reads.append(Read(chat: chat, user: user, message: message))
                 }
                 let answers = try await pool.query(
-                    "SELECT outcome, marked::int8, unread_count::int8 FROM receipts.mark_read_each($1, $2, $3, $4)",
+                    "SELECT outcome, marked::int8, unread_count::int8 FROM receipts.mark_read_each($1, $2, $3, $4, array_fill(false, ARRAY[cardinality($2::text[])]))",
                     [batched, reads.map(\.chat), reads.map(\.user), reads.map(\.message)])
                 #expect(answers.count == reads.count)
                 for (index, read) in reads.enumerated() {

@@ -3,7 +3,7 @@ import TestSupport
 import Testing
 
 /// `receipts.unread_count` is arithmetic on the read watermark (see
-/// `sql/migrations/0002_receipt_functions.sql`). These tests drive a chat through random
+/// `sql/views/unread.sql`). These tests drive a chat through random
 /// sends, reads in and out of order, hidden reads, leaves and rejoins, and after every step
 /// compare it with the definition counted message by message.
 @Suite("Unread counts in SQL")

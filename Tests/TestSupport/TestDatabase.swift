@@ -202,11 +202,11 @@ extension TestDatabase {
 }
 
 extension TestDatabase {
-    /// Applies the migrations of `sql/migrations` to the test database, for tests that use
+    /// Applies the migrations of `sql/migrations` (and the scripts beside them) to the test database, for tests that use
     /// the schema without starting the service (which would apply them). Safe to call from
     /// many tests at once: the runner serialises on an advisory lock.
     public static func ensureMigrated() async throws {
-        let migrations = try Migration.load(from: packageRoot.appendingPathComponent("sql/migrations"))
-        try await MigrationRunner(migrations: migrations, logger: logger).applyPending(to: configuration)
+        let runner = try MigrationRunner(directory: packageRoot.appendingPathComponent("sql/migrations"), logger: logger)
+        try await runner.applyPending(to: configuration)
     }
 }

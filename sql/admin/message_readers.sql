@@ -1,8 +1,8 @@
 -- Who a message reached and who read it, and when. Reads made with read receipts off are
 -- listed as hidden (the service never shows them to anyone). A message's receipts are in
--- its rows of receipts.receipt_chunks, one per chunk of 32 members (0018).
+-- its rows of receipts.receipt_chunks, one per chunk of 32 members.
 -- Usage: psql -v tenant=TENANT -v chat=CHAT -v message=MESSAGE -f sql/admin/message_readers.sql
--- Row-level security is forced (migration 0017): scope the session to the tenant.
+-- Row-level security is forced (see sql/migrations/0001_baseline.sql): scope the session to the tenant.
 SELECT set_config('receipts.tenant_id', :'tenant', false) \gset
 SELECT message.seq, message.sender_id, message.created_at,
        recipient.user_id,

@@ -1,6 +1,6 @@
 -- Per tenant: how much it stores and how much it is used.
 -- Usage: psql -f sql/admin/tenant_totals.sql
--- Row-level security is forced (migration 0017): every tenant needs a member of
+-- Row-level security is forced (see sql/migrations/0001_baseline.sql): every tenant needs a member of
 -- receipts_maintenance (the tables' owner is one) with receipts.all_tenants on.
 SET receipts.all_tenants = on;
 SELECT tenant.tenant_id, tenant.name, tenant.created_at,

@@ -1,6 +1,6 @@
 -- A user's unread counts, per chat and in total, as GET /v1/users/{userId}/unread answers.
 -- Usage: psql -v tenant=TENANT -v user=USER -f sql/admin/user_unread_counts.sql
--- Row-level security is forced (migration 0017): scope the session to the tenant.
+-- Row-level security is forced (see sql/migrations/0001_baseline.sql): scope the session to the tenant.
 SELECT set_config('receipts.tenant_id', :'tenant', false) \gset
 SELECT chat_id, unread_count, marked_unread
 FROM receipts.unread_counts(:'tenant', :'user');

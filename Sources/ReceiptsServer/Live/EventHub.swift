@@ -13,14 +13,14 @@ import ServiceLifecycle
 /// `committedWrites`), and when its `PostgresListener` connection gets `NOTIFY
 /// receipts_events`: from psql and other tools (their triggers notify), and from other
 /// instances, which send one NOTIFY at a time for their writes, as this hub does for its
-/// own while it knows another instance listens (`PeerInstances`; see 0004_faster_writes.sql:
+/// own while it knows another instance listens (`PeerInstances`; see sql/functions/events.sql:
 /// a NOTIFY in every writing transaction would make them commit one by one). It then reads
 /// every tenant's new events once, in id order, through an `EventLogCursor` (which never
 /// moves past an event that may still commit), keeps the most recent ones in memory for
 /// tenants with open streams, and wakes their subscribers. A wait at a missing id lasts at
 /// most `Options.abandonGapsAfter`: then the hub abandons the ids it waits for (a transaction
 /// left open in psql must not hold every tenant's events back), and whoever holds one moves
-/// its events after the others if it commits (0019_bounded_wait_for_event_ids.sql).
+/// its events after the others if it commits (sql/functions/events.sql).
 /// Each subscriber pulls what is after its own position, from memory or, when it is further
 /// behind, from the log, so a slow client never delays the others and memory stays bounded.
 /// A subscriber that falls more than `maximumLag` events behind is closed with a reason; it
@@ -54,7 +54,7 @@ public final class EventHub: Service, Sendable {
         /// finished) before it abandons it: every tenant's live events wait behind such an id,
         /// so a transaction left open (in psql) must not hold them back for ever. If that
         /// transaction commits later, its events come after the others under new ids
-        /// (0019_bounded_wait_for_event_ids.sql), exactly once. Default 5 s: the service's own
+        /// (sql/functions/events.sql), exactly once. Default 5 s: the service's own
         /// transactions end within the database timeout (default 5 s), so a longer wait is
         /// almost always someone else's open transaction, and 5 s stays well inside the 10 s a
         /// new stream waits for the hub to be ready; an abandoned id costs only the late

@@ -19,7 +19,7 @@ import ReceiptsStore
 /// none).
 ///
 /// A wait that lasts too long (a transaction left open in psql) is ended by abandoning the
-/// missing ids (`ReceiptsStore.abandonEventIds`, 0019_bounded_wait_for_event_ids.sql): once a
+/// missing ids (`ReceiptsStore.abandonEventIds`, sql/functions/events.sql): once a
 /// read's snapshot shows the abandoning call finished, every id up to its horizon that is still
 /// missing never becomes visible (a late writer moves its events to fresh, higher ids as it
 /// commits), and `abandon(through:transaction:)` lets the cursor step over them.

@@ -39,7 +39,7 @@ extension MessageRecord {
 }
 
 /// One row of `receipts.receipt_chunks`: a message's receipts by the members of one chunk
-/// of 32 (`sql/migrations/0018_receipts_in_member_chunks.sql`).
+/// of 32 (`sql/migrations/0001_baseline.sql`).
 ///
 /// A message's receipts are its chunks' arrays one after another, in chunk order: each
 /// chunk in the order its receipts were appended, the chunks in the order of their members'

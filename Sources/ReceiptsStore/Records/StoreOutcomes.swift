@@ -40,6 +40,14 @@ public enum MarkTarget: Sendable {
     case all
 }
 
+/// A SQL function answered an outcome the store does not know: a bug (a typo in SQL, or SQL
+/// and Swift out of step). The service answers 500 and logs it, never a guess at a 4xx.
+public struct UnexpectedOutcome: Error, CustomStringConvertible {
+    public let function: String
+    public let outcome: String
+    public var description: String { "\(self.function) answered the unknown outcome \(self.outcome)" }
+}
+
 /// Why a marking request changed nothing.
 public enum MarkFailure: String, Error, Sendable {
     case chatNotFound = "chat_not_found"

@@ -1,0 +1,441 @@
+-- Marking messages read, delivered, or a chat unread.
+--
+-- Each marking is a guarded UPDATE that appends the user to the chunk rows of the messages
+-- where they are missing (see receipts.receipt_chunks in the baseline migration), only on
+-- messages of others sent during one of the user's membership periods. Under concurrent
+-- readers of one message, each UPDATE re-checks the guard on the newest row version, so no
+-- reader is lost and none is added twice. The member row, locked first, serialises one
+-- user's markings in one chat, so their watermarks and reads_above stay exact.
+--
+-- Reads have one implementation, receipts.mark_read_each, for any number of requests (a
+-- request is one user's read in one chat: of some messages, of everything up to one, or of
+-- everything); receipts.mark_read is one request of it, for psql.
+
+-- The batch of single-message reads that mark_read_each replaces (it took one message per
+-- request and answered as mark_read).
+DROP FUNCTION IF EXISTS receipts.mark_read_each(text, text[], text[], text[]);
+
+-- The first message the user still has to read (or that has not reached them), reading the
+-- user's chunk row of each message (a missing row: nothing read).
+CREATE OR REPLACE FUNCTION receipts.first_unread_seq(p_tenant text, p_chat text, p_user text, p_after bigint, p_through bigint)
+RETURNS bigint
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    v_chunk integer;
+    v_from bigint;
+    v_to bigint;
+    v_seq bigint;
+BEGIN
+    SELECT member.receipt_chunk INTO v_chunk FROM receipts.chat_members AS member
+    WHERE member.tenant_id = p_tenant AND member.chat_id = p_chat AND member.user_id = p_user;
+    -- Period by period, so each scan walks the seq index in order and stops at the first hit.
+    FOR v_from, v_to IN
+        SELECT greatest(period.after_seq, p_after), least(coalesce(period.until_seq, p_through), p_through)
+        FROM receipts.membership_periods AS period
+        WHERE period.tenant_id = p_tenant AND period.chat_id = p_chat AND period.user_id = p_user
+          AND (period.until_seq IS NULL OR period.until_seq > p_after) AND period.after_seq < p_through
+        ORDER BY period.after_seq
+    LOOP
+        SELECT message.seq INTO v_seq
+        FROM receipts.messages AS message
+        WHERE message.tenant_id = p_tenant AND message.chat_id = p_chat
+          AND message.seq > v_from AND message.seq <= v_to
+          AND message.sender_id <> p_user
+          AND NOT EXISTS (SELECT FROM receipts.receipt_chunks AS receipt
+                          WHERE receipt.tenant_id = p_tenant AND receipt.chat_id = p_chat
+                            AND receipt.seq = message.seq AND receipt.chunk = v_chunk
+                            AND (p_user = ANY (receipt.read_by) OR p_user = ANY (receipt.hidden_read_by)))
+        ORDER BY message.seq
+        LIMIT 1;
+        IF FOUND THEN
+            RETURN v_seq;
+        END IF;
+    END LOOP;
+    RETURN NULL;
+END;
+$$;
+COMMENT ON FUNCTION receipts.first_unread_seq(text, text, text, bigint, bigint) IS
+    'The first message in (p_after, p_through] the user still has to read, or null. Scans only what lies before it.';
+
+CREATE OR REPLACE FUNCTION receipts.first_undelivered_seq(p_tenant text, p_chat text, p_user text, p_after bigint, p_through bigint)
+RETURNS bigint
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    v_chunk integer;
+    v_from bigint;
+    v_to bigint;
+    v_seq bigint;
+BEGIN
+    SELECT member.receipt_chunk INTO v_chunk FROM receipts.chat_members AS member
+    WHERE member.tenant_id = p_tenant AND member.chat_id = p_chat AND member.user_id = p_user;
+    FOR v_from, v_to IN
+        SELECT greatest(period.after_seq, p_after), least(coalesce(period.until_seq, p_through), p_through)
+        FROM receipts.membership_periods AS period
+        WHERE period.tenant_id = p_tenant AND period.chat_id = p_chat AND period.user_id = p_user
+          AND (period.until_seq IS NULL OR period.until_seq > p_after) AND period.after_seq < p_through
+        ORDER BY period.after_seq
+    LOOP
+        SELECT message.seq INTO v_seq
+        FROM receipts.messages AS message
+        WHERE message.tenant_id = p_tenant AND message.chat_id = p_chat
+          AND message.seq > v_from AND message.seq <= v_to
+          AND message.sender_id <> p_user
+          AND NOT EXISTS (SELECT FROM receipts.receipt_chunks AS receipt
+                          WHERE receipt.tenant_id = p_tenant AND receipt.chat_id = p_chat
+                            AND receipt.seq = message.seq AND receipt.chunk = v_chunk
+                            AND p_user = ANY (receipt.delivered_to))
+        ORDER BY message.seq
+        LIMIT 1;
+        IF FOUND THEN
+            RETURN v_seq;
+        END IF;
+    END LOOP;
+    RETURN NULL;
+END;
+$$;
+COMMENT ON FUNCTION receipts.first_undelivered_seq(text, text, text, bigint, bigint) IS
+    'The first message in (p_after, p_through] that has not reached the user yet, or null.';
+
+-- Reads, for any number of requests in one statement. The service gathers a tenant's
+-- concurrent reads into one call (a TenantBatcher): the statements, the trigger runs and the
+-- commit are shared, and each request gets the answer it would get alone.
+--
+-- The arguments list items, one per array position: (chat, user, message, through). The
+-- items of one (chat, user) make one request, answered by one row, numbered in the order of
+-- their first item: several items with through false read those messages (an unknown id is
+-- no error: nothing to read); one item with through true reads everything above the user's
+-- watermark up to that message (message_not_found when it is not in the chat), or, with a
+-- null message, all of it. A through item is the only item of its request.
+--
+-- Locks: the member rows first, all at once in (chat, user) order; under them, which of
+-- these users may still read which message cannot change, so the UPDATE appends exactly the
+-- readers found eligible. Another user's concurrent read of the same chunk row re-evaluates
+-- the UPDATE on the newest row version: no reader is lost. Requests are grouped by the chunk
+-- row they append to (readers of one message in one chunk share it), and chunk rows are
+-- updated in key order, the same in every call.
+--
+-- The watermark: after a read, read_seq moves to just below the first message still unread
+-- (after a read of a range, the search starts at its end: everything up to it is read), and
+-- reads_above drops by the messages it passes that were the reader's to read (sent while a
+-- member, not their own). While the reader's watermark is in their newest membership period
+-- (period_after_seq), every message above it was sent while they were a member: no look at
+-- their periods. A request that marked nothing and cleared no mark leaves its member row
+-- alone (its watermark and count cannot have changed).
+--
+-- Plans: every statement here is index lookups by key, a range of one chat's messages by
+-- seq, or a join of at most a few hundred requests; each is planned once, generically
+-- (plan_cache_mode: replanning with each call's values cost more than it saved), and the
+-- plan must fit a call of one single read and a read-all of 10,000 alike, whatever the
+-- statistics said when it was made. So no hash or merge joins (the planner, not knowing how
+-- many the arrays hold, would hash a whole small table) and no sequential scans (a generic
+-- plan made while the tables looked empty read every chunk row of the chat once per message:
+-- a read-all of 10,000 took 15 s instead of 0.1 s); PlanReuseTests checks that work stays
+-- linear. jit off: with a method disabled, a plan that has no other way costs ten billion,
+-- which would have PostgreSQL compile the statement on every call.
+CREATE OR REPLACE FUNCTION receipts.mark_read_each(
+    p_tenant text, p_chats text[], p_users text[], p_messages text[], p_through boolean[])
+RETURNS TABLE (request integer, outcome text, marked integer, unread_count integer)
+LANGUAGE plpgsql
+SET enable_hashjoin = off SET enable_mergejoin = off SET enable_seqscan = off SET jit = off
+SET plan_cache_mode = force_generic_plan AS $$
+#variable_conflict use_column
+DECLARE
+    v_requests integer[];
+    v_chats text[];
+    v_readers text[];
+    -- Per request: true once read, false when its up-to message is not in the chat, null
+    -- when the user is no member.
+    v_found boolean[];
+    v_search_from bigint[];
+    v_marked integer[];
+BEGIN
+    PERFORM receipts.enter_tenant(p_tenant);
+    IF cardinality(p_chats) <> cardinality(p_users) OR cardinality(p_chats) <> cardinality(p_messages)
+       OR cardinality(p_chats) <> cardinality(p_through) THEN
+        RAISE EXCEPTION 'receipts.mark_read_each: % chats, % users, % messages, % throughs',
+            cardinality(p_chats), cardinality(p_users), cardinality(p_messages), cardinality(p_through);
+    END IF;
+    IF EXISTS (SELECT FROM unnest(p_chats, p_users, p_through) AS item(chat, reader, through)
+               GROUP BY item.chat, item.reader HAVING bool_or(item.through) AND count(*) > 1) THEN
+        RAISE EXCEPTION 'receipts.mark_read_each: a read up to a message (or of all) must be the only item of its request';
+    END IF;
+    PERFORM FROM receipts.chat_members AS member
+    JOIN (SELECT DISTINCT item.chat, item.reader FROM unnest(p_chats, p_users) AS item(chat, reader)) AS pair
+        ON member.chat_id = pair.chat AND member.user_id = pair.reader
+    WHERE member.tenant_id = p_tenant AND member.left_at IS NULL
+    ORDER BY member.chat_id, member.user_id
+    FOR UPDATE OF member;
+
+    WITH item AS (
+        SELECT item.position::integer AS position, item.chat, item.reader, item.message, coalesce(item.through, false) AS through
+        FROM unnest(p_chats, p_users, p_messages, p_through) WITH ORDINALITY AS item(chat, reader, message, through, position)
+    ),
+    request AS (
+        SELECT (row_number() OVER (ORDER BY min(item.position)))::integer AS request, item.chat, item.reader,
+               bool_or(item.through) AS through, max(item.message) FILTER (WHERE item.through) AS up_to
+        FROM item GROUP BY item.chat, item.reader
+    ),
+    -- The requests of current members, with what their reads need.
+    target AS (
+        SELECT request.request, request.chat, request.reader, request.through,
+               member.read_seq, member.period_after_seq, member.receipt_chunk AS chunk,
+               coalesce(setting.read_receipts, true) AS visible,
+               CASE WHEN NOT request.through THEN NULL
+                    WHEN request.up_to IS NULL THEN chat.last_seq
+                    ELSE (SELECT message.seq FROM receipts.messages AS message
+                          WHERE message.tenant_id = p_tenant AND message.chat_id = request.chat
+                            AND message.message_id = request.up_to) END AS up_to_seq
+        FROM request
+        JOIN receipts.chat_members AS member
+            ON member.tenant_id = p_tenant AND member.chat_id = request.chat AND member.user_id = request.reader
+           AND member.left_at IS NULL
+        JOIN receipts.chats AS chat ON chat.tenant_id = p_tenant AND chat.chat_id = request.chat
+        LEFT JOIN receipts.users AS setting ON setting.tenant_id = p_tenant AND setting.user_id = request.reader
+    ),
+    -- The messages each request names: by id (each once), or the range above the watermark.
+    named AS (
+        SELECT DISTINCT target.request, target.chat, target.reader, target.chunk, target.visible, target.period_after_seq,
+                        message.seq, message.sender_id
+        FROM target
+        JOIN item ON item.chat = target.chat AND item.reader = target.reader
+        JOIN receipts.messages AS message
+            ON message.tenant_id = p_tenant AND message.chat_id = target.chat AND message.message_id = item.message
+        WHERE NOT target.through
+        UNION ALL
+        SELECT target.request, target.chat, target.reader, target.chunk, target.visible, target.period_after_seq,
+               message.seq, message.sender_id
+        FROM target
+        JOIN receipts.messages AS message
+            ON message.tenant_id = p_tenant AND message.chat_id = target.chat
+           AND message.seq > target.read_seq AND message.seq <= target.up_to_seq
+        WHERE target.through
+    ),
+    -- Of those, the ones the reader has to read: from others, sent while a member (at once
+    -- when above the start of their newest period), not read yet.
+    eligible AS (
+        SELECT named.request, named.chat, named.seq, named.chunk, named.reader, named.visible,
+               NOT (named.reader = ANY (receipt.delivered_to)) AS undelivered
+        FROM named
+        JOIN receipts.receipt_chunks AS receipt
+            ON receipt.tenant_id = p_tenant AND receipt.chat_id = named.chat AND receipt.seq = named.seq
+           AND receipt.chunk = named.chunk
+        WHERE named.sender_id <> named.reader
+          AND NOT (named.reader = ANY (receipt.read_by)) AND NOT (named.reader = ANY (receipt.hidden_read_by))
+          AND CASE WHEN named.seq > named.period_after_seq THEN true
+                   ELSE named.seq <@ receipts.membership_seqs(p_tenant, named.chat, named.reader) END
+    ),
+    per_chunk AS (
+        SELECT chat, seq, chunk,
+               coalesce(array_agg(reader ORDER BY request) FILTER (WHERE visible), '{}') AS visible_readers,
+               coalesce(array_agg(reader ORDER BY request) FILTER (WHERE NOT visible), '{}') AS hidden_readers,
+               coalesce(array_agg(reader ORDER BY request) FILTER (WHERE undelivered), '{}') AS receivers,
+               array_agg(reader) AS readers
+        FROM eligible GROUP BY chat, seq, chunk
+        ORDER BY chat, seq, chunk  -- rows are locked in this order, the same in every call
+    ),
+    updated AS (
+        UPDATE receipts.receipt_chunks AS receipt SET
+            read_by        = receipt.read_by || per_chunk.visible_readers,
+            read_at        = receipt.read_at || array_fill(now(), ARRAY[cardinality(per_chunk.visible_readers)]),
+            hidden_read_by = receipt.hidden_read_by || per_chunk.hidden_readers,
+            delivered_to   = receipt.delivered_to || per_chunk.receivers,
+            delivered_at   = receipt.delivered_at || array_fill(now(), ARRAY[cardinality(per_chunk.receivers)])
+        FROM per_chunk
+        WHERE receipt.tenant_id = p_tenant AND receipt.chat_id = per_chunk.chat
+          AND receipt.seq = per_chunk.seq AND receipt.chunk = per_chunk.chunk
+          -- The guard: none of these readers is on the row already.
+          AND NOT (receipt.read_by && per_chunk.readers) AND NOT (receipt.hidden_read_by && per_chunk.readers)
+          AND NOT (receipt.delivered_to && per_chunk.receivers)
+        RETURNING per_chunk.chat, per_chunk.readers
+    ),
+    marked AS (
+        SELECT updated.chat, reader, count(*)::integer AS marked
+        FROM updated, unnest(updated.readers) AS reader
+        GROUP BY updated.chat, reader
+    )
+    SELECT array_agg(request.request ORDER BY request.request),
+           array_agg(request.chat ORDER BY request.request),
+           array_agg(request.reader ORDER BY request.request),
+           array_agg(CASE WHEN target.request IS NULL THEN NULL
+                          ELSE NOT target.through OR target.up_to_seq IS NOT NULL END ORDER BY request.request),
+           array_agg(CASE WHEN target.through THEN greatest(target.read_seq, target.up_to_seq) ELSE target.read_seq END
+                     ORDER BY request.request),
+           array_agg(coalesce(marked.marked, 0) ORDER BY request.request)
+    INTO v_requests, v_chats, v_readers, v_found, v_search_from, v_marked
+    FROM request
+    LEFT JOIN target ON target.request = request.request
+    LEFT JOIN marked ON marked.chat = request.chat AND marked.reader = request.reader;
+
+    UPDATE receipts.chat_members AS member SET
+        read_seq      = moved.new_read_seq,
+        delivered_seq = greatest(member.delivered_seq, moved.new_read_seq),
+        reads_above   = member.reads_above + moved.marked
+                        - CASE WHEN moved.new_read_seq = member.read_seq THEN 0
+                               ELSE CASE WHEN member.read_seq >= member.period_after_seq
+                                         THEN moved.new_read_seq - member.read_seq
+                                         ELSE receipts.recipient_seqs(p_tenant, member.chat_id, member.user_id, member.read_seq, moved.new_read_seq) END
+                                    - (SELECT count(*) FROM receipts.messages AS own
+                                       WHERE own.tenant_id = p_tenant AND own.chat_id = member.chat_id AND own.sender_id = member.user_id
+                                         AND own.seq > member.read_seq AND own.seq <= moved.new_read_seq) END,
+        marked_unread = false,
+        last_read_at  = CASE WHEN moved.marked > 0 THEN now() ELSE member.last_read_at END
+    FROM (
+        SELECT done.chat, done.reader, done.marked,
+               coalesce(CASE WHEN current.read_seq >= current.period_after_seq
+                             THEN (SELECT message.seq FROM receipts.messages AS message
+                                   WHERE message.tenant_id = p_tenant AND message.chat_id = done.chat
+                                     AND message.seq > done.search_from AND message.seq <= chat.last_seq
+                                     AND message.sender_id <> done.reader
+                                     AND NOT EXISTS (SELECT FROM receipts.receipt_chunks AS receipt
+                                                     WHERE receipt.tenant_id = p_tenant AND receipt.chat_id = done.chat
+                                                       AND receipt.seq = message.seq AND receipt.chunk = current.receipt_chunk
+                                                       AND (done.reader = ANY (receipt.read_by) OR done.reader = ANY (receipt.hidden_read_by)))
+                                   ORDER BY message.seq LIMIT 1)
+                             ELSE receipts.first_unread_seq(p_tenant, done.chat, done.reader, done.search_from, chat.last_seq) END - 1,
+                        chat.last_seq) AS new_read_seq
+        FROM unnest(v_chats, v_readers, v_found, v_search_from, v_marked) AS done(chat, reader, found, search_from, marked)
+        JOIN receipts.chat_members AS current
+            ON current.tenant_id = p_tenant AND current.chat_id = done.chat AND current.user_id = done.reader
+           AND current.left_at IS NULL
+        JOIN receipts.chats AS chat ON chat.tenant_id = p_tenant AND chat.chat_id = done.chat
+        WHERE done.found AND (done.marked > 0 OR current.marked_unread)
+        OFFSET 0  -- new_read_seq computed once per member, not once per use below
+    ) AS moved
+    WHERE member.tenant_id = p_tenant AND member.chat_id = moved.chat AND member.user_id = moved.reader;
+
+    RETURN QUERY
+    SELECT done.request,
+           CASE WHEN done.found THEN 'marked'
+                WHEN NOT done.found THEN 'message_not_found'
+                WHEN chat.chat_id IS NOT NULL THEN 'not_member'
+                ELSE 'chat_not_found' END,
+           done.marked,
+           -- A subquery, so the count is looked up by key for each request.
+           CASE WHEN done.found THEN (SELECT unread.unread_count FROM receipts.member_unread AS unread
+                                      WHERE unread.tenant_id = p_tenant AND unread.chat_id = done.chat
+                                        AND unread.user_id = done.reader)
+                ELSE 0 END
+    FROM unnest(v_requests, v_chats, v_readers, v_found, v_marked) AS done(request, chat, reader, found, marked)
+    LEFT JOIN receipts.chats AS chat ON chat.tenant_id = p_tenant AND chat.chat_id = done.chat
+    ORDER BY done.request;
+END;
+$$;
+COMMENT ON FUNCTION receipts.mark_read_each(text, text[], text[], text[], boolean[]) IS
+    'Marks messages read for each request of the arrays (items (chat, user, message, through); the items of one chat and user are one request): one row per request, in order, with marked | not_member | message_not_found | chat_not_found, how many changed and the new unread count.';
+
+-- One request of receipts.mark_read_each: the messages of p_message_ids, or everything up to
+-- p_up_to, or everything when both are null.
+CREATE OR REPLACE FUNCTION receipts.mark_read(p_tenant text, p_chat text, p_user text, p_message_ids text[], p_up_to text)
+RETURNS TABLE (outcome text, marked integer, unread_count integer)
+LANGUAGE sql AS $$
+    SELECT answer.outcome, answer.marked, answer.unread_count
+    FROM (SELECT CASE WHEN cardinality(p_message_ids) > 0 THEN p_message_ids ELSE ARRAY[p_up_to] END AS messages) AS request,
+    LATERAL receipts.mark_read_each(
+        p_tenant, array_fill(p_chat, ARRAY[cardinality(request.messages)]), array_fill(p_user, ARRAY[cardinality(request.messages)]),
+        request.messages, array_fill(p_message_ids IS NULL, ARRAY[cardinality(request.messages)])) AS answer;
+$$;
+COMMENT ON FUNCTION receipts.mark_read(text, text, text, text[], text) IS
+    'Marks messages read by a user (ids, or up to a message, or all when both are null): marked | not_member | message_not_found | chat_not_found, with how many changed and the new unread count.';
+
+CREATE OR REPLACE FUNCTION receipts.mark_delivered(p_tenant text, p_chat text, p_user text, p_message_ids text[], p_up_to text)
+RETURNS TABLE (outcome text, marked integer)
+LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $$
+#variable_conflict use_column
+DECLARE
+    v_last_seq bigint;
+    v_from_seq bigint;
+    v_left_at timestamptz;
+    v_chunk integer;
+    v_up_to_seq bigint;
+    v_marked integer;
+    v_recipient_of int8multirange;
+BEGIN
+    PERFORM receipts.enter_tenant(p_tenant);
+    SELECT chat.last_seq INTO v_last_seq FROM receipts.chats AS chat
+    WHERE chat.tenant_id = p_tenant AND chat.chat_id = p_chat;
+    IF NOT FOUND THEN
+        RETURN QUERY SELECT 'chat_not_found', 0;
+        RETURN;
+    END IF;
+    SELECT greatest(member.delivered_seq, member.read_seq), member.left_at, member.receipt_chunk,
+           receipts.membership_seqs(p_tenant, p_chat, p_user)
+    INTO v_from_seq, v_left_at, v_chunk, v_recipient_of
+    FROM receipts.chat_members AS member
+    WHERE member.tenant_id = p_tenant AND member.chat_id = p_chat AND member.user_id = p_user
+    FOR UPDATE;
+    IF NOT FOUND OR v_left_at IS NOT NULL THEN
+        RETURN QUERY SELECT 'not_member', 0;
+        RETURN;
+    END IF;
+    IF p_up_to IS NOT NULL THEN
+        SELECT message.seq INTO v_up_to_seq FROM receipts.messages AS message
+        WHERE message.tenant_id = p_tenant AND message.chat_id = p_chat AND message.message_id = p_up_to;
+        IF NOT FOUND THEN
+            RETURN QUERY SELECT 'message_not_found', 0;
+            RETURN;
+        END IF;
+    ELSE
+        v_up_to_seq := v_last_seq;
+    END IF;
+
+    IF p_message_ids IS NOT NULL THEN
+        UPDATE receipts.receipt_chunks AS receipt SET
+            delivered_to = array_append(receipt.delivered_to, p_user),
+            delivered_at = array_append(receipt.delivered_at, now())
+        WHERE receipt.tenant_id = p_tenant AND receipt.chat_id = p_chat AND receipt.chunk = v_chunk
+          AND receipt.seq = ANY (ARRAY(
+              SELECT message.seq FROM receipts.messages AS message
+              WHERE message.tenant_id = p_tenant AND message.chat_id = p_chat
+                AND message.message_id = ANY (p_message_ids)
+                AND message.sender_id <> p_user
+                AND message.seq <@ v_recipient_of))
+          AND NOT (p_user = ANY (receipt.delivered_to));
+    ELSE
+        UPDATE receipts.receipt_chunks AS receipt SET
+            delivered_to = array_append(receipt.delivered_to, p_user),
+            delivered_at = array_append(receipt.delivered_at, now())
+        WHERE receipt.tenant_id = p_tenant AND receipt.chat_id = p_chat AND receipt.chunk = v_chunk
+          AND receipt.seq = ANY (ARRAY(
+              SELECT message.seq FROM receipts.messages AS message
+              WHERE message.tenant_id = p_tenant AND message.chat_id = p_chat
+                AND message.seq > v_from_seq AND message.seq <= v_up_to_seq
+                AND message.sender_id <> p_user
+                AND message.seq <@ v_recipient_of))
+          AND NOT (p_user = ANY (receipt.delivered_to));
+    END IF;
+    GET DIAGNOSTICS v_marked = ROW_COUNT;
+    IF v_marked > 0 THEN
+        SELECT chat.last_seq INTO v_last_seq FROM receipts.chats AS chat
+        WHERE chat.tenant_id = p_tenant AND chat.chat_id = p_chat;
+        UPDATE receipts.chat_members AS member
+        SET delivered_seq = coalesce(receipts.first_undelivered_seq(p_tenant, p_chat, p_user, v_from_seq, v_last_seq) - 1, v_last_seq)
+        WHERE member.tenant_id = p_tenant AND member.chat_id = p_chat AND member.user_id = p_user;
+    END IF;
+    RETURN QUERY SELECT 'marked', v_marked;
+END;
+$$;
+COMMENT ON FUNCTION receipts.mark_delivered(text, text, text, text[], text) IS
+    'Marks messages delivered to a user (ids, or up to a message, or all): marked | not_member | message_not_found | chat_not_found.';
+
+CREATE OR REPLACE FUNCTION receipts.mark_unread(p_tenant text, p_chat text, p_user text)
+RETURNS TABLE (outcome text, unread_count integer)
+LANGUAGE plpgsql AS $$
+#variable_conflict use_column
+BEGIN
+    PERFORM receipts.enter_tenant(p_tenant);
+    IF NOT EXISTS (SELECT FROM receipts.chats AS chat WHERE chat.tenant_id = p_tenant AND chat.chat_id = p_chat) THEN
+        RETURN QUERY SELECT 'chat_not_found', 0;
+        RETURN;
+    END IF;
+    UPDATE receipts.chat_members AS member SET marked_unread = true
+    WHERE member.tenant_id = p_tenant AND member.chat_id = p_chat AND member.user_id = p_user
+      AND member.left_at IS NULL;
+    IF NOT FOUND THEN
+        RETURN QUERY SELECT 'not_member', 0;
+        RETURN;
+    END IF;
+    RETURN QUERY SELECT 'marked', receipts.unread_count(p_tenant, p_chat, p_user);
+END;
+$$;
+COMMENT ON FUNCTION receipts.mark_unread(text, text, text) IS
+    'Marks a chat unread for one user (their count is at least 1 until they read): marked | not_member | chat_not_found.';

@@ -1,0 +1,173 @@
+-- Chats and their members.
+--
+-- A user is a recipient of the messages sent during their membership periods (after_seq <
+-- seq <= until_seq). Counting works on seq ranges of those periods, never message by
+-- message. A chat numbers its members as they first join; the number gives the member's
+-- receipt chunk (see receipts.receipt_chunks in the baseline migration).
+--
+-- Each function takes the tenant first and scopes itself to it with receipts.enter_tenant,
+-- so a request is one statement (one round trip, one transaction) and row-level security
+-- applies to everything it touches when the caller is receipts_service. Outcomes that are
+-- not errors of the database (unknown chat, not a member) come back as an `outcome` text,
+-- so the service can answer 404/403/409 without parsing messages.
+
+CREATE OR REPLACE FUNCTION receipts.receipt_chunk_of(p_member_number integer) RETURNS integer
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$ SELECT p_member_number / 32 $$;
+COMMENT ON FUNCTION receipts.receipt_chunk_of(integer) IS
+    'The receipt chunk of a chat''s n-th member (0-based): 32 members a chunk.';
+
+CREATE OR REPLACE FUNCTION receipts.membership_seqs(p_tenant text, p_chat text, p_user text)
+RETURNS int8multirange
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    RETURN (
+        SELECT coalesce(range_agg(int8range(period.after_seq, period.until_seq, '(]')), '{}')
+        FROM receipts.membership_periods AS period
+        WHERE period.tenant_id = p_tenant AND period.chat_id = p_chat AND period.user_id = p_user
+    );
+END;
+$$;
+COMMENT ON FUNCTION receipts.membership_seqs(text, text, text) IS
+    'The seqs of the messages sent while the user was a member, as one multirange: marking checks each message with seq <@ it.';
+
+CREATE OR REPLACE FUNCTION receipts.recipient_seqs(p_tenant text, p_chat text, p_user text, p_after bigint, p_through bigint)
+RETURNS bigint
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    RETURN (
+        SELECT coalesce(sum(greatest(0,
+                   least(coalesce(period.until_seq, p_through), p_through) - greatest(period.after_seq, p_after))), 0)::bigint
+        FROM receipts.membership_periods AS period
+        WHERE period.tenant_id = p_tenant AND period.chat_id = p_chat AND period.user_id = p_user
+    );
+END;
+$$;
+COMMENT ON FUNCTION receipts.recipient_seqs(text, text, text, bigint, bigint) IS
+    'How many messages with p_after < seq <= p_through were sent while the user was a member (own messages included).';
+
+CREATE OR REPLACE FUNCTION receipts.chat_audience(p_tenant text, p_chat text) RETURNS text[]
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    RETURN (
+        SELECT coalesce(array_agg(member.user_id ORDER BY member.user_id), '{}')
+        FROM receipts.chat_members AS member
+        WHERE member.tenant_id = p_tenant AND member.chat_id = p_chat AND member.left_at IS NULL
+    );
+END;
+$$;
+COMMENT ON FUNCTION receipts.chat_audience(text, text) IS 'The current members of a chat: who sees its events.';
+
+-- Members are numbered in the order given.
+CREATE OR REPLACE FUNCTION receipts.put_chat(p_tenant text, p_chat text, p_kind text, p_members text[])
+RETURNS text
+LANGUAGE plpgsql AS $$
+#variable_conflict use_column
+DECLARE
+    v_kind text;
+    v_current text[];
+BEGIN
+    PERFORM receipts.enter_tenant(p_tenant);
+    INSERT INTO receipts.chats (tenant_id, chat_id, kind, members_numbered)
+    VALUES (p_tenant, p_chat, p_kind, cardinality(p_members))
+    ON CONFLICT DO NOTHING;
+    IF FOUND THEN
+        INSERT INTO receipts.chat_members (tenant_id, chat_id, user_id, receipt_chunk)
+        SELECT p_tenant, p_chat, member.user_id, receipts.receipt_chunk_of(member.number::integer - 1)
+        FROM unnest(p_members) WITH ORDINALITY AS member(user_id, number);
+        INSERT INTO receipts.membership_periods (tenant_id, chat_id, user_id, after_seq)
+        SELECT p_tenant, p_chat, member, 0 FROM unnest(p_members) AS member;
+        RETURN 'created';
+    END IF;
+    SELECT chat.kind INTO v_kind FROM receipts.chats AS chat
+    WHERE chat.tenant_id = p_tenant AND chat.chat_id = p_chat;
+    SELECT coalesce(array_agg(member.user_id ORDER BY member.user_id), '{}') INTO v_current
+    FROM receipts.chat_members AS member
+    WHERE member.tenant_id = p_tenant AND member.chat_id = p_chat AND member.left_at IS NULL;
+    IF v_kind = p_kind
+       AND v_current = (SELECT coalesce(array_agg(DISTINCT m ORDER BY m), '{}') FROM unnest(p_members) AS m) THEN
+        RETURN 'unchanged';
+    END IF;
+    RETURN 'conflict';
+END;
+$$;
+COMMENT ON FUNCTION receipts.put_chat(text, text, text, text[]) IS
+    'Creates a chat with its members, or confirms it: created | unchanged (same kind and current members) | conflict.';
+
+-- A new member takes the chat's next number, a rejoining one keeps theirs; either records where
+-- their newest period starts (period_after_seq).
+CREATE OR REPLACE FUNCTION receipts.join_chat(p_tenant text, p_chat text, p_user text)
+RETURNS text
+LANGUAGE plpgsql AS $$
+#variable_conflict use_column
+DECLARE
+    v_kind text;
+    v_last_seq bigint;
+    v_numbered integer;
+    v_left_at timestamptz;
+    v_known boolean;
+BEGIN
+    PERFORM receipts.enter_tenant(p_tenant);
+    -- Locking the chat row orders the join against sends: the new period starts exactly
+    -- after the last message sent before it, and the next send has the member's chunk.
+    SELECT chat.kind, chat.last_seq, chat.members_numbered INTO v_kind, v_last_seq, v_numbered FROM receipts.chats AS chat
+    WHERE chat.tenant_id = p_tenant AND chat.chat_id = p_chat
+    FOR UPDATE;
+    IF NOT FOUND THEN
+        RETURN 'chat_not_found';
+    END IF;
+    SELECT true, member.left_at INTO v_known, v_left_at FROM receipts.chat_members AS member
+    WHERE member.tenant_id = p_tenant AND member.chat_id = p_chat AND member.user_id = p_user;
+    IF v_known AND v_left_at IS NULL THEN
+        RETURN 'already_member';
+    END IF;
+    IF v_kind = 'direct' THEN
+        RETURN 'direct_chat';
+    END IF;
+    IF v_known IS NULL THEN
+        UPDATE receipts.chats AS chat SET members_numbered = v_numbered + 1
+        WHERE chat.tenant_id = p_tenant AND chat.chat_id = p_chat;
+    END IF;
+    -- A new member has nothing to read from before they joined: their watermarks start
+    -- there. A rejoining member keeps theirs (earlier periods may still hold unread messages).
+    INSERT INTO receipts.chat_members AS member
+        (tenant_id, chat_id, user_id, read_seq, delivered_seq, period_after_seq, receipt_chunk)
+    VALUES (p_tenant, p_chat, p_user, v_last_seq, v_last_seq, v_last_seq, receipts.receipt_chunk_of(v_numbered))
+    ON CONFLICT (tenant_id, chat_id, user_id) DO UPDATE SET left_at = NULL, joined_at = now(), period_after_seq = v_last_seq;
+    INSERT INTO receipts.membership_periods AS period (tenant_id, chat_id, user_id, after_seq)
+    VALUES (p_tenant, p_chat, p_user, v_last_seq)
+    ON CONFLICT (tenant_id, chat_id, user_id, after_seq)
+        DO UPDATE SET until_seq = NULL, left_at = NULL, joined_at = now();
+    RETURN 'joined';
+END;
+$$;
+COMMENT ON FUNCTION receipts.join_chat(text, text, text) IS
+    'Adds a member to a group: joined | already_member | direct_chat | chat_not_found. A rejoin starts a new membership period.';
+
+CREATE OR REPLACE FUNCTION receipts.leave_chat(p_tenant text, p_chat text, p_user text)
+RETURNS text
+LANGUAGE plpgsql AS $$
+#variable_conflict use_column
+DECLARE
+    v_last_seq bigint;
+BEGIN
+    PERFORM receipts.enter_tenant(p_tenant);
+    SELECT chat.last_seq INTO v_last_seq FROM receipts.chats AS chat
+    WHERE chat.tenant_id = p_tenant AND chat.chat_id = p_chat
+    FOR UPDATE;
+    IF NOT FOUND THEN
+        RETURN 'chat_not_found';
+    END IF;
+    UPDATE receipts.chat_members AS member SET left_at = now(), marked_unread = false
+    WHERE member.tenant_id = p_tenant AND member.chat_id = p_chat AND member.user_id = p_user
+      AND member.left_at IS NULL;
+    IF NOT FOUND THEN
+        RETURN 'not_member';
+    END IF;
+    UPDATE receipts.membership_periods AS period SET until_seq = v_last_seq, left_at = now()
+    WHERE period.tenant_id = p_tenant AND period.chat_id = p_chat AND period.user_id = p_user
+      AND period.until_seq IS NULL;
+    RETURN 'left';
+END;
+$$;
+COMMENT ON FUNCTION receipts.leave_chat(text, text, text) IS
+    'Ends a membership: left | not_member | chat_not_found. The user is no longer waited for on later receipts.';

@@ -1,0 +1,42 @@
+-- Unread counts, read through the view receipts.member_unread (sql/views/unread.sql), which
+-- holds the rule.
+
+-- Replaced by the view (a function call per count cost more than the count).
+DROP FUNCTION IF EXISTS receipts.unread_of(receipts.chat_members, bigint);
+DROP FUNCTION IF EXISTS receipts.own_messages(text, text, text, bigint, bigint);
+
+CREATE OR REPLACE FUNCTION receipts.unread_count(p_tenant text, p_chat text, p_user text)
+RETURNS integer
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    RETURN (
+        SELECT unread.unread_count FROM receipts.member_unread AS unread
+        WHERE unread.tenant_id = p_tenant AND unread.chat_id = p_chat AND unread.user_id = p_user
+    );
+END;
+$$;
+COMMENT ON FUNCTION receipts.unread_count(text, text, text) IS
+    'Unread messages of one chat for a user: from others, sent while a member, not read; at least 1 while marked unread. Constant cost: arithmetic on the read watermark.';
+
+CREATE OR REPLACE FUNCTION receipts.unread_counts(p_tenant text, p_user text)
+RETURNS TABLE (chat_id text, unread_count integer, marked_unread boolean)
+LANGUAGE plpgsql AS $$
+#variable_conflict use_column
+BEGIN
+    PERFORM receipts.enter_tenant(p_tenant);
+    -- The count of every current chat of the user, as one query: at most two index lookups
+    -- per chat, however long the chats' histories and however much is unread.
+    RETURN QUERY
+    SELECT counted.chat_id::text, counted.unread_count, counted.marked_unread
+    FROM (
+        SELECT unread.chat_id, unread.unread_count, unread.marked_unread
+        FROM receipts.member_unread AS unread
+        WHERE unread.tenant_id = p_tenant AND unread.user_id = p_user AND unread.left_at IS NULL
+        OFFSET 0  -- computed once per chat, not again for the filter below
+    ) AS counted
+    WHERE counted.unread_count > 0 OR counted.marked_unread
+    ORDER BY counted.chat_id;
+END;
+$$;
+COMMENT ON FUNCTION receipts.unread_counts(text, text) IS
+    'A user''s chats with unread messages or marked unread, with their counts. From psql: SELECT * FROM receipts.unread_counts(''tenant'', ''user'');';

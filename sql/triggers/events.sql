@@ -1,0 +1,164 @@
+-- The triggers that write the event log (see sql/functions/events.sql for how it is read).
+--
+-- Statement-level triggers turn every receipt-changing statement into events, one per chat
+-- and user per statement, each with one INSERT ... SELECT: ids from the sequence in event
+-- order, the transaction id beside each (the statement that fired the trigger changed rows,
+-- so the transaction already has its id, taken before any event id), and then one
+-- receipts.wake_listeners(). The payload is empty: the listener reads the rows, and
+-- identical notifications of one transaction are folded into one.
+--
+-- Every event row carries its audience, the chat's current members, read by a subquery of
+-- the trigger's INSERT, inside that statement (a PL/pgSQL helper would cost a call and a
+-- statement of its own per event: 14 % of a core under the bench's sends).
+--
+-- The receipt and unread triggers join the statement's old rows to its new ones (transition
+-- tables). PL/pgSQL plans such a statement once per session, sized by the rows of its first
+-- run, and keeps the plan until an ANALYZE of the tables it reads: a session whose first run
+-- updated one row got a nested loop, and kept it for a read-all (10,000 messages: 11 s, 25
+-- million row comparisons, instead of 0.1 s). So both join those rows by hashing, whatever
+-- the first run's size: nested loops and merge joins off, hash joins on explicitly (a
+-- function's settings hold for what it calls, and the marking function turns hash joins
+-- off; with every join method off, the planner takes a nested loop anyway at a cost of ten
+-- billion, and that cost has PostgreSQL compile the statement with JIT on every run).
+-- Transition tables have no statistics, and a merge join would sort both sides (30 ms of a
+-- read-all of 10,000 messages, against 10 ms for a hash join). Every other lookup in them is
+-- by key in a subquery, so no other join can scan a table.
+
+-- message.created: one event per chat and sender of an INSERT statement.
+CREATE OR REPLACE FUNCTION receipts.record_messages_created() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO receipts.events (tenant_id, event_id, transaction_id, type, chat_id, user_id, message_ids, audience)
+    SELECT created.tenant_id, nextval('receipts.event_ids'), pg_current_xact_id(), 'message.created',
+           created.chat_id, created.sender_id, created.message_ids,
+           (SELECT coalesce(array_agg(member.user_id ORDER BY member.user_id), '{}')
+            FROM receipts.chat_members AS member
+            WHERE member.tenant_id = created.tenant_id AND member.chat_id = created.chat_id AND member.left_at IS NULL)
+    FROM (
+        SELECT tenant_id, chat_id, sender_id, array_agg(message_id ORDER BY seq) AS message_ids
+        FROM inserted GROUP BY tenant_id, chat_id, sender_id ORDER BY tenant_id, chat_id, sender_id
+    ) AS created;
+    IF FOUND THEN
+        PERFORM receipts.wake_listeners();
+    END IF;
+    RETURN NULL;
+END;
+$$;
+COMMENT ON FUNCTION receipts.record_messages_created() IS 'Trigger: message.created events for inserted messages.';
+
+-- receipt.read / receipt.delivered: the arrays of a chunk row only grow by appending, so what
+-- a statement added is each row's new tail. One event per chat and user; a delivery that
+-- came with a read (same user, same message) is part of the read, not an event of its own;
+-- hidden reads (hidden_read_by) make no receipt event at all. The new tails are expanded
+-- with unnest in the select list (in place, ProjectSet), not a function scan per row.
+CREATE OR REPLACE FUNCTION receipts.record_receipts() RETURNS trigger
+LANGUAGE plpgsql SET enable_mergejoin = off SET enable_nestloop = off SET enable_hashjoin = on AS $$
+BEGIN
+    INSERT INTO receipts.events (tenant_id, event_id, transaction_id, type, chat_id, user_id, message_ids, audience)
+    SELECT change.tenant_id, nextval('receipts.event_ids'), pg_current_xact_id(), change.type,
+           change.chat_id, change.user_id, change.message_ids,
+           (SELECT coalesce(array_agg(member.user_id ORDER BY member.user_id), '{}')
+            FROM receipts.chat_members AS member
+            WHERE member.tenant_id = change.tenant_id AND member.chat_id = change.chat_id AND member.left_at IS NULL)
+    FROM (
+        WITH added AS (
+            SELECT after.tenant_id, after.chat_id, after.message_id, after.seq,
+                   after.read_by[cardinality(before.read_by) + 1:] AS new_readers,
+                   after.delivered_to[cardinality(before.delivered_to) + 1:] AS new_deliveries
+            FROM updated_after AS after
+            JOIN updated_before AS before USING (tenant_id, chat_id, seq, chunk)
+        ),
+        receipts AS (
+            SELECT tenant_id, chat_id, message_id, seq, unnest(new_readers) AS user_id, 'receipt.read' AS type
+            FROM added
+            UNION ALL
+            SELECT tenant_id, chat_id, message_id, seq, receiver, 'receipt.delivered'
+            FROM (SELECT tenant_id, chat_id, message_id, seq, unnest(new_deliveries) AS receiver, new_readers
+                  FROM added WHERE new_deliveries <> '{}') AS delivered
+            WHERE NOT (receiver = ANY (new_readers))
+        )
+        SELECT tenant_id, chat_id, user_id, type, array_agg(message_id ORDER BY seq) AS message_ids
+        FROM receipts GROUP BY tenant_id, chat_id, user_id, type
+        ORDER BY tenant_id, chat_id, user_id, type
+    ) AS change;
+    IF FOUND THEN
+        PERFORM receipts.wake_listeners();
+    END IF;
+    RETURN NULL;
+END;
+$$;
+COMMENT ON FUNCTION receipts.record_receipts() IS 'Trigger: receipt.read / receipt.delivered events for what a statement appended to receipt chunks.';
+
+-- unread.changed: when a member's own action changed their count or mark (a read, marking
+-- unread, leaving), to that user's devices, with the new count (receipts.member_unread, by
+-- key: the statement's changes are visible to its AFTER trigger).
+CREATE OR REPLACE FUNCTION receipts.record_unread_changes() RETURNS trigger
+LANGUAGE plpgsql SET enable_nestloop = off SET enable_mergejoin = off SET enable_hashjoin = on AS $$
+BEGIN
+    INSERT INTO receipts.events (tenant_id, event_id, transaction_id, type, chat_id, user_id, data, audience)
+    SELECT changed.tenant_id, nextval('receipts.event_ids'), pg_current_xact_id(), 'unread.changed',
+           changed.chat_id, changed.user_id,
+           jsonb_build_object(
+               'unreadCount', (SELECT unread.unread_count FROM receipts.member_unread AS unread
+                               WHERE unread.tenant_id = changed.tenant_id AND unread.chat_id = changed.chat_id
+                                 AND unread.user_id = changed.user_id),
+               'markedUnread', changed.marked_unread),
+           ARRAY[changed.user_id::text]
+    FROM (
+        SELECT after.tenant_id, after.chat_id, after.user_id, after.marked_unread
+        FROM updated_after AS after
+        JOIN updated_before AS before USING (tenant_id, chat_id, user_id)
+        WHERE after.read_seq <> before.read_seq
+           OR after.marked_unread <> before.marked_unread
+           OR after.last_read_at IS DISTINCT FROM before.last_read_at
+           OR (after.left_at IS NOT NULL AND before.left_at IS NULL)
+        ORDER BY after.tenant_id, after.chat_id, after.user_id
+        OFFSET 0
+    ) AS changed;
+    IF FOUND THEN
+        PERFORM receipts.wake_listeners();
+    END IF;
+    RETURN NULL;
+END;
+$$;
+COMMENT ON FUNCTION receipts.record_unread_changes() IS 'Trigger: unread.changed events for members whose count or mark changed.';
+
+-- Abandoned event ids (see sql/functions/events.sql). The common path, per event row at commit: the share lock (a local counter after the first
+-- row of a transaction) and one read of the horizon. Invoker's rights and no SET clause: both
+-- would cost on every row.
+CREATE OR REPLACE FUNCTION receipts.renumber_abandoned_events() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM pg_catalog.pg_advisory_xact_lock_shared(8242555388271095923);
+    IF NEW.event_id <= (SELECT horizon.last_value FROM receipts.abandoned_event_ids AS horizon) THEN
+        PERFORM receipts.renumber_abandoned_event(NEW.tenant_id, NEW.event_id);
+    END IF;
+    RETURN NULL;
+END;
+$$;
+COMMENT ON FUNCTION receipts.renumber_abandoned_events() IS
+    'Trigger at commit: events whose ids the hub abandoned meanwhile move to fresh ids (see sql/functions/events.sql).';
+
+DROP TRIGGER IF EXISTS record_messages_created ON receipts.messages;
+CREATE TRIGGER record_messages_created
+    AFTER INSERT ON receipts.messages
+    REFERENCING NEW TABLE AS inserted
+    FOR EACH STATEMENT EXECUTE FUNCTION receipts.record_messages_created();
+
+DROP TRIGGER IF EXISTS record_receipts ON receipts.receipt_chunks;
+CREATE TRIGGER record_receipts
+    AFTER UPDATE ON receipts.receipt_chunks
+    REFERENCING OLD TABLE AS updated_before NEW TABLE AS updated_after
+    FOR EACH STATEMENT EXECUTE FUNCTION receipts.record_receipts();
+
+DROP TRIGGER IF EXISTS record_unread_changes ON receipts.chat_members;
+CREATE TRIGGER record_unread_changes
+    AFTER UPDATE ON receipts.chat_members
+    REFERENCING OLD TABLE AS updated_before NEW TABLE AS updated_after
+    FOR EACH STATEMENT EXECUTE FUNCTION receipts.record_unread_changes();
+
+DROP TRIGGER IF EXISTS renumber_abandoned_events ON receipts.events;
+CREATE CONSTRAINT TRIGGER renumber_abandoned_events
+    AFTER INSERT ON receipts.events
+    DEFERRABLE INITIALLY DEFERRED
+    FOR EACH ROW EXECUTE FUNCTION receipts.renumber_abandoned_events();
