@@ -1,0 +1,85 @@
+import Foundation
+import Testing
+import _OpenAPIGeneratorCore
+
+/// `Sources/ReceiptsClient/Generated` is swift-openapi-generator's output for `openapi.yaml`,
+/// generated once and committed rather than by the build plugin at every build: the plugin
+/// would build the generator (OpenAPIKit, Yams) in every package that depends on
+/// `ReceiptsClient`, and a cold build here pays it in the test target only.
+///
+/// This test runs the same generator (the pinned version of Package.swift, in process) on
+/// the document and asserts that the committed files are exactly its output. With
+/// `RECEIPTS_REGENERATE_CLIENT=1` it writes them instead:
+/// `RECEIPTS_REGENERATE_CLIENT=1 swift test --filter GeneratedCodeTests`.
+@Suite("The generated client")
+struct GeneratedCodeTests {
+    static let packageRoot = URL(fileURLWithPath: #filePath)
+        .deletingLastPathComponent()  // ReceiptsClientGenerationTests
+        .deletingLastPathComponent()  // Tests
+        .deletingLastPathComponent()
+    static let document = packageRoot.appendingPathComponent("Sources/ReceiptsServer/Resources/openapi.yaml")
+    static let generatedDirectory = packageRoot.appendingPathComponent("Sources/ReceiptsClient/Generated")
+
+    /// The generator's configuration: types and client, public (the library's face uses
+    /// them and exposes them), idiomatic names.
+    static func configuration(_ mode: GeneratorMode) -> Config {
+        Config(
+            mode: mode,
+            access: .public,
+            additionalFileComments: ["Generated from openapi.yaml by swift-openapi-generator; regenerate, never edit (see GeneratedCodeTests)."],
+            namingStrategy: .idiomatic
+        )
+    }
+
+    /// Every file the generator writes for the document, by name.
+    static func generate() throws -> [String: String] {
+        let input = InMemoryInputFile(absolutePath: document, contents: try Data(contentsOf: document))
+        let diagnostics = RecordingDiagnostics()
+        var files: [String: String] = [:]
+        for mode in [GeneratorMode.types, .client] {
+            for file in try runGenerator(input: input, config: configuration(mode), diagnostics: diagnostics) {
+                files[file.baseName] = String(decoding: file.contents, as: UTF8.self)
+            }
+        }
+        return files
+    }
+
+    @Test("regenerating from openapi.yaml gives the committed files, byte for byte")
+    func regenerationGivesTheCommittedFiles() throws {
+        let generated = try Self.generate()
+        #expect(!generated.isEmpty)
+        if ProcessInfo.processInfo.environment["RECEIPTS_REGENERATE_CLIENT"] == "1" {
+            try FileManager.default.createDirectory(at: Self.generatedDirectory, withIntermediateDirectories: true)
+            for (name, contents) in generated {
+                try Data(contents.utf8).write(to: Self.generatedDirectory.appendingPathComponent(name))
+            }
+        }
+        let committed = try FileManager.default.contentsOfDirectory(atPath: Self.generatedDirectory.path).filter { $0.hasSuffix(".swift") }
+        #expect(Set(committed) == Set(generated.keys), "the generated files' names changed: regenerate (see this test's comment)")
+        for (name, contents) in generated.sorted(by: { $0.key < $1.key }) {
+            let file = Self.generatedDirectory.appendingPathComponent(name)
+            let onDisk = (try? String(contentsOf: file, encoding: .utf8)) ?? ""
+            #expect(onDisk == contents, "\(name) is not what the generator makes of openapi.yaml: regenerate (see this test's comment)")
+        }
+    }
+
+    @Test("the generated client has an operation for every path and method of openapi.yaml")
+    func everyPathHasAnOperation() throws {
+        let documented = try ContractPaths.operations(in: String(contentsOf: Self.document, encoding: .utf8))
+        #expect(documented.count >= 20)
+        let client = try String(contentsOf: Self.generatedDirectory.appendingPathComponent("Client.swift"), encoding: .utf8)
+        let generated = ContractPaths.operations(inGeneratedClient: client)
+        for operation in documented {
+            #expect(generated.contains(operation), "no generated operation for \(operation.method) \(operation.path)")
+        }
+        #expect(generated.count == documented.count, "generated: \(generated.sorted()), documented: \(documented.sorted())")
+    }
+}
+
+/// Collects the generator's diagnostics; errors fail the generation, warnings are printed.
+final class RecordingDiagnostics: DiagnosticCollector, Sendable {
+    func emit(_ diagnostic: Diagnostic) throws {
+        if diagnostic.severity == .error { throw diagnostic }
+        if diagnostic.severity == .warning { print("generator: \(diagnostic.description)") }
+    }
+}
