@@ -30,8 +30,8 @@ extension ReceiptsClient {
     public func createChat(_ chatID: String, kind: ChatKind = .group, members: [String]) async throws -> Chat {
         let request: Components.Schemas.PutChatRequest =
             switch kind {
-            case .direct: .PutDirectChatRequest(.init(kind: .direct, members: members))
-            case .group: .PutGroupChatRequest(.init(kind: .group, members: members))
+            case .direct: .direct(.init(kind: .direct, members: members))
+            case .group: .group(.init(kind: .group, members: members))
             }
         let output = try await Self.call { try await generated.putChat(path: .init(chatId: chatID), body: .json(request)) }
         switch output {
@@ -104,14 +104,16 @@ extension ReceiptsClient {
     /// Unknown ids and the user's own messages are skipped (they count 0 in `marked`).
     @discardableResult
     public func markMessagesAsRead(chatID: String, messageIDs: [String], by userID: String) async throws -> MarkReadResult {
-        try await markRead(chatID, .init(userId: userID, messageIds: messageIDs))
+        try await markRead(chatID, .MarkMessagesRequest(.init(userId: userID, messageIds: messageIDs)))
     }
 
     /// Marks every message of the chat read by `userID`, or `upTo` that message and every
     /// earlier one.
     @discardableResult
     public func markChatAsRead(chatID: String, by userID: String, upTo messageID: String? = nil) async throws -> MarkReadResult {
-        try await markRead(chatID, .init(userId: userID, upTo: messageID))
+        let request: Components.Schemas.MarkRequest =
+            if let messageID { .MarkUpToRequest(.init(userId: userID, upTo: messageID)) } else { .MarkAllRequest(.init(userId: userID)) }
+        return try await markRead(chatID, request)
     }
 
     private func markRead(_ chatID: String, _ request: Components.Schemas.MarkRequest) async throws -> MarkReadResult {
@@ -122,7 +124,8 @@ extension ReceiptsClient {
     /// every message of the chat.
     @discardableResult
     public func markDelivered(chatID: String, messageIDs: [String]?, to userID: String) async throws -> MarkDeliveredResult {
-        let request = Components.Schemas.MarkRequest(userId: userID, messageIds: messageIDs)
+        let request: Components.Schemas.MarkRequest =
+            if let messageIDs { .MarkMessagesRequest(.init(userId: userID, messageIds: messageIDs)) } else { .MarkAllRequest(.init(userId: userID)) }
         return try await Self.call { try await generated.markDelivered(path: .init(chatId: chatID), body: .json(request)) }.ok.body.json
     }
 

@@ -145,8 +145,8 @@ public struct ReceiptsEvents: AsyncSequence, Sendable {
 
         private func reconnectDelay(_ configuration: EventStreamConfiguration) -> Duration {
             var delay = configuration.initialReconnectDelay
-            for _ in 1..<min(failures, 30) where delay < configuration.maximumReconnectDelay { delay *= 2 }
-            return min(delay, configuration.maximumReconnectDelay) * Double.random(in: 0.5...1.0)
+            for _ in 1..<Swift.min(failures, 30) where delay < configuration.maximumReconnectDelay { delay *= 2 }
+            return Swift.min(delay, configuration.maximumReconnectDelay) * Double.random(in: 0.5...1.0)
         }
     }
 }
