@@ -1,4 +1,6 @@
+import AsyncHTTPClient
 import Foundation
+import NIOCore
 import OpenAPIRuntime
 import ReceiptsClient
 import Testing
@@ -104,8 +106,14 @@ struct ClientOperationsTests {
         service.kill()
         let recorder = OperationRecorder()
         let policy = RetryPolicy(maximumAttempts: 3, initialDelay: .milliseconds(10), maximumDelay: .milliseconds(20))
+        // AsyncHTTPClient keeps trying to connect until its connect timeout (5 s in the
+        // client's default): short here, so that twelve attempts take about a second.
+        let httpClient = HTTPClient(
+            eventLoopGroup: HTTPClient.defaultEventLoopGroup,
+            configuration: .init(timeout: .init(connect: .milliseconds(100))))
         let receipts = ReceiptsClient(
-            baseURL: service.baseURL, credential: "key", configuration: .init(retry: policy), middlewares: [recorder])
+            baseURL: service.baseURL, credential: "key", configuration: .init(retry: policy), httpClient: httpClient,
+            middlewares: [recorder])
 
         await #expect(throws: (any Error).self) { try await receipts.chat("c") }
         await #expect(throws: (any Error).self) { try await receipts.markChatAsRead(chatID: "c", by: "u") }
@@ -121,5 +129,6 @@ struct ClientOperationsTests {
                 "getChat", "getChat", "getChat", "markRead", "markRead", "markRead", "sendMessage", "sendMessage", "sendMessage",
                 "createToken", "createTenant", "sendMessage",
             ])
+        try await httpClient.shutdown()
     }
 }

@@ -1,5 +1,5 @@
-import AsyncHTTPClient
 import Foundation
+import OpenAPIRuntime
 import ReceiptsClient
 import TestSupport
 import Testing
@@ -31,7 +31,7 @@ final class ReceiptsService: @unchecked Sendable {
                 return ReceiptsService(process: process, port: port, adminToken: adminToken)
             }
         }
-        throw TestDatabase.SetupFailure(description: "receiptsd did not become ready on any of 5 ports")
+        throw StartFailure(description: "receiptsd did not become ready on any of 5 ports")
     }
 
     /// Kills the process (no graceful goodbye: as a crash or a lost host) and starts a new
@@ -47,7 +47,7 @@ final class ReceiptsService: @unchecked Sendable {
             }
             try await Task.sleep(for: .milliseconds(200))
         }
-        throw TestDatabase.SetupFailure(description: "receiptsd did not start again on port \(port)")
+        throw StartFailure(description: "receiptsd did not start again on port \(port)")
     }
 
     /// Stops the process at once, if it still runs, and waits for it.
@@ -83,12 +83,14 @@ final class ReceiptsService: @unchecked Sendable {
             "DATABASE_URL": TestDatabase.url, "RECEIPTS_ADMIN_TOKEN": adminToken, "LOG_LEVEL": "error",
         ]) { $1 }
         try process.run()
+        let probe = ReceiptsClient(
+            baseURL: URL(string: "http://127.0.0.1:\(port)")!, credential: "",
+            configuration: .init(requestTimeout: .milliseconds(500), retry: .never))
         let deadline = ContinuousClock.now + .seconds(60)
         while process.isRunning, ContinuousClock.now < deadline {
-            let response = try? await HTTPClient.shared.execute(
-                HTTPClientRequest(url: "http://127.0.0.1:\(port)/readyz"), timeout: .milliseconds(500))
+            let ready = try? await probe.generated.readyz().ok
             // Still running after the answer: the answer came from this process.
-            if response?.status == .ok, process.isRunning { return process }
+            if ready != nil, process.isRunning { return process }
             try await Task.sleep(for: .milliseconds(50))
         }
         if process.isRunning {
@@ -97,4 +99,8 @@ final class ReceiptsService: @unchecked Sendable {
         }
         return nil
     }
+}
+
+struct StartFailure: Error, CustomStringConvertible {
+    var description: String
 }
