@@ -62,9 +62,18 @@ public struct ReceiptsClient: Sendable {
         baseURL: URL, credential: String, configuration: Configuration = Configuration(), httpClient: HTTPClient? = nil,
         middlewares: [any ClientMiddleware] = []
     ) {
-        self.configuration = configuration
         let transport = AsyncHTTPClientTransport(
             configuration: .init(client: httpClient ?? Self.sharedHTTPClient, timeout: TimeAmount(configuration.requestTimeout)))
+        self.init(baseURL: baseURL, credential: credential, configuration: configuration, transport: transport, middlewares: middlewares)
+    }
+
+    /// A client over another transport of swift-openapi-runtime (URLSession's on Apple
+    /// platforms, say); it must bound its own waits as the default one does.
+    public init(
+        baseURL: URL, credential: String, configuration: Configuration = Configuration(), transport: any ClientTransport,
+        middlewares: [any ClientMiddleware] = []
+    ) {
+        self.configuration = configuration
         self.generated = Client(
             serverURL: baseURL,
             configuration: OpenAPIRuntime.Configuration(dateTranscoder: .iso8601WithFractionalSeconds),
