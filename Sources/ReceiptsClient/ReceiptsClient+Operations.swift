@@ -1,0 +1,154 @@
+import Foundation
+
+// The face: one call per thing a product spec asks for, each one generated operation.
+
+extension ReceiptsClient {
+    // MARK: Tenants and tokens
+
+    /// Creates a tenant and returns it with its API key, shown only here (admin token).
+    public func createTenant(named name: String) async throws -> Tenant {
+        let output = try await Self.call { try await generated.createTenant(body: .json(.init(name: name))) }
+        guard case .created(let created) = output else { throw Self.unexpected(output, "createTenant") }
+        return try created.body.json
+    }
+
+    /// A short-lived token with which a device acts as `userID` only (tenant key).
+    /// - Parameter ttl: the token's lifetime, 1 s to 24 h (whole seconds).
+    public func userToken(for userID: String, ttl: Duration = .seconds(3600)) async throws -> Token {
+        let seconds = Int(ttl.components.seconds)
+        let output = try await Self.call { try await generated.createToken(body: .json(.init(userId: userID, ttlSeconds: seconds))) }
+        guard case .created(let created) = output else { throw Self.unexpected(output, "createToken") }
+        return try created.body.json
+    }
+
+    // MARK: Chats
+
+    /// Creates the chat, or answers the existing one when its kind and members are the
+    /// same (so it is safe to repeat); other members are `conflict`. A direct chat has
+    /// exactly 2 members, a group 1–10,000.
+    @discardableResult
+    public func createChat(_ chatID: String, kind: ChatKind = .group, members: [String]) async throws -> Chat {
+        let request: Components.Schemas.PutChatRequest =
+            switch kind {
+            case .direct: .direct(.init(kind: .direct, members: members))
+            case .group: .group(.init(kind: .group, members: members))
+            }
+        let output = try await Self.call { try await generated.putChat(path: .init(chatId: chatID), body: .json(request)) }
+        switch output {
+        case .created(let created): return try created.body.json
+        case .ok(let existing): return try existing.body.json
+        default: throw Self.unexpected(output, "putChat")
+        }
+    }
+
+    /// The chat with its current members.
+    public func chat(_ chatID: String) async throws -> Chat {
+        try await Self.call { try await generated.getChat(path: .init(chatId: chatID)) }.ok.body.json
+    }
+
+    /// Adds `userID` to a group chat (idempotent).
+    @discardableResult
+    public func addMember(_ userID: String, to chatID: String) async throws -> Chat {
+        try await Self.call { try await generated.addMember(path: .init(chatId: chatID), body: .json(.init(userId: userID))) }.ok.body.json
+    }
+
+    /// Removes `userID` from the chat (idempotent).
+    @discardableResult
+    public func removeMember(_ userID: String, from chatID: String) async throws -> Chat {
+        try await Self.call { try await generated.removeMember(path: .init(chatId: chatID, userId: userID)) }.ok.body.json
+    }
+
+    // MARK: Messages
+
+    /// Sends a message from `senderID`, a member of the chat.
+    ///
+    /// The message always carries an id (a new UUID unless `id` is given), which makes the
+    /// call idempotent: after a 503 or a lost connection it is repeated, and the service
+    /// answers the first message instead of storing a second.
+    @discardableResult
+    public func send(_ text: String, in chatID: String, from senderID: String, id: String? = nil) async throws -> Message {
+        let body = Components.Schemas.SendMessageRequest(id: id ?? UUID().uuidString.lowercased(), senderId: senderID, text: text)
+        let output = try await RetryPolicy.$sendCarriesID.withValue(true) {
+            try await Self.call { try await generated.sendMessage(path: .init(chatId: chatID), body: .json(body)) }
+        }
+        switch output {
+        case .created(let created): return try created.body.json
+        case .ok(let existing): return try existing.body.json
+        default: throw Self.unexpected(output, "sendMessage")
+        }
+    }
+
+    /// A page of the chat's messages, oldest first, as `viewer` sees them (with `receipt`
+    /// on the viewer's own messages): the newest `limit`, or the `limit` before `before`.
+    public func messages(
+        in chatID: String, viewer: String? = nil, before: String? = nil, limit: Int? = nil,
+        labels: LabelStyle? = nil, timeZone: String? = nil
+    ) async throws -> [Message] {
+        let query = Operations.ListMessages.Input.Query(viewer: viewer, before: before, limit: limit, labels: labels, tz: timeZone)
+        return try await Self.call { try await generated.listMessages(path: .init(chatId: chatID), query: query) }.ok.body.json.messages
+    }
+
+    /// The message as `viewer` sees it; when the viewer is its sender it carries the
+    /// `receipt` (state, counts, label in the `labels` style) and one `recipients` entry per
+    /// recipient.
+    public func receipt(of messageID: String, in chatID: String, viewer: String, labels: LabelStyle? = nil, timeZone: String? = nil) async throws -> Message {
+        let query = Operations.GetMessage.Input.Query(viewer: viewer, labels: labels, tz: timeZone)
+        return try await Self.call {
+            try await generated.getMessage(path: .init(chatId: chatID, messageId: messageID), query: query)
+        }.ok.body.json
+    }
+
+    // MARK: Marking
+
+    /// Marks the listed messages (1–1,000) read by `userID`; reading implies delivery.
+    /// Unknown ids and the user's own messages are skipped (they count 0 in `marked`).
+    @discardableResult
+    public func markMessagesAsRead(chatID: String, messageIDs: [String], by userID: String) async throws -> MarkReadResult {
+        try await markRead(chatID, .MarkMessagesRequest(.init(userId: userID, messageIds: messageIDs)))
+    }
+
+    /// Marks every message of the chat read by `userID`, or `upTo` that message and every
+    /// earlier one.
+    @discardableResult
+    public func markChatAsRead(chatID: String, by userID: String, upTo messageID: String? = nil) async throws -> MarkReadResult {
+        let request: Components.Schemas.MarkRequest =
+            if let messageID { .MarkUpToRequest(.init(userId: userID, upTo: messageID)) } else { .MarkAllRequest(.init(userId: userID)) }
+        return try await markRead(chatID, request)
+    }
+
+    private func markRead(_ chatID: String, _ request: Components.Schemas.MarkRequest) async throws -> MarkReadResult {
+        try await Self.call { try await generated.markRead(path: .init(chatId: chatID), body: .json(request)) }.ok.body.json
+    }
+
+    /// Marks messages delivered to `userID`: the listed ones (1–1,000), or with `nil`
+    /// every message of the chat.
+    @discardableResult
+    public func markDelivered(chatID: String, messageIDs: [String]?, to userID: String) async throws -> MarkDeliveredResult {
+        let request: Components.Schemas.MarkRequest =
+            if let messageIDs { .MarkMessagesRequest(.init(userId: userID, messageIds: messageIDs)) } else { .MarkAllRequest(.init(userId: userID)) }
+        return try await Self.call { try await generated.markDelivered(path: .init(chatId: chatID), body: .json(request)) }.ok.body.json
+    }
+
+    /// Marks the chat unread for `userID` only; answers its unread count (at least 1).
+    @discardableResult
+    public func markChatAsUnread(chatID: String, by userID: String) async throws -> Int {
+        try await Self.call {
+            try await generated.markUnread(path: .init(chatId: chatID), body: .json(.init(userId: userID)))
+        }.ok.body.json.unreadCount
+    }
+
+    // MARK: Users
+
+    /// The user's unread counts: the chats above 0 or marked unread, and their total.
+    public func unreadCounts(for userID: String) async throws -> UnreadCounts {
+        try await Self.call { try await generated.getUnread(path: .init(userId: userID)) }.ok.body.json
+    }
+
+    /// Whether the user's reads are shown to others (`false`: reads are never shown).
+    @discardableResult
+    public func setReadReceipts(_ enabled: Bool, for userID: String) async throws -> Settings {
+        try await Self.call {
+            try await generated.putSettings(path: .init(userId: userID), body: .json(.init(readReceipts: enabled)))
+        }.ok.body.json
+    }
+}

@@ -1,0 +1,70 @@
+import Foundation
+
+/// One event of the stream: something changed in a chat the credential sees.
+///
+/// `id` is opaque: `ReceiptsClient.events(resumingAfter:)` keeps the last one and resumes
+/// after it by itself; store it too if the consumer must resume after a restart of its own.
+public struct ReceiptsEvent: Sendable, Hashable {
+    public enum Kind: Sendable, Hashable {
+        /// A message was recorded (`userID` sent it).
+        case messageCreated
+        /// A marking request delivered `messageIDs` to `userID`.
+        case receiptDelivered
+        /// A marking request read `messageIDs` by `userID` (never for hidden reads).
+        case receiptRead
+        /// `userID`'s unread count of the chat changed by their own action.
+        case unreadChanged(unreadCount: Int, markedUnread: Bool)
+        /// The position to resume from was unknown or expired: events were missed. Reload
+        /// what you show; the sequence carries on from this event's id.
+        case resyncRequired
+        /// A type this client does not know (a newer service); the contract says to
+        /// ignore it.
+        case other(String)
+    }
+
+    public var id: String
+    public var kind: Kind
+    public var chatID: String?
+    public var userID: String?
+    public var messageIDs: [String]
+    public var at: Date?
+
+    public init(id: String, kind: Kind, chatID: String? = nil, userID: String? = nil, messageIDs: [String] = [], at: Date? = nil) {
+        self.id = id
+        self.kind = kind
+        self.chatID = chatID
+        self.userID = userID
+        self.messageIDs = messageIDs
+        self.at = at
+    }
+
+    /// The `Event` JSON of the contract. Decoded leniently by type name rather than with
+    /// the generated `Components.Schemas.Event`, whose closed `type` enum would fail on an
+    /// event type a newer service adds.
+    private struct Wire: Decodable {
+        var id: String
+        var type: String
+        var chatId: String?
+        var userId: String?
+        var messageIds: [String]?
+        var at: String?
+        var unreadCount: Int?
+        var markedUnread: Bool?
+    }
+
+    init(json: Data) throws {
+        let wire = try JSONDecoder().decode(Wire.self, from: json)
+        let kind: Kind =
+            switch wire.type {
+            case "message.created": .messageCreated
+            case "receipt.delivered": .receiptDelivered
+            case "receipt.read": .receiptRead
+            case "unread.changed": .unreadChanged(unreadCount: wire.unreadCount ?? 0, markedUnread: wire.markedUnread ?? false)
+            case "resync.required": .resyncRequired
+            default: .other(wire.type)
+            }
+        self.init(
+            id: wire.id, kind: kind, chatID: wire.chatId, userID: wire.userId, messageIDs: wire.messageIds ?? [],
+            at: wire.at.flatMap { try? Date($0, strategy: .iso8601.year().month().day().time(includingFractionalSeconds: true)) })
+    }
+}

@@ -1,0 +1,134 @@
+import AsyncHTTPClient
+import Foundation
+import NIOCore
+import OpenAPIRuntime
+import ReceiptsClient
+import Testing
+
+@Suite("ReceiptsClient against the real service")
+struct ClientOperationsTests {
+    @Test("every operation of openapi.yaml once, through the face where it has a call")
+    func everyOperation() async throws {
+        try await ReceiptsService.with { service in
+            let recorder = OperationRecorder()
+            let receipts = try await service.tenantClient(middlewares: [recorder])
+            let admin = ReceiptsClient(baseURL: service.baseURL, credential: service.adminToken, middlewares: [recorder])
+            _ = try await admin.createTenant(named: "another")
+
+            let token = try await receipts.userToken(for: "bob", ttl: .seconds(600))
+            #expect(token.expiresAt > Date())
+            let chat = try await receipts.createChat("team", members: ["alice", "bob"])
+            #expect(chat.id == "team" && chat.kind == .group && chat.members.map(\.userId) == ["alice", "bob"])
+            #expect(try await receipts.chat("team").members.count == 2)
+            #expect(try await receipts.addMember("carol", to: "team").members.map(\.userId).contains("carol"))
+
+            // A device's client with the user token follows the events of bob's chats.
+            let bob = ReceiptsClient(baseURL: service.baseURL, credential: token.token, middlewares: [recorder])
+            var bobsEvents = try await bob.events().makeAsyncIterator()
+
+            let first = try await receipts.send("Hi!", in: "team", from: "alice")
+            #expect(first.text == "Hi!" && first.senderId == "alice" && first.chatId == "team")
+            let second = try await receipts.send("Lunch?", in: "team", from: "alice", id: "m2")
+            #expect(second.id == "m2")
+
+            let created = try await bobsEvents.next()
+            #expect(created?.kind == .messageCreated && created?.messageIDs == [first.id] && created?.userID == "alice")
+
+            let delivered = try await receipts.markDelivered(chatID: "team", messageIDs: [first.id], to: "carol")
+            #expect(delivered.marked == 1)
+            let read = try await receipts.markMessagesAsRead(chatID: "team", messageIDs: [first.id], by: "bob")
+            #expect(read.marked == 1 && read.unreadCount == 1)
+            let readAll = try await receipts.markChatAsRead(chatID: "team", by: "bob")
+            #expect(readAll.marked == 1 && readAll.unreadCount == 0)
+
+            let receipt = try await receipts.receipt(of: first.id, in: "team", viewer: "alice", labels: .ticks)
+            #expect(receipt.receipt?.recipients == 2 && receipt.receipt?.read == 1 && receipt.receipt?.delivered == 2)
+            #expect(receipt.receipt?.label == "Delivered")
+            #expect(receipt.recipients?.map(\.userId).sorted() == ["bob", "carol"])
+            let page = try await receipts.messages(in: "team", viewer: "alice", limit: 10)
+            #expect(page.map(\.id) == [first.id, "m2"])
+            #expect(page.first?.receipt?.label == "Read by 1/2")
+
+            #expect(try await receipts.markChatAsUnread(chatID: "team", by: "bob") == 1)
+            let unread = try await receipts.unreadCounts(for: "bob")
+            #expect(unread.total == 1 && unread.chats.first?.markedUnread == true)
+            #expect(try await receipts.setReadReceipts(false, for: "carol").readReceipts == false)
+            #expect(try await receipts.removeMember("carol", from: "team").members.map(\.userId) == ["alice", "bob"])
+
+            // The rest through the generated client, with the same credential and errors.
+            #expect(try await receipts.generated.healthz().ok.body.json.status == "ok")
+            #expect(try await receipts.generated.readyz().ok.body.json.status == "ready")
+            _ = try await receipts.generated.metrics().ok.body.plainText
+            _ = try await receipts.generated.openapi().ok
+            await #expect(throws: ReceiptsError.self) {
+                // A plain GET is no WebSocket upgrade: 426 with the contract's code.
+                do { _ = try await receipts.generated.streamEvents() } catch let error as ClientError { throw error.underlyingError }
+            }
+
+            let ran = Set(recorder.operations)
+            let documented = try ContractOperations.all()
+            #expect(documented.count >= 20)
+            #expect(documented.subtracting(ran).isEmpty, "not run: \(documented.subtracting(ran).sorted())")
+            #expect(ran.subtracting(documented).isEmpty)
+        }
+    }
+
+    @Test("an error answer throws ReceiptsError with the contract's code and status")
+    func errorsCarryTheirCode() async throws {
+        try await ReceiptsService.with { service in
+            let receipts = try await service.tenantClient()
+            try await receipts.createChat("pair", kind: .direct, members: ["a", "b"])
+
+            let notFound = await #expect(throws: ReceiptsError.self) { try await receipts.chat("nowhere") }
+            #expect(notFound?.code == .notFound && notFound?.status == 404)
+            let conflict = await #expect(throws: ReceiptsError.self) { try await receipts.createChat("pair", members: ["a", "c"]) }
+            #expect(conflict?.code == .conflict && conflict?.status == 409)
+            let invalid = await #expect(throws: ReceiptsError.self) {
+                try await receipts.markMessagesAsRead(chatID: "pair", messageIDs: [], by: "a")
+            }
+            #expect(invalid?.code == .invalidRequest && invalid?.status == 400)
+            let forbidden = await #expect(throws: ReceiptsError.self) { try await receipts.send("hi", in: "pair", from: "stranger") }
+            #expect(forbidden?.code == .forbidden && forbidden?.status == 403)
+
+            let stranger = ReceiptsClient(baseURL: service.baseURL, credential: "not-a-key")
+            let unauthorized = await #expect(throws: ReceiptsError.self) { try await stranger.unreadCounts(for: "a") }
+            #expect(unauthorized?.code == .unauthorized && unauthorized?.status == 401)
+            // The event sequence does not retry what retrying cannot fix.
+            let refused = await #expect(throws: ReceiptsError.self) { try await stranger.events() }
+            #expect(refused?.code == .unauthorized)
+        }
+    }
+
+    @Test("idempotent calls are retried after a connection error, a bounded number of times; others never")
+    func retriesOnlyIdempotentCalls() async throws {
+        // A port nothing listens on (receiptsd started and killed: the port was free).
+        let service = try await ReceiptsService.start()
+        service.kill()
+        let recorder = OperationRecorder()
+        let policy = RetryPolicy(maximumAttempts: 3, initialDelay: .milliseconds(10), maximumDelay: .milliseconds(20))
+        // AsyncHTTPClient keeps trying to connect until its connect timeout (5 s in the
+        // client's default): short here, so that twelve attempts take about a second.
+        let httpClient = HTTPClient(
+            eventLoopGroup: HTTPClient.defaultEventLoopGroup,
+            configuration: .init(timeout: .init(connect: .milliseconds(100))))
+        let receipts = ReceiptsClient(
+            baseURL: service.baseURL, credential: "key", configuration: .init(retry: policy), httpClient: httpClient,
+            middlewares: [recorder])
+
+        await #expect(throws: (any Error).self) { try await receipts.chat("c") }
+        await #expect(throws: (any Error).self) { try await receipts.markChatAsRead(chatID: "c", by: "u") }
+        // `send` names its message, so repeating it cannot store a second one.
+        await #expect(throws: (any Error).self) { try await receipts.send("hi", in: "c", from: "u") }
+        await #expect(throws: (any Error).self) { try await receipts.userToken(for: "u") }
+        await #expect(throws: (any Error).self) { try await receipts.createTenant(named: "t") }
+        await #expect(throws: (any Error).self) {
+            try await receipts.generated.sendMessage(path: .init(chatId: "c"), body: .json(.init(senderId: "u", text: "no id")))
+        }
+        #expect(
+            recorder.operations == [
+                "getChat", "getChat", "getChat", "markRead", "markRead", "markRead", "sendMessage", "sendMessage", "sendMessage",
+                "createToken", "createTenant", "sendMessage",
+            ])
+        try await httpClient.shutdown()
+    }
+}
