@@ -99,6 +99,29 @@ final class LibPQConnection: @unchecked Sendable {
         }
     }
 
+    /// Prepares the statement of `timeoutSetup(milliseconds:)` (outside pipeline mode).
+    func prepareTimeoutSetup() throws(PostgresError) {
+        let (sql, count) = self.timeoutSetupStatement
+        _ = try self.preparedStatementName(for: sql, types: [UInt32](repeating: PostgresDataType.unspecified.oid, count: count))
+    }
+
+    /// What a transaction runs first to end its statements within `milliseconds` (or the
+    /// session's own `statement_timeout`, if shorter), taking the `transactionRole` too: for a
+    /// statement sent in pipeline mode, after `prepareTimeoutSetup()`.
+    func timeoutSetup(milliseconds: Int) -> (statement: String, values: [String])? {
+        let (sql, count) = self.timeoutSetupStatement
+        let key = PreparedStatementKey(sql: sql, types: [UInt32](repeating: PostgresDataType.unspecified.oid, count: count))
+        guard let name = self.preparedStatements[key] else { return nil }
+        let timeout = String(min(milliseconds, self.sessionStatementTimeout ?? milliseconds))
+        return (name, self.transactionRole.map { [$0, timeout] } ?? [timeout])
+    }
+
+    /// The statement that sets a transaction's `statement_timeout` (and takes the role), and
+    /// its number of parameters.
+    private var timeoutSetupStatement: (sql: String, parameters: Int) {
+        self.transactionRole == nil ? (Self.setTimeoutStatement, 1) : (Self.takeRoleAndTimeoutStatement, 2)
+    }
+
     private init(handle: OpaquePointer, server: String) {
         self.handle = handle
         self.server = server

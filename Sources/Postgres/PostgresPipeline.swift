@@ -1,3 +1,5 @@
+import NIOCore
+
 /// Statements sent to PostgreSQL ahead of the answers to earlier ones (libpq's pipeline
 /// mode), for a caller that runs statements back to back: the server starts each one as
 /// soon as it has finished the one before, instead of waiting for the client to read the
@@ -16,6 +18,20 @@ public struct PostgresPipeline {
     /// its answer. Values are bound to `$1`, `$2`, … in order.
     public func send(_ sql: String, _ parameters: [any PostgresEncodable]) throws(PostgresError) {
         try self.connection.send(sql, bindings: try PostgresBindings(parameters))
+    }
+
+    /// Sends a statement that the server must end by `deadline`: its transaction sets
+    /// `statement_timeout` to the time left now (`SET LOCAL`, in the same trip). nil: the
+    /// session's own `statement_timeout` applies, as with `send(_:_:)`.
+    ///
+    /// The server starts the timer when it starts the statement, after those sent before it:
+    /// a statement queued behind a slow one may end later than `deadline` by that wait.
+    public func send(_ sql: String, _ parameters: [any PostgresEncodable], by deadline: NIODeadline?) throws(PostgresError) {
+        guard let deadline else { return try self.send(sql, parameters) }
+        let left = deadline - NIODeadline.now()
+        // Whole milliseconds, rounded up, and at least one (0 would mean no timeout at all).
+        let milliseconds = max(1, Int((left.nanoseconds + 999_999) / 1_000_000))
+        try self.connection.send(sql, bindings: try PostgresBindings(parameters), setup: self.connection.timeoutSetup(milliseconds: milliseconds))
     }
 
     /// Waits for the answer to the oldest statement sent and not yet received.
@@ -44,6 +60,8 @@ extension PostgresConnection {
         // for longer (ReceiptsStore's batch runs); each statement in it is bounded by the
         // session's `statement_timeout` and the pool's watchdog.
         let outcome = try await self.onThread(bounded: false) { connection throws(PostgresError) -> Swift.Result<Result, any Error> in
+            // Prepared now: a statement cannot be prepared synchronously in pipeline mode.
+            try connection.prepareTimeoutSetup()
             try connection.enterPipelineMode()
             defer { connection.leavePipelineMode() }
             return Swift.Result { try body(PostgresPipeline(connection: connection)) }

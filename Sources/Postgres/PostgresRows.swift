@@ -29,7 +29,7 @@ public struct PostgresRows: Sendable, RandomAccessCollection {
     }
 
     /// The index of the column called `name`.
-    func columnIndex(named name: String) throws(PostgresError) -> Int {
+    public func columnIndex(named name: String) throws(PostgresError) -> Int {
         guard let index = self.columns.firstIndex(where: { $0.name == name }) else {
             throw PostgresError(code: .noSuchColumn, message: "the result has no column \"\(name)\"")
         }

@@ -175,6 +175,9 @@ func buildServer(_ components: ServiceComponents) -> HTTPServerBuilder {
 /// The WebSocket route, `GET /v1/stream`.
 public func buildWebSocketRouter(_ components: ServiceComponents) -> Router<ReceiptsWebSocketContext> {
     let router = Router(context: ReceiptsWebSocketContext.self)
+    // The upgrade's database work (the credential, the resume point) has one deadline, as an
+    // HTTP request's; the stream that follows runs outside it.
+    router.add(middleware: DatabaseDeadlineMiddleware(timeout: components.configuration.databaseTimeout))
     WebSocketStream(hub: components.hub, store: components.store, guards: components.streamGuards).addRoutes(to: router)
     return router
 }

@@ -1,4 +1,5 @@
 import Logging
+import NIOCore
 import Postgres
 
 /// How one kind of batch is done in SQL: its statement, and the outcomes its rows give.
@@ -24,7 +25,9 @@ extension ReceiptsStore {
     /// - A batch that PostgreSQL aborts for a deadlock or a serialization failure (nothing of
     ///   it stays) is sent again, up to five times.
     /// - A batch of several requests that fails for another reason is sent again as one
-    ///   batch per request, so a bad request fails only itself.
+    ///   batch per request, so a bad request fails only itself; so is one that reached its
+    ///   earliest request's deadline (its statement is bounded by it), so the others get the
+    ///   rest of their own time.
     /// - A lost connection ends the run with its error; the batcher fails the batches not
     ///   answered and starts another run for the rest.
     func runBatches<Request: Sendable, Outcome: Sendable>(
@@ -50,9 +53,15 @@ extension ReceiptsStore {
             try await connection.withPipeline { pipeline in
                 var inFlight: [(batch: Batch<Request, Outcome>, attempt: Int)] = []
                 func send(_ batch: Batch<Request, Outcome>, attempt: Int) throws(PostgresError) {
+                    // Never a request whose deadline has passed (its answer is 503 already).
+                    let (expired, live) = batch.partitioned(expiredBy: .now())
+                    if let expired {
+                        queue.fail(expired, with: TenantBatcher<Request, Outcome>.deadlinePassed(waitingFor: "its batch to be sent"))
+                    }
+                    guard let batch = live else { return }
                     let statement = statements.statement(tenant, batch.requests)
                     do throws(PostgresError) {
-                        try pipeline.send(statement.sql, statement.parameters)
+                        try pipeline.send(statement.sql, statement.parameters, by: batch.deadline)
                     } catch where !error.isConnectionLoss {
                         // Not sent (a value the protocol cannot carry): fail only the requests
                         // that hold it.

@@ -15,11 +15,7 @@ extension ReceiptsStore {
         guard let first = rows.first, let snapshot = TransactionSnapshot(try first.decode(String.self, column: 0)) else {
             throw PostgresError(code: .invalidValue, message: "receipts.events_since returned no snapshot")
         }
-        var events: [StoredEvent] = []
-        for row in rows where try row.decode(Int64?.self, column: 1) != nil {
-            events.append(try StoredEvent(row: row, from: 1))
-        }
-        return EventLogPage(snapshot: snapshot, events: events)
+        return EventLogPage(snapshot: snapshot, events: try StoredEvent.all(in: rows))
     }
 
     /// The newest visible event id (0 when there is none) and the snapshot it was read in:
@@ -91,7 +87,7 @@ extension ReceiptsStore {
             """,
             [tenant, position, through, Int32(limit)]
         )
-        return try rows.map { try StoredEvent(row: $0) }
+        return try StoredEvent.all(in: rows)
     }
 
     /// As `events(tenant:after:through:limit:)`, with the newest id of the tenant's events that
@@ -111,11 +107,7 @@ extension ReceiptsStore {
         guard let first = rows.first else {
             throw PostgresError(code: .invalidValue, message: "receipts.retained_events_after returned no row")
         }
-        var events: [StoredEvent] = []
-        for row in rows where try row.decode(Int64?.self, column: 1) != nil {
-            events.append(try StoredEvent(row: row, from: 1))
-        }
-        return (events, try first.decode(Int64.self, column: 0))
+        return (try StoredEvent.all(in: rows), try first.decode(Int64.self, column: 0))
     }
 
     /// Wakes the event listeners of every instance with one NOTIFY carrying `payload`. A

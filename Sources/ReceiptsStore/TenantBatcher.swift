@@ -1,3 +1,6 @@
+import NIOCore
+import NIOPosix
+import Postgres
 import ServiceLifecycle
 import Synchronization
 
@@ -32,6 +35,17 @@ import Synchronization
 /// committed (a send, a read; both are idempotent, so a client may retry), its key stays
 /// taken until the batch is answered (so a retry follows it), and the batch's answer for it is
 /// dropped.
+///
+/// A request keeps the database deadline of the task that submits it (`PostgresDeadline`,
+/// one per HTTP request), though a run of another task does it:
+/// - not yet taken by its deadline, it is withdrawn and answered `deadlineExceeded` (503):
+///   nothing of it was done;
+/// - a batch is never sent with a request whose deadline has passed, and its statement is
+///   ended by the server at its members' earliest deadline (`PostgresPipeline.send(_:_:by:)`),
+///   so a batch answers by then, done or not done;
+/// - a batch the server started late, behind another one that was slow, may end after that
+///   deadline: its requests are answered `deadlineExceeded` `answerGrace` after theirs, and
+///   the batch may still commit them (as with a cancelled request).
 final class TenantBatcher<Request: Sendable, Outcome: Sendable>: Service, Sendable {
     /// Does a tenant's batches, taking them off `queue` until it ends the run.
     typealias Run = @Sendable (_ tenant: String, _ queue: BatchQueue<Request, Outcome>) async throws -> Void
@@ -40,6 +54,8 @@ final class TenantBatcher<Request: Sendable, Outcome: Sendable>: Service, Sendab
         let id: Int
         let request: Request
         let key: [String]
+        /// When the request's database work must be done; nil: no deadline of its own.
+        let deadline: NIODeadline?
         let reply: Reply<Outcome>
     }
 
@@ -78,6 +94,11 @@ final class TenantBatcher<Request: Sendable, Outcome: Sendable>: Service, Sendab
     /// what a batch took in the bench (about 4 ms for 16 reads), short beside a client's
     /// timeout.
     let stallAfter: Duration
+    /// How long past its deadline a request taken in a batch waits for the batch's answer
+    /// before it is answered `deadlineExceeded`: as long as a call given up at its deadline
+    /// may still hold its connection (`PostgresConnection.abandonAfter`).
+    static var answerGrace: TimeAmount { .seconds(1) }
+
     private let key: @Sendable (Request) -> [String]
     fileprivate let state = Mutex(State())
     private let jobs = AsyncStream<Job>.makeStream()
@@ -129,10 +150,12 @@ final class TenantBatcher<Request: Sendable, Outcome: Sendable>: Service, Sendab
     /// starts a run of them.
     func submit(_ request: Request, tenant: String, run: @escaping Run) async throws -> Outcome {
         let key = [tenant] + self.key(request)
+        let deadline = PostgresDeadline.current
         let reply = Reply<Outcome>()
         let (id, next) = self.state.withLock { state -> (Int, Next) in
             state.nextID += 1
-            state.waiting[tenant, default: []].append(Waiting(id: state.nextID, request: request, key: key, reply: reply))
+            state.waiting[tenant, default: []].append(
+                Waiting(id: state.nextID, request: request, key: key, deadline: deadline, reply: reply))
             if state.running[tenant, default: 0] < self.concurrentRuns {
                 state.running[tenant, default: 0] += 1
                 return (state.nextID, .startRun)
@@ -151,6 +174,13 @@ final class TenantBatcher<Request: Sendable, Outcome: Sendable>: Service, Sendab
         case .wait:
             break
         }
+        // A timer of the event loops, not a task per request: cheap to set and to cancel.
+        let timer = deadline.map { deadline in
+            MultiThreadedEventLoopGroup.singleton.any().scheduleTask(deadline: deadline) {
+                self.expire(id, of: tenant, reply: reply)
+            }
+        }
+        defer { timer?.cancel() }
         return try await withTaskCancellationHandler {
             try await reply.value
         } onCancel: {
@@ -159,12 +189,30 @@ final class TenantBatcher<Request: Sendable, Outcome: Sendable>: Service, Sendab
         }
     }
 
-    /// Takes a cancelled request off the queue, if no run has taken it yet.
-    private func withdraw(_ id: Int, of tenant: String) {
+    /// Answers a request whose deadline has passed: at once if no run has taken it (then
+    /// nothing of it is done), else `answerGrace` later unless its batch answers first.
+    private func expire(_ id: Int, of tenant: String, reply: Reply<Outcome>) {
+        if self.withdraw(id, of: tenant) {
+            reply.resume(with: .failure(Self.deadlinePassed(waitingFor: "its turn in a batch")))
+        } else {
+            MultiThreadedEventLoopGroup.singleton.any().scheduleTask(in: Self.answerGrace) {
+                reply.resume(with: .failure(Self.deadlinePassed(waitingFor: "its batch's answer")))
+            }
+        }
+    }
+
+    static func deadlinePassed(waitingFor what: String) -> PostgresError {
+        PostgresError(code: .deadlineExceeded, message: "the database work's deadline passed while the request waited for \(what)")
+    }
+
+    /// Takes a request off the queue, if no run has taken it yet; returns whether it did.
+    @discardableResult
+    private func withdraw(_ id: Int, of tenant: String) -> Bool {
         self.state.withLock { state in
-            guard var waiting = state.waiting[tenant], let index = waiting.firstIndex(where: { $0.id == id }) else { return }
+            guard var waiting = state.waiting[tenant], let index = waiting.firstIndex(where: { $0.id == id }) else { return false }
             waiting.remove(at: index)
             state.waiting[tenant] = waiting.isEmpty ? nil : waiting
+            return true
         }
     }
 
@@ -261,6 +309,17 @@ struct Batch<Request: Sendable, Outcome: Sendable>: Sendable {
 
     var requests: [Request] { self.members.map(\.request) }
     var count: Int { self.members.count }
+    /// The earliest deadline of its requests: when its statement must end.
+    var deadline: NIODeadline? { self.members.compactMap(\.deadline).min() }
+
+    /// The requests whose deadline has passed by `now`, and the others, as batches (nil when
+    /// empty).
+    func partitioned(expiredBy now: NIODeadline) -> (expired: Batch?, live: Batch?) {
+        let expired = self.members.filter { $0.deadline.map { $0 <= now } ?? false }
+        guard !expired.isEmpty else { return (nil, self) }
+        let live = self.members.filter { $0.deadline.map { $0 > now } ?? true }
+        return (Batch(members: expired), live.isEmpty ? nil : Batch(members: live))
+    }
 
     /// The same requests, each a batch of its own.
     var split: [Batch] { self.members.map { Batch(members: [$0]) } }

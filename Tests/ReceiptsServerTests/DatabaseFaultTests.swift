@@ -141,6 +141,19 @@ struct DatabaseFaultTests {
                 #expect(unread.status == 503)
                 #expect(unread.errorCode == "unavailable")
                 #expect(ContinuousClock.now - asked < .seconds(3), "GET unread waited \(ContinuousClock.now - asked)")
+                // So is a WebSocket upgrade whose credential needs the database (a token of a
+                // tenant whose secret this instance has not read yet).
+                let upgrade = try await RawConnection.open(port: target.port)
+                let upgradeAsked = ContinuousClock.now
+                try await upgrade.send(
+                    "GET /v1/stream HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n"
+                        + "Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+                        + "Authorization: Bearer \(DatabaseTimeoutTests.forgedToken(tenant: "not-read-yet"))\r\n\r\n")
+                let upgradeAnswer = try await upgrade.answer(within: .seconds(5))
+                upgrade.close()
+                print("faults: frozen PostgreSQL: WebSocket upgrade \(upgradeAnswer?.status ?? 0) after \(ContinuousClock.now - upgradeAsked)")
+                #expect(upgradeAnswer?.status == 503)
+                #expect(ContinuousClock.now - upgradeAsked < .seconds(3), "the upgrade waited \(ContinuousClock.now - upgradeAsked)")
                 // The writers meet the frozen server too before it thaws (503, never 500).
                 writers.resume()
                 try await Task.sleep(for: .seconds(1))

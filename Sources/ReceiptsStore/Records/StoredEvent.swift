@@ -36,15 +36,40 @@ public struct StoredEvent: Sendable {
 }
 
 extension StoredEvent {
-    /// Decodes the columns `event_id, transaction_id, tenant_id, type, chat_id, user_id,
-    /// message_ids, data, audience, occurred_at`, starting at `first`.
-    init(row: PostgresRow, from first: Int = 0) throws {
+    /// The events in `rows`: the columns `event_id, transaction_id, tenant_id, type, chat_id,
+    /// user_id, message_ids, data, audience, occurred_at`, found by name, whatever else the
+    /// result holds (a row whose `event_id` is null carries only those other columns).
+    static func all(in rows: PostgresRows) throws -> [StoredEvent] {
+        guard !rows.isEmpty else { return [] }
+        let columns = try Columns(of: rows)
+        var events: [StoredEvent] = []
+        events.reserveCapacity(rows.count)
+        for row in rows where try row.decode(Int64?.self, column: columns.id) != nil {
+            events.append(try StoredEvent(row: row, columns: columns))
+        }
+        return events
+    }
+
+    /// Where each field is in a result, looked up once per result.
+    private struct Columns {
+        let id, transactionId, tenantId, type, chatId, userId, messageIds, data, audience, occurredAt: Int
+
+        init(of rows: PostgresRows) throws {
+            func index(_ name: String) throws -> Int { try rows.columnIndex(named: name) }
+            (self.id, self.transactionId, self.tenantId) = (try index("event_id"), try index("transaction_id"), try index("tenant_id"))
+            (self.type, self.chatId, self.userId) = (try index("type"), try index("chat_id"), try index("user_id"))
+            (self.messageIds, self.data) = (try index("message_ids"), try index("data"))
+            (self.audience, self.occurredAt) = (try index("audience"), try index("occurred_at"))
+        }
+    }
+
+    private init(row: PostgresRow, columns: Columns) throws {
         self.init(
-            id: try row.decode(column: first), transactionId: try row.decode(column: first + 1),
-            tenantId: try row.decode(column: first + 2), type: try row.decode(column: first + 3),
-            chatId: try row.decode(column: first + 4), userId: try row.decode(column: first + 5),
-            messageIds: try row.decode(column: first + 6), data: try row.decode(column: first + 7),
-            audience: try row.decode(column: first + 8), occurredAt: try row.decode(column: first + 9))
+            id: try row.decode(column: columns.id), transactionId: try row.decode(column: columns.transactionId),
+            tenantId: try row.decode(column: columns.tenantId), type: try row.decode(column: columns.type),
+            chatId: try row.decode(column: columns.chatId), userId: try row.decode(column: columns.userId),
+            messageIds: try row.decode(column: columns.messageIds), data: try row.decode(column: columns.data),
+            audience: try row.decode(column: columns.audience), occurredAt: try row.decode(column: columns.occurredAt))
     }
 }
 
