@@ -205,16 +205,18 @@ final class LibPQConnection: @unchecked Sendable {
         return String(cString: text).trimmingWhitespace()
     }
 
-    /// Closes the connection. Afterwards the object must not be used.
+    /// Closes the connection. Afterwards the object must not be used; closing it again does
+    /// nothing (libpq's handle is freed once).
     func close() {
-        let cancel = self.cancellation.withLockedValue { state in
+        let closing = self.cancellation.withLockedValue { state -> (isFirst: Bool, cancel: OpaquePointer?) in
             defer {
                 state.handle = nil
                 state.isClosed = true
             }
-            return state.handle
+            return (!state.isClosed, state.handle)
         }
-        if let cancel { PQfreeCancel(cancel) }
+        guard closing.isFirst else { return }
+        if let cancel = closing.cancel { PQfreeCancel(cancel) }
         PQfinish(self.handle)
     }
 
