@@ -67,6 +67,7 @@ let package = Package(
             dependencies: [
                 "Postgres",
                 "ReceiptsCore",
+                .product(name: "DequeModule", package: "swift-collections"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),

@@ -1,3 +1,4 @@
+import DequeModule
 import NIOCore
 import NIOPosix
 import Postgres
@@ -46,6 +47,8 @@ import Synchronization
 /// - a batch the server started late, behind another one that was slow, may end after that
 ///   deadline: its requests are answered `deadlineExceeded` `answerGrace` after theirs, and
 ///   the batch may still commit them (as with a cancelled request).
+/// Deadlines are kept while the batcher runs as a service (one task watches them all); a
+/// batcher that is not running keeps none.
 final class TenantBatcher<Request: Sendable, Outcome: Sendable>: Service, Sendable {
     /// Does a tenant's batches, taking them off `queue` until it ends the run.
     typealias Run = @Sendable (_ tenant: String, _ queue: BatchQueue<Request, Outcome>) async throws -> Void
@@ -72,6 +75,19 @@ final class TenantBatcher<Request: Sendable, Outcome: Sendable>: Service, Sendab
         var nextID = 0
         /// Whether `run()` takes jobs: set while it runs, until graceful shutdown.
         var isServing = false
+        /// The requests that have a deadline, in the order they came (which is nearly the
+        /// order of their deadlines: every request gets the same database timeout), for
+        /// `expireRequests()`. Answered ones leave it from the front as they are met.
+        var deadlines: Deque<Deadline> = []
+        /// Whether `expireRequests()` runs.
+        var isExpiring = false
+    }
+
+    fileprivate struct Deadline {
+        let deadline: NIODeadline
+        let id: Int
+        let tenant: String
+        let reply: Reply<Outcome>
     }
 
     /// What a request does after joining the queue.
@@ -152,15 +168,27 @@ final class TenantBatcher<Request: Sendable, Outcome: Sendable>: Service, Sendab
         let key = [tenant] + self.key(request)
         let deadline = PostgresDeadline.current
         let reply = Reply<Outcome>()
-        let (id, next) = self.state.withLock { state -> (Int, Next) in
+        let (id, next, startsExpiring) = self.state.withLock { state -> (Int, Next, Bool) in
             state.nextID += 1
             state.waiting[tenant, default: []].append(
                 Waiting(id: state.nextID, request: request, key: key, deadline: deadline, reply: reply))
+            var startsExpiring = false
+            // Not serving (a one-off command, a test of the store alone): no deadlines kept.
+            if let deadline, state.isServing {
+                while let first = state.deadlines.first, first.reply.isAnswered { state.deadlines.removeFirst() }
+                state.deadlines.append(Deadline(deadline: deadline, id: state.nextID, tenant: tenant, reply: reply))
+                startsExpiring = !state.isExpiring
+                if startsExpiring { state.isExpiring = true }
+            }
             if state.running[tenant, default: 0] < self.concurrentRuns {
                 state.running[tenant, default: 0] += 1
-                return (state.nextID, .startRun)
+                return (state.nextID, .startRun, startsExpiring)
             }
-            return (state.nextID, state.watched.insert(tenant).inserted ? .startWatch : .wait)
+            return (state.nextID, state.watched.insert(tenant).inserted ? .startWatch : .wait, startsExpiring)
+        }
+        // Ended by graceful shutdown rather than waited for: the runs under way answer then.
+        if startsExpiring, !self.start({ await cancelWhenGracefulShutdown { await self.expireRequests() } }) {
+            self.state.withLock { $0.isExpiring = false }
         }
         switch next {
         case .startRun:
@@ -174,19 +202,40 @@ final class TenantBatcher<Request: Sendable, Outcome: Sendable>: Service, Sendab
         case .wait:
             break
         }
-        // A timer of the event loops, not a task per request: cheap to set and to cancel.
-        let timer = deadline.map { deadline in
-            MultiThreadedEventLoopGroup.singleton.any().scheduleTask(deadline: deadline) {
-                self.expire(id, of: tenant, reply: reply)
-            }
-        }
-        defer { timer?.cancel() }
         return try await withTaskCancellationHandler {
             try await reply.value
         } onCancel: {
             self.withdraw(id, of: tenant)
             reply.resume(with: .failure(CancellationError()))
         }
+    }
+
+    /// Answers the requests whose deadline has passed (`expire`), for as long as requests
+    /// with a deadline are under way: one task for all of them, which sleeps until the
+    /// oldest one's deadline (a timer per request would cost every request two wake-ups of
+    /// a thread). A deadline is met within the disorder of the queue: requests that began
+    /// earlier may join it a little later (their authentication took longer).
+    private func expireRequests() async {
+        while !Task.isCancelled {
+            let now = NIODeadline.now()
+            let (expired, sleepUntil) = self.state.withLock { state -> ([Deadline], NIODeadline?) in
+                var expired: [Deadline] = []
+                while let first = state.deadlines.first, first.reply.isAnswered || first.deadline <= now {
+                    state.deadlines.removeFirst()
+                    if !first.reply.isAnswered { expired.append(first) }
+                }
+                guard let first = state.deadlines.first else {
+                    state.isExpiring = false
+                    return (expired, nil)
+                }
+                return (expired, first.deadline)
+            }
+            for request in expired { self.expire(request.id, of: request.tenant, reply: request.reply) }
+            guard let sleepUntil else { return }
+            try? await Task.sleep(for: .nanoseconds(max(0, (sleepUntil - NIODeadline.now()).nanoseconds)))
+        }
+        // Shutting down: the runs under way answer what waits.
+        self.state.withLock { $0.isExpiring = false }
     }
 
     /// Answers a request whose deadline has passed: at once if no run has taken it (then
@@ -276,6 +325,14 @@ final class Reply<Outcome: Sendable>: Sendable {
         case done(Result<Outcome, any Error>)
     }
     private let state = Mutex(State.pending(nil))
+
+    /// Whether the answer is set.
+    var isAnswered: Bool {
+        self.state.withLock { state in
+            if case .done = state { return true }
+            return false
+        }
+    }
 
     /// Sets the answer, unless one was set already.
     func resume(with result: Result<Outcome, any Error>) {
