@@ -60,6 +60,8 @@ public func buildApplication(
             pool, store, listener, hub, components.databaseHealth,
             EventRetentionService(
                 store: store, retentionSeconds: configuration.eventRetentionSeconds, interval: .seconds(3600), logger: logger),
+            // Deleting, erasing and credentials: background work.
+            ChatPurgeService(store: store, signal: components.deletedChats, logger: logger),
         ],
         logger: logger
     )
@@ -78,6 +80,8 @@ public struct ServiceComponents: Sendable {
     let userTokens: UserTokens
     /// The stream caps, the shutdown flag and the credential checks of every stream.
     let streamGuards: StreamGuards
+    /// Wakes the purge of deleted chats' messages.
+    let deletedChats = WorkSignal()
 
     public init(
         configuration: ReceiptsConfiguration,
@@ -124,7 +128,7 @@ public func buildRouter(_ components: ServiceComponents) -> Router<ReceiptsReque
         .add(middleware: AuthenticationMiddleware(authenticator: components.authenticator))
         .add(middleware: BodyLimitMiddleware(readsBody: true))
     TokenController(userTokens: components.userTokens).addRoutes(to: api)
-    ChatController(store: components.store).addRoutes(to: api)
+    ChatController(store: components.store, deletedChats: components.deletedChats).addRoutes(to: api)
     MessageController(store: components.store).addRoutes(to: api)
     MarkingController(store: components.store).addRoutes(to: api)
     UserController(store: components.store).addRoutes(to: api)

@@ -28,12 +28,20 @@ struct LiveEvent: Sendable {
         json.string(String(event.id))
         json.raw(#","type":"#)
         json.string(event.type)
-        json.raw(#","chatId":"#)
-        json.string(event.chatId)
-        json.raw(#","userId":"#)
-        json.string(event.userId)
-        json.raw(#","messageIds":"#)
-        json.strings(event.messageIds)
+        // chat.deleted names no user, user.erased no chat and neither any message: the
+        // contract's shapes carry only their own fields.
+        if let chatId = event.chatId {
+            json.raw(#","chatId":"#)
+            json.string(chatId)
+        }
+        if let userId = event.userId {
+            json.raw(#","userId":"#)
+            json.string(userId)
+        }
+        if event.chatId != nil && event.userId != nil {
+            json.raw(#","messageIds":"#)
+            json.strings(event.messageIds)
+        }
         json.raw(#","at":"#)
         json.timestamp(event.occurredAt)
         json.raw("}")
