@@ -54,6 +54,10 @@ struct ClientOperationsTests {
             #expect(unread.total == 1 && unread.chats.first?.markedUnread == true)
             #expect(try await receipts.setReadReceipts(false, for: "carol").readReceipts == false)
             #expect(try await receipts.removeMember("carol", from: "team").members.map(\.userId) == ["alice", "bob"])
+            try await receipts.deleteMessage("m2", in: "team")
+            #expect(try await receipts.messages(in: "team", viewer: "alice").map(\.id) == [first.id])
+            try await receipts.createChat("scratch", members: ["alice"])
+            try await receipts.deleteChat("scratch")
 
             // The rest through the generated client, with the same credential and errors.
             #expect(try await receipts.generated.healthz().ok.body.json.status == "ok")

@@ -22,6 +22,9 @@ extension Components {
         /// One change, as streams deliver it. `id` is opaque and URL-safe (at most 64 characters
         /// of [A-Za-z0-9._:-]), in stream order: store the last one and send it back to resume,
         /// never compare ids. `unread.changed` also carries `unreadCount` and `markedUnread`.
+        /// `message.deleted` carries `chatId`, `userId` (the sender) and `messageIds` (the one
+        /// deleted); `chat.deleted` carries `chatId` only; `user.erased` (tenant key only)
+        /// carries `userId` only. Clients ignore types they do not know.
         ///
         ///
         /// - Remark: Generated from `#/components/schemas/Event`.
@@ -34,6 +37,9 @@ extension Components {
                 case receipt_delivered = "receipt.delivered"
                 case receipt_read = "receipt.read"
                 case unread_changed = "unread.changed"
+                case message_deleted = "message.deleted"
+                case chat_deleted = "chat.deleted"
+                case user_erased = "user.erased"
                 case resync_required = "resync.required"
             }
             /// - Remark: Generated from `#/components/schemas/Event/type`.

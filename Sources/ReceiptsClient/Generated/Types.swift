@@ -58,6 +58,18 @@ public protocol APIProtocol: Sendable {
     /// - Remark: HTTP `PUT /v1/chats/{chatId}`.
     /// - Remark: Generated from `#/paths//v1/chats/{chatId}/put(putChat)`.
     func putChat(_ input: Operations.PutChat.Input) async throws -> Operations.PutChat.Output
+    /// Delete a chat
+    ///
+    /// Deletes the chat with its members, messages and receipts. Its members' unread
+    /// counts drop at once; `chat.deleted` goes to the members it had and the tenant key,
+    /// `unread.changed` to each member whose count changed. The messages' rows go in the
+    /// background, unreachable meanwhile. The id may be used again by `PUT`, which starts
+    /// an empty chat. Needs the tenant key.
+    ///
+    ///
+    /// - Remark: HTTP `DELETE /v1/chats/{chatId}`.
+    /// - Remark: Generated from `#/paths//v1/chats/{chatId}/delete(deleteChat)`.
+    func deleteChat(_ input: Operations.DeleteChat.Input) async throws -> Operations.DeleteChat.Output
     /// Add a member (join)
     ///
     /// Adds the user to a group chat. Idempotent: adding a current member answers 200
@@ -112,6 +124,20 @@ public protocol APIProtocol: Sendable {
     /// - Remark: HTTP `GET /v1/chats/{chatId}/messages/{messageId}`.
     /// - Remark: Generated from `#/paths//v1/chats/{chatId}/messages/{messageId}/get(getMessage)`.
     func getMessage(_ input: Operations.GetMessage.Input) async throws -> Operations.GetMessage.Output
+    /// Delete a message
+    ///
+    /// Deletes the message: it is gone from listings, from `GET` (404) and from every
+    /// unread count and badge at once; marking it is skipped (`marked` 0) and `upTo` it is
+    /// 404. Labels move on as if it had never been sent. Its id stays taken (sending it
+    /// again is 409). Deleting it again answers 204; an id that never existed is 404.
+    /// `message.deleted` goes to the chat's members and the tenant key, `unread.changed`
+    /// to each member whose count changed. The tenant key may delete any message, a user
+    /// token only its own (another's is 403).
+    ///
+    ///
+    /// - Remark: HTTP `DELETE /v1/chats/{chatId}/messages/{messageId}`.
+    /// - Remark: Generated from `#/paths//v1/chats/{chatId}/messages/{messageId}/delete(deleteMessage)`.
+    func deleteMessage(_ input: Operations.DeleteMessage.Input) async throws -> Operations.DeleteMessage.Output
     /// Mark messages read
     ///
     /// Marks messages read by `userId`: the listed `messageIds`, or `upTo` and every
@@ -308,6 +334,26 @@ extension APIProtocol {
             body: body
         ))
     }
+    /// Delete a chat
+    ///
+    /// Deletes the chat with its members, messages and receipts. Its members' unread
+    /// counts drop at once; `chat.deleted` goes to the members it had and the tenant key,
+    /// `unread.changed` to each member whose count changed. The messages' rows go in the
+    /// background, unreachable meanwhile. The id may be used again by `PUT`, which starts
+    /// an empty chat. Needs the tenant key.
+    ///
+    ///
+    /// - Remark: HTTP `DELETE /v1/chats/{chatId}`.
+    /// - Remark: Generated from `#/paths//v1/chats/{chatId}/delete(deleteChat)`.
+    public func deleteChat(
+        path: Operations.DeleteChat.Input.Path,
+        headers: Operations.DeleteChat.Input.Headers = .init()
+    ) async throws -> Operations.DeleteChat.Output {
+        try await deleteChat(Operations.DeleteChat.Input(
+            path: path,
+            headers: headers
+        ))
+    }
     /// Add a member (join)
     ///
     /// Adds the user to a group chat. Idempotent: adding a current member answers 200
@@ -407,6 +453,28 @@ extension APIProtocol {
         try await getMessage(Operations.GetMessage.Input(
             path: path,
             query: query,
+            headers: headers
+        ))
+    }
+    /// Delete a message
+    ///
+    /// Deletes the message: it is gone from listings, from `GET` (404) and from every
+    /// unread count and badge at once; marking it is skipped (`marked` 0) and `upTo` it is
+    /// 404. Labels move on as if it had never been sent. Its id stays taken (sending it
+    /// again is 409). Deleting it again answers 204; an id that never existed is 404.
+    /// `message.deleted` goes to the chat's members and the tenant key, `unread.changed`
+    /// to each member whose count changed. The tenant key may delete any message, a user
+    /// token only its own (another's is 403).
+    ///
+    ///
+    /// - Remark: HTTP `DELETE /v1/chats/{chatId}/messages/{messageId}`.
+    /// - Remark: Generated from `#/paths//v1/chats/{chatId}/messages/{messageId}/delete(deleteMessage)`.
+    public func deleteMessage(
+        path: Operations.DeleteMessage.Input.Path,
+        headers: Operations.DeleteMessage.Input.Headers = .init()
+    ) async throws -> Operations.DeleteMessage.Output {
+        try await deleteMessage(Operations.DeleteMessage.Input(
+            path: path,
             headers: headers
         ))
     }
