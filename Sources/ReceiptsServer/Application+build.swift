@@ -38,7 +38,8 @@ public func buildApplication(
     let store = ReceiptsStore(pool: pool, logger: logger)
     var listenerDatabase = database
     listenerDatabase.applicationName = "\(configuration.instanceName)-listener"
-    let listener = PostgresListener(configuration: listenerDatabase, channels: [EventHub.channel], logger: logger)
+    let listener = PostgresListener(
+        configuration: listenerDatabase, channels: [EventHub.channel, CredentialChanges.channel], logger: logger)
     let hubOptions = EventHub.Options(
         maximumLag: configuration.streamMaximumLag,
         notifiesOtherInstances: configuration.notifiesOtherInstances,
@@ -46,7 +47,11 @@ public func buildApplication(
         abandonGapsAfter: configuration.abandonEventGapsAfter
     )
     let metrics = ServiceMetrics()
-    let hub = EventHub(store: store, listener: listener, options: hubOptions, logger: logger, metrics: metrics.factory)
+    // Credential changes come through the listener too (the hub is its one consumer).
+    let credentialChanges = CredentialChanges(directory: store.credentials)
+    let hub = EventHub(
+        store: store, listener: listener, options: hubOptions, logger: logger, metrics: metrics.factory,
+        otherListenerEvents: { credentialChanges.heard($0) })
     let components = ServiceComponents(configuration: configuration, pool: pool, store: store, hub: hub, metrics: metrics)
 
     let app = Application(
@@ -62,6 +67,7 @@ public func buildApplication(
                 store: store, retentionSeconds: configuration.eventRetentionSeconds, interval: .seconds(3600), logger: logger),
             // Deleting, erasing and credentials: background work.
             ChatPurgeService(store: store, signal: components.deletedChats, logger: logger),
+            APIKeyUseRecorder(use: components.authenticator.keyUse, store: store, logger: logger),
         ],
         logger: logger
     )
@@ -119,11 +125,10 @@ public func buildRouter(_ components: ServiceComponents) -> Router<ReceiptsReque
     HealthController(database: components.databaseHealth, hub: components.hub).addRoutes(to: router)
     OperationsController(metrics: components.metrics, pool: components.pool).addRoutes(to: router)
 
-    AdminController(registration: TenantRegistration(store: components.store)).addRoutes(
-        to: router.group("admin/v1")
-            .add(middleware: AdminAuthenticationMiddleware(adminToken: components.configuration.adminToken))
-            .add(middleware: BodyLimitMiddleware(readsBody: true))
-    )
+    let admin = router.group("admin/v1")
+        .add(middleware: AdminAuthenticationMiddleware(adminToken: components.configuration.adminToken))
+        .add(middleware: BodyLimitMiddleware(readsBody: true))
+    AdminController(registration: TenantRegistration(store: components.store)).addRoutes(to: admin)
     let api = router.group("v1")
         .add(middleware: AuthenticationMiddleware(authenticator: components.authenticator))
         .add(middleware: BodyLimitMiddleware(readsBody: true))
@@ -132,6 +137,11 @@ public func buildRouter(_ components: ServiceComponents) -> Router<ReceiptsReque
     MessageController(store: components.store).addRoutes(to: api)
     MarkingController(store: components.store).addRoutes(to: api)
     UserController(store: components.store).addRoutes(to: api)
+    // Deleting, erasing and credentials.
+    let credentials = CredentialsController(
+        store: components.store, changes: components.authenticator.changes, logger: components.store.logger)
+    credentials.addAdminRoutes(to: admin)
+    credentials.addRoutes(to: api)
     EventStreamController(hub: components.hub, guards: components.streamGuards).addRoutes(
         to: router.group("v1/events").add(
             middleware: AuthenticationMiddleware(authenticator: components.authenticator, acceptsTokenParameter: true))

@@ -1,5 +1,7 @@
--- 0003: deleting messages and chats (DESIGN.md, "Deleting, erasing and credentials").
+-- 0003: deleting messages and chats, and credentials that change (DESIGN.md, "Deleting,
+-- erasing and credentials").
 --
+-- Deleting.
 -- A deleted message's row goes at once (with its receipt chunks), so every reader (listings,
 -- labels, marking, counts) simply no longer finds it; its id stays taken in
 -- receipts.deleted_messages. A deleted chat's row goes at once with its members (so every
@@ -41,13 +43,58 @@ CREATE TABLE receipts.chat_purges (
 COMMENT ON TABLE receipts.chat_purges IS
     'Deleted chats whose messages are still to be removed (in batches, in the background; a PUT of the same id removes the rest at once).';
 
-GRANT SELECT, INSERT, UPDATE, DELETE ON receipts.deleted_messages, receipts.chat_purges TO receipts_service;
+-- Credentials. A tenant has 1-10 API keys (none once the last is removed: locked out until
+-- one is added), each stored as its SHA-256 only, with an id to name it by. The token secret
+-- has generations: tokens name theirs (the JWT's kid), and the previous generation keeps
+-- verifying the tokens it signed until the next rotation (they expire within 24 hours of
+-- it anyway). A user's tokens issued up to a moment are revoked by that moment, kept while a
+-- token issued before it may still be unexpired. Every change NOTIFYs receipts_credentials
+-- with the tenant's id, so every instance drops what it held (sql/functions/tenants.sql).
+CREATE TABLE receipts.api_keys (
+    tenant_id    receipts.identifier NOT NULL REFERENCES receipts.tenants ON DELETE CASCADE,
+    key_id       receipts.identifier NOT NULL,
+    key_hash     bytea       NOT NULL UNIQUE,
+    created_at   timestamptz NOT NULL DEFAULT now(),
+    last_used_at timestamptz,
+    PRIMARY KEY (tenant_id, key_id)
+);
+COMMENT ON TABLE receipts.api_keys IS 'A tenant''s API keys (1-10; none: locked out). The key itself is never stored.';
+COMMENT ON COLUMN receipts.api_keys.key_id IS 'Names the key in the admin API (listing, removing); reveals nothing of it.';
+COMMENT ON COLUMN receipts.api_keys.key_hash IS 'SHA-256 of the API key.';
+COMMENT ON COLUMN receipts.api_keys.last_used_at IS 'When a request last used it, as the service records it (within about a minute).';
+INSERT INTO receipts.api_keys (tenant_id, key_id, key_hash, created_at)
+SELECT tenant.tenant_id, 'key_' || substr(md5(tenant.tenant_id || random()::text), 1, 16), tenant.api_key_hash, tenant.created_at
+FROM receipts.tenants AS tenant;
+ALTER TABLE receipts.tenants DROP COLUMN api_key_hash;
+COMMENT ON TABLE receipts.tenants IS 'One row per tenant (a chat app). Its API keys are in receipts.api_keys.';
+
+ALTER TABLE receipts.tenants ADD COLUMN token_secret_generation integer NOT NULL DEFAULT 0;
+ALTER TABLE receipts.tenants ADD COLUMN previous_token_secret bytea;
+ALTER TABLE receipts.tenants ADD COLUMN token_secret_rotated_at timestamptz;
+COMMENT ON COLUMN receipts.tenants.token_secret IS 'HMAC key that signs this tenant''s new user tokens (generation token_secret_generation).';
+COMMENT ON COLUMN receipts.tenants.token_secret_generation IS 'Generation of token_secret, named by the tokens it signs (kid g<n>); 0 before any rotation.';
+COMMENT ON COLUMN receipts.tenants.previous_token_secret IS
+    'The secret of the generation before, still verifying the tokens it signed (they expire within 24 h of the rotation); null once retired.';
+COMMENT ON COLUMN receipts.tenants.token_secret_rotated_at IS 'When the secret was last rotated.';
+
+CREATE TABLE receipts.token_revocations (
+    tenant_id      receipts.identifier NOT NULL REFERENCES receipts.tenants ON DELETE CASCADE,
+    user_id        receipts.identifier NOT NULL,
+    revoked_before timestamptz NOT NULL,
+    PRIMARY KEY (tenant_id, user_id)
+);
+COMMENT ON TABLE receipts.token_revocations IS 'A user''s tokens issued up to revoked_before are refused.';
+COMMENT ON COLUMN receipts.token_revocations.revoked_before IS 'Tokens issued at or before this are refused; later ones work.';
+
+GRANT SELECT, INSERT, UPDATE, DELETE ON receipts.deleted_messages, receipts.chat_purges, receipts.api_keys, receipts.token_revocations
+    TO receipts_service;
 
 DO $$
 DECLARE
     v_table regclass;
 BEGIN
-    FOREACH v_table IN ARRAY ARRAY['receipts.deleted_messages', 'receipts.chat_purges']::regclass[]
+    FOREACH v_table IN ARRAY ARRAY['receipts.deleted_messages', 'receipts.chat_purges', 'receipts.api_keys',
+                                   'receipts.token_revocations']::regclass[]
     LOOP
         EXECUTE format('ALTER TABLE %s ENABLE ROW LEVEL SECURITY', v_table);
         EXECUTE format('ALTER TABLE %s FORCE ROW LEVEL SECURITY', v_table);

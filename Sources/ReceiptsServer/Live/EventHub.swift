@@ -203,13 +203,18 @@ public final class EventHub: Service, Sendable {
     /// Asks for one NOTIFY of this instance's payload (requests coalesce while one is sent).
     private let peerNotifications: AsyncStream<Void>
     private let requestPeerNotification: AsyncStream<Void>.Continuation
+    /// Hears what the listener reports besides the event log's channel (the listener has one
+    /// consumer, this hub): notifications on other channels, and each new `LISTEN` (after a
+    /// gap, notifications may have been missed).
+    let otherListenerEvents: (@Sendable (PostgresListener.Event) -> Void)?
 
     /// - Parameter metrics: where the hub's metrics go (`receipts_live_events_*`); the global
     ///   `MetricsSystem` when nil.
     public init(
         store: ReceiptsStore, listener: PostgresListener, options: Options = Options(), logger: Logger,
-        metrics: (any MetricsFactory)? = nil
+        metrics: (any MetricsFactory)? = nil, otherListenerEvents: (@Sendable (PostgresListener.Event) -> Void)? = nil
     ) {
+        self.otherListenerEvents = otherListenerEvents
         self.store = store
         self.listener = listener
         self.options = options
@@ -238,6 +243,7 @@ public final class EventHub: Service, Sendable {
                             // After a reconnect notifications may have been missed: read the log.
                             self.requestRefresh.yield()
                             self.announce()
+                            self.otherListenerEvents?(event)
                         case .notification(let notification)
                         where notification.channel == Self.channel && notification.payload != self.notificationPayload:
                             self.requestRefresh.yield()
@@ -246,6 +252,8 @@ public final class EventHub: Service, Sendable {
                             {
                                 self.announce()  // so that the new peer knows of this instance too
                             }
+                        case .notification(let notification) where notification.channel != Self.channel:
+                            self.otherListenerEvents?(event)
                         case .notification:
                             break
                         }
