@@ -194,6 +194,123 @@ extension Components {
                 ])
             }
         }
+        /// - Remark: Generated from `#/components/schemas/CreatedApiKey`.
+        public struct CreatedApiKey: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/CreatedApiKey/keyId`.
+            public var keyId: Components.Schemas.Id
+            /// The new tenant key; stored hashed and shown only once.
+            ///
+            /// - Remark: Generated from `#/components/schemas/CreatedApiKey/apiKey`.
+            public var apiKey: Swift.String
+            /// - Remark: Generated from `#/components/schemas/CreatedApiKey/createdAt`.
+            public var createdAt: Components.Schemas.Timestamp
+            /// Creates a new `CreatedApiKey`.
+            ///
+            /// - Parameters:
+            ///   - keyId:
+            ///   - apiKey: The new tenant key; stored hashed and shown only once.
+            ///   - createdAt:
+            public init(
+                keyId: Components.Schemas.Id,
+                apiKey: Swift.String,
+                createdAt: Components.Schemas.Timestamp
+            ) {
+                self.keyId = keyId
+                self.apiKey = apiKey
+                self.createdAt = createdAt
+            }
+            public enum CodingKeys: String, CodingKey {
+                case keyId
+                case apiKey
+                case createdAt
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/ApiKeyList`.
+        public struct ApiKeyList: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/ApiKeyList/KeysPayload`.
+            public struct KeysPayloadPayload: Codable, Hashable, Sendable {
+                /// - Remark: Generated from `#/components/schemas/ApiKeyList/KeysPayload/keyId`.
+                public var keyId: Components.Schemas.Id
+                /// - Remark: Generated from `#/components/schemas/ApiKeyList/KeysPayload/createdAt`.
+                public var createdAt: Components.Schemas.Timestamp
+                /// When a request last used the key (to within about 30 s), or null.
+                ///
+                /// - Remark: Generated from `#/components/schemas/ApiKeyList/KeysPayload/lastUsedAt`.
+                public var lastUsedAt: Foundation.Date?
+                /// Creates a new `KeysPayloadPayload`.
+                ///
+                /// - Parameters:
+                ///   - keyId:
+                ///   - createdAt:
+                ///   - lastUsedAt: When a request last used the key (to within about 30 s), or null.
+                public init(
+                    keyId: Components.Schemas.Id,
+                    createdAt: Components.Schemas.Timestamp,
+                    lastUsedAt: Foundation.Date? = nil
+                ) {
+                    self.keyId = keyId
+                    self.createdAt = createdAt
+                    self.lastUsedAt = lastUsedAt
+                }
+                public enum CodingKeys: String, CodingKey {
+                    case keyId
+                    case createdAt
+                    case lastUsedAt
+                }
+            }
+            /// - Remark: Generated from `#/components/schemas/ApiKeyList/keys`.
+            public typealias KeysPayload = [Components.Schemas.ApiKeyList.KeysPayloadPayload]
+            /// - Remark: Generated from `#/components/schemas/ApiKeyList/keys`.
+            public var keys: Components.Schemas.ApiKeyList.KeysPayload
+            /// Creates a new `ApiKeyList`.
+            ///
+            /// - Parameters:
+            ///   - keys:
+            public init(keys: Components.Schemas.ApiKeyList.KeysPayload) {
+                self.keys = keys
+            }
+            public enum CodingKeys: String, CodingKey {
+                case keys
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/RotatedSecret`.
+        public struct RotatedSecret: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/RotatedSecret/rotatedAt`.
+            public var rotatedAt: Components.Schemas.Timestamp
+            /// Creates a new `RotatedSecret`.
+            ///
+            /// - Parameters:
+            ///   - rotatedAt:
+            public init(rotatedAt: Components.Schemas.Timestamp) {
+                self.rotatedAt = rotatedAt
+            }
+            public enum CodingKeys: String, CodingKey {
+                case rotatedAt
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/RevokedTokens`.
+        public struct RevokedTokens: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/RevokedTokens/userId`.
+            public var userId: Components.Schemas.Id
+            /// - Remark: Generated from `#/components/schemas/RevokedTokens/revokedBefore`.
+            public var revokedBefore: Components.Schemas.Timestamp
+            /// Creates a new `RevokedTokens`.
+            ///
+            /// - Parameters:
+            ///   - userId:
+            ///   - revokedBefore:
+            public init(
+                userId: Components.Schemas.Id,
+                revokedBefore: Components.Schemas.Timestamp
+            ) {
+                self.userId = userId
+                self.revokedBefore = revokedBefore
+            }
+            public enum CodingKeys: String, CodingKey {
+                case userId
+                case revokedBefore
+            }
+        }
         /// - Remark: Generated from `#/components/schemas/Tenant`.
         public struct Tenant: Codable, Hashable, Sendable {
             /// - Remark: Generated from `#/components/schemas/Tenant/id`.

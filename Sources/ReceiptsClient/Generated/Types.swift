@@ -28,6 +28,47 @@ public protocol APIProtocol: Sendable {
     /// - Remark: HTTP `POST /admin/v1/tenants`.
     /// - Remark: Generated from `#/paths//admin/v1/tenants/post(createTenant)`.
     func createTenant(_ input: Operations.CreateTenant.Input) async throws -> Operations.CreateTenant.Output
+    /// List a tenant's API keys
+    ///
+    /// The tenant's keys, oldest first: ids and times, never a key. `lastUsedAt` is
+    /// recorded within about 30 s of a use. Unknown tenant: 404.
+    ///
+    ///
+    /// - Remark: HTTP `GET /admin/v1/tenants/{tenantId}/keys`.
+    /// - Remark: Generated from `#/paths//admin/v1/tenants/{tenantId}/keys/get(listApiKeys)`.
+    func listApiKeys(_ input: Operations.ListApiKeys.Input) async throws -> Operations.ListApiKeys.Output
+    /// Add an API key to a tenant
+    ///
+    /// Adds a key to the tenant and returns it, shown only in this response (stored
+    /// hashed). A tenant has 1-10 keys: an 11th is 409. Rotating a key is adding a new
+    /// one, moving the backend to it, and removing the old one. The change is logged
+    /// with who made it (never with a key). Unknown tenant: 404.
+    ///
+    ///
+    /// - Remark: HTTP `POST /admin/v1/tenants/{tenantId}/keys`.
+    /// - Remark: Generated from `#/paths//admin/v1/tenants/{tenantId}/keys/post(addApiKey)`.
+    func addApiKey(_ input: Operations.AddApiKey.Input) async throws -> Operations.AddApiKey.Output
+    /// Remove an API key
+    ///
+    /// Removes the key: within 1 s it answers 401 on every instance and the streams it
+    /// opened close (WebSocket 1008, SSE ends). The last key may be removed too: the
+    /// tenant is then locked out until a key is added. Unknown tenant or key: 404.
+    ///
+    ///
+    /// - Remark: HTTP `DELETE /admin/v1/tenants/{tenantId}/keys/{keyId}`.
+    /// - Remark: Generated from `#/paths//admin/v1/tenants/{tenantId}/keys/{keyId}/delete(removeApiKey)`.
+    func removeApiKey(_ input: Operations.RemoveApiKey.Input) async throws -> Operations.RemoveApiKey.Output
+    /// Rotate the secret that signs user tokens
+    ///
+    /// New user tokens are signed with a new secret; tokens signed with the previous one
+    /// keep working until they expire (at most 24 h). A second rotation retires the
+    /// previous secret at once: its tokens answer 401 within 1 s on every instance and
+    /// their streams close. Unknown tenant: 404.
+    ///
+    ///
+    /// - Remark: HTTP `POST /admin/v1/tenants/{tenantId}/token-secret/rotate`.
+    /// - Remark: Generated from `#/paths//admin/v1/tenants/{tenantId}/token-secret/rotate/post(rotateTokenSecret)`.
+    func rotateTokenSecret(_ input: Operations.RotateTokenSecret.Input) async throws -> Operations.RotateTokenSecret.Output
     /// Mint a user token
     ///
     /// Mints a short-lived user token (a JWT) for one user of the calling tenant. An
@@ -197,6 +238,16 @@ public protocol APIProtocol: Sendable {
     /// - Remark: HTTP `PUT /v1/users/{userId}/settings`.
     /// - Remark: Generated from `#/paths//v1/users/{userId}/settings/put(putSettings)`.
     func putSettings(_ input: Operations.PutSettings.Input) async throws -> Operations.PutSettings.Output
+    /// Revoke a user's tokens
+    ///
+    /// Every token of the user issued up to now answers 401 within 1 s on every instance,
+    /// and the streams it opened close (WebSocket 1008, SSE ends); tokens issued later
+    /// work. Needs the tenant key.
+    ///
+    ///
+    /// - Remark: HTTP `POST /v1/users/{userId}/tokens/revoke`.
+    /// - Remark: Generated from `#/paths//v1/users/{userId}/tokens/revoke/post(revokeTokens)`.
+    func revokeTokens(_ input: Operations.RevokeTokens.Input) async throws -> Operations.RevokeTokens.Output
     /// Live events over WebSocket
     ///
     /// Upgrades to a WebSocket that carries one event (an `Event` JSON object) per text
@@ -276,6 +327,79 @@ extension APIProtocol {
         try await createTenant(Operations.CreateTenant.Input(
             headers: headers,
             body: body
+        ))
+    }
+    /// List a tenant's API keys
+    ///
+    /// The tenant's keys, oldest first: ids and times, never a key. `lastUsedAt` is
+    /// recorded within about 30 s of a use. Unknown tenant: 404.
+    ///
+    ///
+    /// - Remark: HTTP `GET /admin/v1/tenants/{tenantId}/keys`.
+    /// - Remark: Generated from `#/paths//admin/v1/tenants/{tenantId}/keys/get(listApiKeys)`.
+    public func listApiKeys(
+        path: Operations.ListApiKeys.Input.Path,
+        headers: Operations.ListApiKeys.Input.Headers = .init()
+    ) async throws -> Operations.ListApiKeys.Output {
+        try await listApiKeys(Operations.ListApiKeys.Input(
+            path: path,
+            headers: headers
+        ))
+    }
+    /// Add an API key to a tenant
+    ///
+    /// Adds a key to the tenant and returns it, shown only in this response (stored
+    /// hashed). A tenant has 1-10 keys: an 11th is 409. Rotating a key is adding a new
+    /// one, moving the backend to it, and removing the old one. The change is logged
+    /// with who made it (never with a key). Unknown tenant: 404.
+    ///
+    ///
+    /// - Remark: HTTP `POST /admin/v1/tenants/{tenantId}/keys`.
+    /// - Remark: Generated from `#/paths//admin/v1/tenants/{tenantId}/keys/post(addApiKey)`.
+    public func addApiKey(
+        path: Operations.AddApiKey.Input.Path,
+        headers: Operations.AddApiKey.Input.Headers = .init()
+    ) async throws -> Operations.AddApiKey.Output {
+        try await addApiKey(Operations.AddApiKey.Input(
+            path: path,
+            headers: headers
+        ))
+    }
+    /// Remove an API key
+    ///
+    /// Removes the key: within 1 s it answers 401 on every instance and the streams it
+    /// opened close (WebSocket 1008, SSE ends). The last key may be removed too: the
+    /// tenant is then locked out until a key is added. Unknown tenant or key: 404.
+    ///
+    ///
+    /// - Remark: HTTP `DELETE /admin/v1/tenants/{tenantId}/keys/{keyId}`.
+    /// - Remark: Generated from `#/paths//admin/v1/tenants/{tenantId}/keys/{keyId}/delete(removeApiKey)`.
+    public func removeApiKey(
+        path: Operations.RemoveApiKey.Input.Path,
+        headers: Operations.RemoveApiKey.Input.Headers = .init()
+    ) async throws -> Operations.RemoveApiKey.Output {
+        try await removeApiKey(Operations.RemoveApiKey.Input(
+            path: path,
+            headers: headers
+        ))
+    }
+    /// Rotate the secret that signs user tokens
+    ///
+    /// New user tokens are signed with a new secret; tokens signed with the previous one
+    /// keep working until they expire (at most 24 h). A second rotation retires the
+    /// previous secret at once: its tokens answer 401 within 1 s on every instance and
+    /// their streams close. Unknown tenant: 404.
+    ///
+    ///
+    /// - Remark: HTTP `POST /admin/v1/tenants/{tenantId}/token-secret/rotate`.
+    /// - Remark: Generated from `#/paths//admin/v1/tenants/{tenantId}/token-secret/rotate/post(rotateTokenSecret)`.
+    public func rotateTokenSecret(
+        path: Operations.RotateTokenSecret.Input.Path,
+        headers: Operations.RotateTokenSecret.Input.Headers = .init()
+    ) async throws -> Operations.RotateTokenSecret.Output {
+        try await rotateTokenSecret(Operations.RotateTokenSecret.Input(
+            path: path,
+            headers: headers
         ))
     }
     /// Mint a user token
@@ -583,6 +707,24 @@ extension APIProtocol {
             path: path,
             headers: headers,
             body: body
+        ))
+    }
+    /// Revoke a user's tokens
+    ///
+    /// Every token of the user issued up to now answers 401 within 1 s on every instance,
+    /// and the streams it opened close (WebSocket 1008, SSE ends); tokens issued later
+    /// work. Needs the tenant key.
+    ///
+    ///
+    /// - Remark: HTTP `POST /v1/users/{userId}/tokens/revoke`.
+    /// - Remark: Generated from `#/paths//v1/users/{userId}/tokens/revoke/post(revokeTokens)`.
+    public func revokeTokens(
+        path: Operations.RevokeTokens.Input.Path,
+        headers: Operations.RevokeTokens.Input.Headers = .init()
+    ) async throws -> Operations.RevokeTokens.Output {
+        try await revokeTokens(Operations.RevokeTokens.Input(
+            path: path,
+            headers: headers
         ))
     }
     /// Live events over WebSocket
