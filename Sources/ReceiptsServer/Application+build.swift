@@ -68,6 +68,9 @@ public func buildApplication(
             // Deleting, erasing and credentials: background work.
             ChatPurgeService(store: store, signal: components.deletedChats, logger: logger),
             APIKeyUseRecorder(use: components.authenticator.keyUse, store: store, logger: logger),
+            ErasureService(
+                store: store, signal: components.erasures,
+                holder: "\(configuration.instanceName)-\(UInt64.random(in: 1...UInt64.max))", logger: logger),
         ],
         logger: logger
     )
@@ -88,6 +91,8 @@ public struct ServiceComponents: Sendable {
     let streamGuards: StreamGuards
     /// Wakes the purge of deleted chats' messages.
     let deletedChats = WorkSignal()
+    /// Wakes the erasure worker.
+    let erasures = WorkSignal()
 
     public init(
         configuration: ReceiptsConfiguration,
@@ -142,6 +147,10 @@ public func buildRouter(_ components: ServiceComponents) -> Router<ReceiptsReque
         store: components.store, changes: components.authenticator.changes, logger: components.store.logger)
     credentials.addAdminRoutes(to: admin)
     credentials.addRoutes(to: api)
+    let erasure = ErasureController(
+        store: components.store, erasures: components.erasures, changes: components.authenticator.changes, logger: components.store.logger)
+    erasure.addAdminRoutes(to: admin)
+    erasure.addRoutes(to: api)
     EventStreamController(hub: components.hub, guards: components.streamGuards).addRoutes(
         to: router.group("v1/events").add(
             middleware: AuthenticationMiddleware(authenticator: components.authenticator, acceptsTokenParameter: true))

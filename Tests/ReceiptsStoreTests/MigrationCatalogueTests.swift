@@ -63,7 +63,8 @@ struct MigrationCatalogueTests {
     static let laterMigrationChanges: [String: [String]] = [
         "0003_deleting_and_credentials": [
             // New tables, with their columns, keys, indexes and policies.
-            "api_keys", "chat_purges", "deleted_messages", "token_revocations",
+            "api_keys", "chat_purges", "deleted_messages", "token_revocations", "erasures", "erasure_chats", "tenant_erasures",
+            "background_leases",
             // Changed: a tenant's keys moved to api_keys, its secret has generations; events
             // take the new types (chat_id, user_id may be null); messages outlive their chat
             // row until the purge.
@@ -74,6 +75,7 @@ struct MigrationCatalogueTests {
             "delete_chat", "delete_message", "new_key_id", "purge_chat_messages", "purge_deleted_chat_batch", "put_chat",
             "record_api_key_use", "remove_api_key", "replace_api_key", "revoke_user_tokens", "rotate_token_secret",
             "send_each", "send_message", "tenant_for_api_key", "tenant_token_secret", "tenant_token_secrets",
+            "request_user_erasure", "user_erasure", "request_tenant_erasure", "erase_user_step", "erase_tenant_step", "erasure_step",
         ].map { "receipts.\($0)(" },
     ]
 

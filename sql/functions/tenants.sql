@@ -182,15 +182,15 @@ CREATE OR REPLACE FUNCTION receipts.tenant_token_secrets(p_tenant text)
 RETURNS TABLE (generation integer, current_secret bytea, previous_secret bytea)
 LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
     SELECT tenant.token_secret_generation, tenant.token_secret, tenant.previous_token_secret
-    FROM receipts.tenants AS tenant WHERE tenant.tenant_id = p_tenant;
+    FROM receipts.tenants AS tenant WHERE tenant.tenant_id = p_tenant AND tenant.erasing_since IS NULL;
 $$;
 COMMENT ON FUNCTION receipts.tenant_token_secrets(text) IS
     'The keys that verify the tenant''s user tokens: the current generation''s, and the previous one''s while it is not retired.';
 REVOKE ALL ON FUNCTION receipts.tenant_token_secrets(text) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION receipts.tenant_token_secrets(text) TO receipts_service;
 
--- The directory of credentials: every tenant with the hashes of its API keys (a row with a
--- null hash for a tenant without keys) and its secret's generation, for the service to
+-- The directory of credentials: every tenant (but those being erased) with the hashes of its
+-- API keys (a row with a null hash for a tenant without keys) and its secret's generation, for the service to
 -- answer an unknown key or a token naming an unknown tenant without a query of its own (a
 -- flood of guessed credentials then costs one query per refresh, not one each). Hashes only:
 -- a key cannot be recovered from them.
@@ -200,7 +200,8 @@ RETURNS TABLE (tenant_id text, api_key_hash bytea, secret_generation integer)
 LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
     SELECT tenant.tenant_id::text, key.key_hash, tenant.token_secret_generation
     FROM receipts.tenants AS tenant
-    LEFT JOIN receipts.api_keys AS key ON key.tenant_id = tenant.tenant_id;
+    LEFT JOIN receipts.api_keys AS key ON key.tenant_id = tenant.tenant_id
+    WHERE tenant.erasing_since IS NULL;
 $$;
 COMMENT ON FUNCTION receipts.credential_directory() IS
     'Every tenant id with the SHA-256 of each API key (null: none) and its token secret''s generation: the service''s in-memory directory of credentials.';

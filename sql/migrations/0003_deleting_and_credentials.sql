@@ -1,5 +1,5 @@
--- 0003: deleting messages and chats, and credentials that change (DESIGN.md, "Deleting,
--- erasing and credentials").
+-- 0003: deleting messages and chats, erasing users and tenants, and credentials that change
+-- (DESIGN.md, "Deleting, erasing and credentials").
 --
 -- Deleting.
 -- A deleted message's row goes at once (with its receipt chunks), so every reader (listings,
@@ -86,7 +86,76 @@ CREATE TABLE receipts.token_revocations (
 COMMENT ON TABLE receipts.token_revocations IS 'A user''s tokens issued up to revoked_before are refused.';
 COMMENT ON COLUMN receipts.token_revocations.revoked_before IS 'Tokens issued at or before this are refused; later ones work.';
 
-GRANT SELECT, INSERT, UPDATE, DELETE ON receipts.deleted_messages, receipts.chat_purges, receipts.api_keys, receipts.token_revocations
+-- Erasing. A request does at once what must hold at once (the user leaves every chat and
+-- forgets their memberships, their tokens are revoked; a tenant's keys go) and records the
+-- rest as work in these tables, which the service's erasure worker does in bounded batches,
+-- one transaction each, so it survives restarts (sql/functions/erasing.sql).
+CREATE TABLE receipts.erasures (
+    tenant_id        receipts.identifier NOT NULL REFERENCES receipts.tenants ON DELETE CASCADE,
+    user_id          receipts.identifier NOT NULL,
+    requested_at     timestamptz NOT NULL DEFAULT now(),
+    deletes_messages boolean     NOT NULL DEFAULT false,
+    through_event_id bigint      NOT NULL DEFAULT 0,
+    events_after     bigint      NOT NULL DEFAULT 0,
+    done_at          timestamptz,
+    PRIMARY KEY (tenant_id, user_id)
+);
+COMMENT ON TABLE receipts.erasures IS 'Erasures of users, asked for and under way or done (the latest per user).';
+COMMENT ON COLUMN receipts.erasures.deletes_messages IS 'The messages the user sent are deleted too (?messages=delete).';
+COMMENT ON COLUMN receipts.erasures.through_event_id IS 'Events up to this id naming the user are removed; later ones are the new user''s.';
+COMMENT ON COLUMN receipts.erasures.events_after IS 'How far the removal of the user''s events has got (event id).';
+COMMENT ON COLUMN receipts.erasures.done_at IS 'When the erasure finished (user.erased was sent); null while pending.';
+
+CREATE TABLE receipts.erasure_chats (
+    tenant_id        receipts.identifier NOT NULL,
+    user_id          receipts.identifier NOT NULL,
+    chat_id          receipts.identifier NOT NULL,
+    receipt_chunk    integer     NOT NULL,
+    through_seq      bigint      NOT NULL,
+    done_through_seq bigint      NOT NULL DEFAULT 0,
+    PRIMARY KEY (tenant_id, user_id, chat_id),
+    FOREIGN KEY (tenant_id, user_id) REFERENCES receipts.erasures ON DELETE CASCADE,
+    FOREIGN KEY (tenant_id, chat_id) REFERENCES receipts.chats ON DELETE CASCADE
+);
+COMMENT ON TABLE receipts.erasure_chats IS
+    'Chats of a pending erasure whose receipts of the user are still to be removed (gone with the chat: its messages go anyway).';
+COMMENT ON COLUMN receipts.erasure_chats.receipt_chunk IS 'The chunk that held the user''s receipts in this chat.';
+COMMENT ON COLUMN receipts.erasure_chats.through_seq IS
+    'The chat''s last message when erasure was asked: the user''s receipts on messages up to it are removed; the same id back in the chat is a recipient of later ones only.';
+COMMENT ON COLUMN receipts.erasure_chats.done_through_seq IS 'Messages up to this seq are done.';
+
+CREATE TABLE receipts.tenant_erasures (
+    tenant_id    receipts.identifier PRIMARY KEY,
+    requested_at timestamptz NOT NULL DEFAULT now(),
+    done_at      timestamptz
+);
+COMMENT ON TABLE receipts.tenant_erasures IS 'Erasures of whole tenants; the row stays once the tenant is gone, saying it is done.';
+COMMENT ON COLUMN receipts.tenant_erasures.done_at IS 'When the last of the tenant''s rows went; null while pending.';
+
+ALTER TABLE receipts.tenants ADD COLUMN erasing_since timestamptz;
+COMMENT ON COLUMN receipts.tenants.erasing_since IS 'Set when the tenant''s erasure was asked: its credentials stop at once, its rows go in the background.';
+
+-- Not a tenant's data: which instance does the background work of a kind, until when.
+CREATE TABLE receipts.background_leases (
+    name       text        PRIMARY KEY,
+    holder     text        NOT NULL,
+    expires_at timestamptz NOT NULL
+);
+COMMENT ON TABLE receipts.background_leases IS
+    'One worker at a time across instances: the holder renews its lease with each batch; another takes over once it expires.';
+COMMENT ON COLUMN receipts.background_leases.holder IS 'The instance (its name and a random suffix) that holds the lease.';
+COMMENT ON COLUMN receipts.background_leases.expires_at IS 'Until when; a stopped holder''s lease is taken over after this.';
+-- Row-level security as on every table, with the maintenance policy only (no tenant owns a
+-- lease): the service reaches it through receipts.erasure_step alone.
+ALTER TABLE receipts.background_leases ENABLE ROW LEVEL SECURITY;
+ALTER TABLE receipts.background_leases FORCE ROW LEVEL SECURITY;
+CREATE POLICY all_tenants_maintenance ON receipts.background_leases TO receipts_maintenance
+    USING ((SELECT receipts.works_across_tenants())) WITH CHECK ((SELECT receipts.works_across_tenants()));
+COMMENT ON POLICY all_tenants_maintenance ON receipts.background_leases IS
+    'Members of receipts_maintenance see every lease while receipts.all_tenants is on or in a SECURITY DEFINER function for the service; see sql/migrations/0001_baseline.sql.';
+
+GRANT SELECT, INSERT, UPDATE, DELETE ON receipts.deleted_messages, receipts.chat_purges, receipts.api_keys, receipts.token_revocations,
+    receipts.erasures, receipts.erasure_chats, receipts.tenant_erasures
     TO receipts_service;
 
 DO $$
@@ -94,7 +163,8 @@ DECLARE
     v_table regclass;
 BEGIN
     FOREACH v_table IN ARRAY ARRAY['receipts.deleted_messages', 'receipts.chat_purges', 'receipts.api_keys',
-                                   'receipts.token_revocations']::regclass[]
+                                   'receipts.token_revocations', 'receipts.erasures', 'receipts.erasure_chats',
+                                   'receipts.tenant_erasures']::regclass[]
     LOOP
         EXECUTE format('ALTER TABLE %s ENABLE ROW LEVEL SECURITY', v_table);
         EXECUTE format('ALTER TABLE %s FORCE ROW LEVEL SECURITY', v_table);

@@ -142,6 +142,13 @@ public final class EventHub: Service, Sendable {
             self.recentBytes += event.estimatedBytes
         }
 
+        /// Drops the events naming `user` as their userId: the user was erased, and replays
+        /// from memory must not carry them any more than the log does.
+        mutating func forget(user: String) {
+            self.recent.removeAll { $0.userId == user }
+            self.recentBytes = self.recent.reduce(0) { $0 + $1.estimatedBytes }
+        }
+
         /// Drops the oldest events beyond `limit` or `byteLimit`, and marks the subscribers
         /// more than `maximumLag` behind as too slow.
         ///
@@ -588,6 +595,7 @@ public final class EventHub: Service, Sendable {
     ) -> [AsyncStream<Void>.Continuation] {
         var touched = Set<String>()
         for event in events where state.feeds[event.tenantId] != nil {
+            if event.type == "user.erased", let user = event.userId { state.feeds[event.tenantId]!.forget(user: user) }
             // A feed that appeared since the encoding gets its event encoded here.
             state.feeds[event.tenantId]!.append(encoded[event.id] ?? LiveEvent(event))
             touched.insert(event.tenantId)
