@@ -18,6 +18,7 @@ struct ClientOperationsTests {
             #expect(try await admin.apiKeys(of: another.id).map(\.keyId).contains(key.keyId))
             try await admin.removeAPIKey(key.keyId, of: another.id)
             try await admin.rotateTokenSecret(of: another.id)
+            #expect(try await admin.erase(tenant: another.id).erasure == .pending)
 
             let token = try await receipts.userToken(for: "bob", ttl: .seconds(600))
             #expect(token.expiresAt > Date())
@@ -63,6 +64,8 @@ struct ClientOperationsTests {
             try await receipts.createChat("scratch", members: ["alice"])
             try await receipts.deleteChat("scratch")
             try await receipts.revokeTokens(of: "nobody")
+            #expect(try await receipts.erase(user: "nobody", deletingMessages: true).erasure == .pending)
+            #expect(try await receipts.erasure(of: "nobody").userId == "nobody")
 
             // The rest through the generated client, with the same credential and errors.
             #expect(try await receipts.generated.healthz().ok.body.json.status == "ok")

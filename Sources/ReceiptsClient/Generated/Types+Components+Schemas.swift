@@ -194,6 +194,96 @@ extension Components {
                 ])
             }
         }
+        /// - Remark: Generated from `#/components/schemas/UserErasure`.
+        public struct UserErasure: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/UserErasure/userId`.
+            public var userId: Components.Schemas.Id
+            /// - Remark: Generated from `#/components/schemas/UserErasure/erasure`.
+            @frozen public enum ErasurePayload: String, Codable, Hashable, Sendable, CaseIterable {
+                case pending = "pending"
+                case done = "done"
+            }
+            /// - Remark: Generated from `#/components/schemas/UserErasure/erasure`.
+            public var erasure: Components.Schemas.UserErasure.ErasurePayload
+            /// Creates a new `UserErasure`.
+            ///
+            /// - Parameters:
+            ///   - userId:
+            ///   - erasure:
+            public init(
+                userId: Components.Schemas.Id,
+                erasure: Components.Schemas.UserErasure.ErasurePayload
+            ) {
+                self.userId = userId
+                self.erasure = erasure
+            }
+            public enum CodingKeys: String, CodingKey {
+                case userId
+                case erasure
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/UserErasureStatus`.
+        public struct UserErasureStatus: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/UserErasureStatus/userId`.
+            public var userId: Components.Schemas.Id
+            /// - Remark: Generated from `#/components/schemas/UserErasureStatus/erasure`.
+            @frozen public enum ErasurePayload: String, Codable, Hashable, Sendable, CaseIterable {
+                case pending = "pending"
+                case done = "done"
+            }
+            /// - Remark: Generated from `#/components/schemas/UserErasureStatus/erasure`.
+            public var erasure: Components.Schemas.UserErasureStatus.ErasurePayload
+            /// - Remark: Generated from `#/components/schemas/UserErasureStatus/requestedAt`.
+            public var requestedAt: Components.Schemas.Timestamp
+            /// Creates a new `UserErasureStatus`.
+            ///
+            /// - Parameters:
+            ///   - userId:
+            ///   - erasure:
+            ///   - requestedAt:
+            public init(
+                userId: Components.Schemas.Id,
+                erasure: Components.Schemas.UserErasureStatus.ErasurePayload,
+                requestedAt: Components.Schemas.Timestamp
+            ) {
+                self.userId = userId
+                self.erasure = erasure
+                self.requestedAt = requestedAt
+            }
+            public enum CodingKeys: String, CodingKey {
+                case userId
+                case erasure
+                case requestedAt
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/TenantErasure`.
+        public struct TenantErasure: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/TenantErasure/tenantId`.
+            public var tenantId: Components.Schemas.Id
+            /// - Remark: Generated from `#/components/schemas/TenantErasure/erasure`.
+            @frozen public enum ErasurePayload: String, Codable, Hashable, Sendable, CaseIterable {
+                case pending = "pending"
+                case done = "done"
+            }
+            /// - Remark: Generated from `#/components/schemas/TenantErasure/erasure`.
+            public var erasure: Components.Schemas.TenantErasure.ErasurePayload
+            /// Creates a new `TenantErasure`.
+            ///
+            /// - Parameters:
+            ///   - tenantId:
+            ///   - erasure:
+            public init(
+                tenantId: Components.Schemas.Id,
+                erasure: Components.Schemas.TenantErasure.ErasurePayload
+            ) {
+                self.tenantId = tenantId
+                self.erasure = erasure
+            }
+            public enum CodingKeys: String, CodingKey {
+                case tenantId
+                case erasure
+            }
+        }
         /// - Remark: Generated from `#/components/schemas/CreatedApiKey`.
         public struct CreatedApiKey: Codable, Hashable, Sendable {
             /// - Remark: Generated from `#/components/schemas/CreatedApiKey/keyId`.

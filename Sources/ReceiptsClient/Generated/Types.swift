@@ -28,6 +28,17 @@ public protocol APIProtocol: Sendable {
     /// - Remark: HTTP `POST /admin/v1/tenants`.
     /// - Remark: Generated from `#/paths//admin/v1/tenants/post(createTenant)`.
     func createTenant(_ input: Operations.CreateTenant.Input) async throws -> Operations.CreateTenant.Output
+    /// Erase a tenant
+    ///
+    /// Erases the tenant and all its data. Its keys and tokens stop at once (401 within
+    /// 1 s on every instance, streams close); its rows are removed in the background, in
+    /// bounded batches that survive restarts. Asking again answers the same erasure
+    /// (`done` once the tenant is gone). Unknown tenant: 404.
+    ///
+    ///
+    /// - Remark: HTTP `DELETE /admin/v1/tenants/{tenantId}`.
+    /// - Remark: Generated from `#/paths//admin/v1/tenants/{tenantId}/delete(eraseTenant)`.
+    func eraseTenant(_ input: Operations.EraseTenant.Input) async throws -> Operations.EraseTenant.Output
     /// List a tenant's API keys
     ///
     /// The tenant's keys, oldest first: ids and times, never a key. `lastUsedAt` is
@@ -215,6 +226,32 @@ public protocol APIProtocol: Sendable {
     /// - Remark: HTTP `POST /v1/chats/{chatId}/unread`.
     /// - Remark: Generated from `#/paths//v1/chats/{chatId}/unread/post(markUnread)`.
     func markUnread(_ input: Operations.MarkUnread.Input) async throws -> Operations.MarkUnread.Output
+    /// Erase a user
+    ///
+    /// At once the user leaves every chat (as `DELETE …/members/{userId}` does), every
+    /// token and stream of theirs stops working, and they are no longer a recipient (Y) of
+    /// any message. Then, in the background, every read and delivery they made before the
+    /// request is removed from every message (`readBy`, `deliveredTo`, counts, times,
+    /// `recipients`), and every event naming them as `userId` is removed from the event log
+    /// (replays and webhooks no longer carry it); `user.erased` then goes to the tenant key.
+    /// `?messages=delete` also deletes every message they sent. The work is done in bounded
+    /// batches and survives restarts. The same id may join chats again at once: a new user
+    /// with no history, whose new receipts the erasure never touches. Asking again while it
+    /// is under way answers the same erasure. Needs the tenant key.
+    ///
+    ///
+    /// - Remark: HTTP `DELETE /v1/users/{userId}`.
+    /// - Remark: Generated from `#/paths//v1/users/{userId}/delete(eraseUser)`.
+    func eraseUser(_ input: Operations.EraseUser.Input) async throws -> Operations.EraseUser.Output
+    /// Where a user's erasure stands
+    ///
+    /// The user's latest erasure: `pending` while under way, `done` once everything is
+    /// removed. None asked: 404. Needs the tenant key.
+    ///
+    ///
+    /// - Remark: HTTP `GET /v1/users/{userId}/erasure`.
+    /// - Remark: Generated from `#/paths//v1/users/{userId}/erasure/get(getUserErasure)`.
+    func getUserErasure(_ input: Operations.GetUserErasure.Input) async throws -> Operations.GetUserErasure.Output
     /// Unread counts of a user
     ///
     /// The user's chats whose `unreadCount` is above 0 or that are marked unread; a
@@ -327,6 +364,25 @@ extension APIProtocol {
         try await createTenant(Operations.CreateTenant.Input(
             headers: headers,
             body: body
+        ))
+    }
+    /// Erase a tenant
+    ///
+    /// Erases the tenant and all its data. Its keys and tokens stop at once (401 within
+    /// 1 s on every instance, streams close); its rows are removed in the background, in
+    /// bounded batches that survive restarts. Asking again answers the same erasure
+    /// (`done` once the tenant is gone). Unknown tenant: 404.
+    ///
+    ///
+    /// - Remark: HTTP `DELETE /admin/v1/tenants/{tenantId}`.
+    /// - Remark: Generated from `#/paths//admin/v1/tenants/{tenantId}/delete(eraseTenant)`.
+    public func eraseTenant(
+        path: Operations.EraseTenant.Input.Path,
+        headers: Operations.EraseTenant.Input.Headers = .init()
+    ) async throws -> Operations.EraseTenant.Output {
+        try await eraseTenant(Operations.EraseTenant.Input(
+            path: path,
+            headers: headers
         ))
     }
     /// List a tenant's API keys
@@ -666,6 +722,50 @@ extension APIProtocol {
             path: path,
             headers: headers,
             body: body
+        ))
+    }
+    /// Erase a user
+    ///
+    /// At once the user leaves every chat (as `DELETE …/members/{userId}` does), every
+    /// token and stream of theirs stops working, and they are no longer a recipient (Y) of
+    /// any message. Then, in the background, every read and delivery they made before the
+    /// request is removed from every message (`readBy`, `deliveredTo`, counts, times,
+    /// `recipients`), and every event naming them as `userId` is removed from the event log
+    /// (replays and webhooks no longer carry it); `user.erased` then goes to the tenant key.
+    /// `?messages=delete` also deletes every message they sent. The work is done in bounded
+    /// batches and survives restarts. The same id may join chats again at once: a new user
+    /// with no history, whose new receipts the erasure never touches. Asking again while it
+    /// is under way answers the same erasure. Needs the tenant key.
+    ///
+    ///
+    /// - Remark: HTTP `DELETE /v1/users/{userId}`.
+    /// - Remark: Generated from `#/paths//v1/users/{userId}/delete(eraseUser)`.
+    public func eraseUser(
+        path: Operations.EraseUser.Input.Path,
+        query: Operations.EraseUser.Input.Query = .init(),
+        headers: Operations.EraseUser.Input.Headers = .init()
+    ) async throws -> Operations.EraseUser.Output {
+        try await eraseUser(Operations.EraseUser.Input(
+            path: path,
+            query: query,
+            headers: headers
+        ))
+    }
+    /// Where a user's erasure stands
+    ///
+    /// The user's latest erasure: `pending` while under way, `done` once everything is
+    /// removed. None asked: 404. Needs the tenant key.
+    ///
+    ///
+    /// - Remark: HTTP `GET /v1/users/{userId}/erasure`.
+    /// - Remark: Generated from `#/paths//v1/users/{userId}/erasure/get(getUserErasure)`.
+    public func getUserErasure(
+        path: Operations.GetUserErasure.Input.Path,
+        headers: Operations.GetUserErasure.Input.Headers = .init()
+    ) async throws -> Operations.GetUserErasure.Output {
+        try await getUserErasure(Operations.GetUserErasure.Input(
+            path: path,
+            headers: headers
         ))
     }
     /// Unread counts of a user
