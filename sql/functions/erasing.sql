@@ -32,7 +32,7 @@
 
 CREATE OR REPLACE FUNCTION receipts.request_user_erasure(p_tenant text, p_user text, p_delete_messages boolean)
 RETURNS TABLE (state text, requested_at timestamptz)
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql SET jit = off AS $$
 #variable_conflict use_column
 DECLARE
     v_requested_at timestamptz;
@@ -262,9 +262,11 @@ COMMENT ON FUNCTION receipts.erase_tenant_step(text, integer) IS
 -- The worker's call: takes or renews the lease, then one step of the oldest pending erasure
 -- (tenants first). As the owner, beyond row-level security, to find work of any tenant; each
 -- step runs scoped to its tenant. Answers not_holder, idle, or the step's outcome with whose.
+-- jit off: each step is bounded work of index lookups and short ranges; compiling its
+-- statements would cost more than running them.
 CREATE OR REPLACE FUNCTION receipts.erasure_step(p_holder text, p_lease_seconds integer, p_batch integer)
 RETURNS TABLE (outcome text, tenant_id text, user_id text)
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off AS $$
 #variable_conflict use_column
 DECLARE
     v_tenant text;
