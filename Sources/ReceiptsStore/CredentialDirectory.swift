@@ -2,15 +2,20 @@ import Foundation
 import Postgres
 import Synchronization
 
-/// Every tenant's id and the hash of its API key, held in memory and reloaded from the
-/// database (`receipts.credential_directory()`) as a whole.
+/// Every tenant's id with the hashes of its API keys and its token secret's generation, and
+/// the token revocations of the last 24 hours, held in memory and reloaded from the database
+/// (`receipts.credential_directory()`, `receipts.current_token_revocations()`) as a whole.
 ///
 /// Credentials are checked on every request, and most guessed ones are new each time: a
 /// cache of answers per credential would not stop a flood of random API keys, or of forged
 /// tokens naming random tenants, from costing one query each and starving the pool. The
 /// directory answers both from memory instead:
-/// - a snapshot answers for at most `maximumAge` (then the next lookup reloads it), so a key
-///   replaced elsewhere stops working within that time;
+/// - a change of credentials anywhere (a key added or removed, tokens revoked, a secret
+///   rotated, a tenant erased) is announced by a NOTIFY that every instance hears
+///   (`invalidate(tenant:)`): nothing loaded before answers any more, and the streams of that
+///   tenant waiting in `waitForChange` wake to check their credential;
+/// - a snapshot answers for at most `maximumAge` (then the next lookup reloads it), so a
+///   change made without that NOTIFY (in psql) holds within that time;
 /// - a credential the snapshot does not know reloads it only if it is at least
 ///   `reloadAfterMiss` old, so a tenant created by another process (`receiptsd tenant
 ///   create`, another instance) works within that time, and guessed credentials cost at most
@@ -20,7 +25,8 @@ import Synchronization
 ///   younger `maximumAge` (an open stream's periodic re-check of its credential: a key replaced
 ///   or removed in the database ends the stream within about one and a half intervals).
 ///
-/// Its size is the number of tenants, whatever callers guess. Concurrent reloads share one
+/// Its size is the number of tenants and their keys, and the users revoked in the last day,
+/// whatever callers guess. Concurrent reloads share one
 /// query. A reload that fails throws (the caller answers 503, never 401: a client must not
 /// throw away a valid credential during an outage).
 public final class CredentialDirectory: Sendable {
