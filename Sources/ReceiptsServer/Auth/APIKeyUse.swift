@@ -8,7 +8,7 @@ import Synchronization
 /// within `APIKeyUseRecorder.interval`.
 final class APIKeyUse: Sendable {
     /// At most this many distinct keys are held between two records (each tenant has at most
-    /// 10); more are recorded at the next round.
+    /// 10); a key used beyond that is not noted this round, only when used after it.
     static let capacity = 100_000
     private let hashes = Mutex<Set<[UInt8]>>([])
 

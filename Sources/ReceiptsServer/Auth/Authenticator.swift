@@ -51,11 +51,6 @@ final class Authenticator: Sendable {
         return .user(tenant: tenant, user: user)
     }
 
-    /// The tenant id of an API key.
-    func tenant(apiKey: String, knownWithin: Duration? = nil) async throws -> String? {
-        try await self.store.credentials.tenant(apiKeyHash: APIKeys.hash(apiKey), maximumAge: knownWithin)
-    }
-
     /// The credential of a stream request: the bearer credential, or the `token` query
     /// parameter that browsers must use for WebSocket and EventSource.
     ///

@@ -3,8 +3,9 @@ import ReceiptsStore
 import ServiceLifecycle
 
 /// Erases users and tenants in the background (sql/functions/erasing.sql): one bounded step
-/// a transaction, with a pause between steps so that the requests of others keep their
-/// latency.
+/// a transaction, with a pause after each step of twice as long as it took (at least
+/// `pause`), so that the work takes at most about a third of the database's time and the
+/// requests of others keep their latency.
 ///
 /// One instance at a time does the work: each step takes or renews the lease `erasure` in
 /// PostgreSQL for this instance; the others look every `pollInterval` and take over once a
@@ -16,8 +17,10 @@ struct ErasureService: Service {
         /// Messages of one chat (or a tenant's rows of one table) per step; events: five times as
         /// many ids.
         var batchSize = 1000
-        /// Pause between two steps.
+        /// Shortest pause between two steps.
         var pause: Duration = .milliseconds(5)
+        /// Pause after a step, as a multiple of the time it took.
+        var pauseFactor = 2
         /// How long a lease lasts without renewal.
         var lease: Duration = .seconds(5)
         /// How often to look for work when idle or not the holder.
@@ -36,6 +39,7 @@ struct ErasureService: Service {
             while !Task.isCancelled {
                 do {
                     while !Task.isCancelled {
+                        let started = ContinuousClock.now
                         let step = try await self.store.erasureStep(holder: self.holder, lease: self.options.lease, batchSize: self.options.batchSize)
                         guard case .worked(let tenant, let user, let finished) = step else { break }
                         if finished {
@@ -43,7 +47,7 @@ struct ErasureService: Service {
                                 user == nil ? "tenant erased" : "user erased",
                                 metadata: ["receipts.tenant_id": "\(tenant)", "receipts.user_id": "\(user ?? "")"])
                         }
-                        try? await Task.sleep(for: self.options.pause)
+                        try? await Task.sleep(for: max(self.options.pause, (ContinuousClock.now - started) * self.options.pauseFactor))
                     }
                 } catch {
                     self.logger.warning("an erasure step failed; it is tried again", metadata: ["error": "\(error)"])
