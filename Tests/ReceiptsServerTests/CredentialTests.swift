@@ -106,7 +106,15 @@ struct CredentialTests {
             #expect(try await client.request(.get, "/v1/chats/g", as: first).status == .ok)
             #expect(try await client.request(.get, "/v1/chats/g", as: second).status == .ok)
 
-            #expect(try await client.request(.post, "/admin/v1/tenants/\(tenant.id)/token-secret/rotate", as: admin).status == .ok)
+            // A second rotation retires the first secret at once: its token is refused and
+            // the stream it opened ends.
+            var ended = false
+            try await StreamClients.withEventSource(port: client.port, credential: first) { stream in
+                let rotatedAgain = try await client.request(.post, "/admin/v1/tenants/\(tenant.id)/token-secret/rotate", as: admin)
+                #expect(rotatedAgain.status == .ok)
+                ended = await stream.next(within: .seconds(3)) == nil
+            }
+            #expect(ended)
             let third = try await tenant.token(for: "a")
             #expect(try await client.request(.get, "/v1/chats/g", as: first).status == .unauthorized)
             #expect(try await client.request(.get, "/v1/chats/g", as: second).status == .ok)
