@@ -53,18 +53,22 @@ extension ReceiptsStore {
         return outcome
     }
 
-    /// One step of the erasure worker as `holder` (its lease lasts `lease` from now).
+    /// One step of the erasure worker as `holder` (its lease lasts `lease` from now). Only a
+    /// step that wrote events (deleted messages, or user.erased) tells the event hub: the
+    /// other steps, and an idle worker's look every few seconds, wake no stream and no other
+    /// instance.
     public func erasureStep(holder: String, lease: Duration, batchSize: Int) async throws -> ErasureStep {
-        let rows = try await self.write(
+        let rows = try await self.query(
             "SELECT outcome, tenant_id, user_id FROM receipts.erasure_step($1, $2::integer, $3::integer)",
             [holder, Int(lease.components.seconds), batchSize])
         guard let row = rows.first else { throw UnexpectedOutcome(function: "receipts.erasure_step", outcome: "no row") }
         switch try row.decode(String.self, column: 0) {
         case "not_holder": return .notHolder
         case "idle": return .idle
-        case "receipts", "events", "messages", "members", "chats", "users", "done":
-            return .worked(
-                tenant: try row.decode(column: 1), user: try row.decode(column: 2), finished: try row.decode(String.self, column: 0) == "done")
+        case let outcome where ["receipts", "events", "messages", "members", "chats", "users", "done"].contains(outcome):
+            // Steps that wrote events: messages deleted, or user.erased.
+            if outcome == "messages" || outcome == "done" { self.committedWrites.signal() }
+            return .worked(tenant: try row.decode(column: 1), user: try row.decode(column: 2), finished: outcome == "done")
         case let other: throw UnexpectedOutcome(function: "receipts.erasure_step", outcome: other)
         }
     }

@@ -132,6 +132,7 @@ DECLARE
     v_upper bigint;
     v_count bigint;
     v_cap bigint;
+    v_deleted boolean := false;
 BEGIN
     PERFORM receipts.enter_tenant(p_tenant);
     SELECT * INTO v_erasure FROM receipts.erasures AS erasure WHERE erasure.tenant_id = p_tenant AND erasure.user_id = p_user;
@@ -158,6 +159,7 @@ BEGIN
                 ORDER BY message.seq
             LOOP
                 PERFORM receipts.delete_message(p_tenant, v_work.chat_id, v_message, NULL);
+                v_deleted := true;
             END LOOP;
         END IF;
         -- Their entries leave the chunk rows, each array with its times kept in step.
@@ -185,7 +187,8 @@ BEGIN
             UPDATE receipts.erasure_chats AS work SET done_through_seq = v_to
             WHERE work.tenant_id = p_tenant AND work.user_id = p_user AND work.chat_id = v_work.chat_id;
         END IF;
-        RETURN 'receipts';
+        -- 'messages' when this step deleted some (it wrote events), else 'receipts'.
+        RETURN CASE WHEN v_deleted THEN 'messages' ELSE 'receipts' END;
     END IF;
 
     -- The next page of the tenant's events up to through_event_id (by the log's key).
@@ -210,7 +213,7 @@ BEGIN
 END;
 $$;
 COMMENT ON FUNCTION receipts.erase_user_step(text, text, integer) IS
-    'One bounded step of a user''s erasure: receipts | events | done (user.erased sent).';
+    'One bounded step of a user''s erasure: receipts | messages (it deleted some of theirs) | events | done (user.erased sent).';
 
 -- One step of a tenant's erasure: up to p_batch rows of one table, children first.
 CREATE OR REPLACE FUNCTION receipts.erase_tenant_step(p_tenant text, p_batch integer)
