@@ -14,6 +14,12 @@ public struct ReceiptsEvent: Sendable, Hashable {
         case receiptRead
         /// `userID`'s unread count of the chat changed by their own action.
         case unreadChanged(unreadCount: Int, markedUnread: Bool)
+        /// `messageIDs` (one) were deleted from the chat; `userID` had sent it.
+        case messageDeleted
+        /// The chat was deleted with everything in it.
+        case chatDeleted
+        /// `userID` was erased (tenant key only), once the erasure is done.
+        case userErased
         /// The position to resume from was unknown or expired: events were missed. Reload
         /// what you show; the sequence carries on from this event's id.
         case resyncRequired
@@ -60,6 +66,9 @@ public struct ReceiptsEvent: Sendable, Hashable {
             case "receipt.delivered": .receiptDelivered
             case "receipt.read": .receiptRead
             case "unread.changed": .unreadChanged(unreadCount: wire.unreadCount ?? 0, markedUnread: wire.markedUnread ?? false)
+            case "message.deleted": .messageDeleted
+            case "chat.deleted": .chatDeleted
+            case "user.erased": .userErased
             case "resync.required": .resyncRequired
             default: .other(wire.type)
             }

@@ -38,7 +38,8 @@ public func buildApplication(
     let store = ReceiptsStore(pool: pool, logger: logger)
     var listenerDatabase = database
     listenerDatabase.applicationName = "\(configuration.instanceName)-listener"
-    let listener = PostgresListener(configuration: listenerDatabase, channels: [EventHub.channel], logger: logger)
+    let listener = PostgresListener(
+        configuration: listenerDatabase, channels: [EventHub.channel, CredentialChanges.channel], logger: logger)
     let hubOptions = EventHub.Options(
         maximumLag: configuration.streamMaximumLag,
         notifiesOtherInstances: configuration.notifiesOtherInstances,
@@ -46,7 +47,11 @@ public func buildApplication(
         abandonGapsAfter: configuration.abandonEventGapsAfter
     )
     let metrics = ServiceMetrics()
-    let hub = EventHub(store: store, listener: listener, options: hubOptions, logger: logger, metrics: metrics.factory)
+    // Credential changes come through the listener too (the hub is its one consumer).
+    let credentialChanges = CredentialChanges(directory: store.credentials)
+    let hub = EventHub(
+        store: store, listener: listener, options: hubOptions, logger: logger, metrics: metrics.factory,
+        otherListenerEvents: { credentialChanges.heard($0) })
     let components = ServiceComponents(configuration: configuration, pool: pool, store: store, hub: hub, metrics: metrics)
 
     let app = Application(
@@ -60,6 +65,12 @@ public func buildApplication(
             pool, store, listener, hub, components.databaseHealth,
             EventRetentionService(
                 store: store, retentionSeconds: configuration.eventRetentionSeconds, interval: .seconds(3600), logger: logger),
+            // Deleting, erasing and credentials: background work.
+            ChatPurgeService(store: store, signal: components.deletedChats, logger: logger),
+            APIKeyUseRecorder(use: components.authenticator.keyUse, store: store, logger: logger),
+            ErasureService(
+                store: store, signal: components.erasures,
+                holder: "\(configuration.instanceName)-\(UInt64.random(in: 1...UInt64.max))", logger: logger),
         ],
         logger: logger
     )
@@ -78,6 +89,10 @@ public struct ServiceComponents: Sendable {
     let userTokens: UserTokens
     /// The stream caps, the shutdown flag and the credential checks of every stream.
     let streamGuards: StreamGuards
+    /// Wakes the purge of deleted chats' messages.
+    let deletedChats = WorkSignal()
+    /// Wakes the erasure worker.
+    let erasures = WorkSignal()
 
     public init(
         configuration: ReceiptsConfiguration,
@@ -115,19 +130,27 @@ public func buildRouter(_ components: ServiceComponents) -> Router<ReceiptsReque
     HealthController(database: components.databaseHealth, hub: components.hub).addRoutes(to: router)
     OperationsController(metrics: components.metrics, pool: components.pool).addRoutes(to: router)
 
-    AdminController(registration: TenantRegistration(store: components.store)).addRoutes(
-        to: router.group("admin/v1")
-            .add(middleware: AdminAuthenticationMiddleware(adminToken: components.configuration.adminToken))
-            .add(middleware: BodyLimitMiddleware(readsBody: true))
-    )
+    let admin = router.group("admin/v1")
+        .add(middleware: AdminAuthenticationMiddleware(adminToken: components.configuration.adminToken))
+        .add(middleware: BodyLimitMiddleware(readsBody: true))
+    AdminController(registration: TenantRegistration(store: components.store)).addRoutes(to: admin)
     let api = router.group("v1")
         .add(middleware: AuthenticationMiddleware(authenticator: components.authenticator))
         .add(middleware: BodyLimitMiddleware(readsBody: true))
     TokenController(userTokens: components.userTokens).addRoutes(to: api)
-    ChatController(store: components.store).addRoutes(to: api)
+    ChatController(store: components.store, deletedChats: components.deletedChats).addRoutes(to: api)
     MessageController(store: components.store).addRoutes(to: api)
     MarkingController(store: components.store).addRoutes(to: api)
     UserController(store: components.store).addRoutes(to: api)
+    // Deleting, erasing and credentials.
+    let credentials = CredentialsController(
+        store: components.store, changes: components.authenticator.changes, logger: components.store.logger)
+    credentials.addAdminRoutes(to: admin)
+    credentials.addRoutes(to: api)
+    let erasure = ErasureController(
+        store: components.store, erasures: components.erasures, changes: components.authenticator.changes, logger: components.store.logger)
+    erasure.addAdminRoutes(to: admin)
+    erasure.addRoutes(to: api)
     EventStreamController(hub: components.hub, guards: components.streamGuards).addRoutes(
         to: router.group("v1/events").add(
             middleware: AuthenticationMiddleware(authenticator: components.authenticator, acceptsTokenParameter: true))

@@ -1,15 +1,21 @@
+import Foundation
 import Postgres
 import Synchronization
 
-/// Every tenant's id and the hash of its API key, held in memory and reloaded from the
-/// database (`receipts.credential_directory()`) as a whole.
+/// Every tenant's id with the hashes of its API keys and its token secret's generation, and
+/// the token revocations of the last 24 hours, held in memory and reloaded from the database
+/// (`receipts.credential_directory()`, `receipts.current_token_revocations()`) as a whole.
 ///
 /// Credentials are checked on every request, and most guessed ones are new each time: a
 /// cache of answers per credential would not stop a flood of random API keys, or of forged
 /// tokens naming random tenants, from costing one query each and starving the pool. The
 /// directory answers both from memory instead:
-/// - a snapshot answers for at most `maximumAge` (then the next lookup reloads it), so a key
-///   replaced elsewhere stops working within that time;
+/// - a change of credentials anywhere (a key added or removed, tokens revoked, a secret
+///   rotated, a tenant erased) is announced by a NOTIFY that every instance hears
+///   (`invalidate(tenant:)`): nothing loaded before answers any more, and the streams of that
+///   tenant waiting in `waitForChange` wake to check their credential;
+/// - a snapshot answers for at most `maximumAge` (then the next lookup reloads it), so a
+///   change made without that NOTIFY (in psql) holds within that time;
 /// - a credential the snapshot does not know reloads it only if it is at least
 ///   `reloadAfterMiss` old, so a tenant created by another process (`receiptsd tenant
 ///   create`, another instance) works within that time, and guessed credentials cost at most
@@ -19,7 +25,8 @@ import Synchronization
 ///   younger `maximumAge` (an open stream's periodic re-check of its credential: a key replaced
 ///   or removed in the database ends the stream within about one and a half intervals).
 ///
-/// Its size is the number of tenants, whatever callers guess. Concurrent reloads share one
+/// Its size is the number of tenants and their keys, and the users revoked in the last day,
+/// whatever callers guess. Concurrent reloads share one
 /// query. A reload that fails throws (the caller answers 503, never 401: a client must not
 /// throw away a valid credential during an outage).
 public final class CredentialDirectory: Sendable {
@@ -38,13 +45,16 @@ public final class CredentialDirectory: Sendable {
 
     struct Snapshot: Sendable {
         var tenantsByKeyHash: [[UInt8]: String] = [:]
-        var keyHashesByTenant: [String: [UInt8]] = [:]
+        /// Every tenant (with or without keys) and its token secret's generation.
+        var secretGenerations: [String: Int] = [:]
+        /// Per tenant and user: their tokens issued up to then are revoked.
+        var revocations: [String: [String: Date]] = [:]
         var loadedAt: ContinuousClock.Instant
 
-        mutating func record(tenant: String, apiKeyHash: [UInt8]) {
-            if let old = self.keyHashesByTenant[tenant] { self.tenantsByKeyHash[old] = nil }
-            self.keyHashesByTenant[tenant] = apiKeyHash
+        mutating func record(tenant: String, apiKeyHash: [UInt8], replacingKeys: Bool) {
+            if replacingKeys { self.tenantsByKeyHash = self.tenantsByKeyHash.filter { $0.value != tenant } }
             self.tenantsByKeyHash[apiKeyHash] = tenant
+            if self.secretGenerations[tenant] == nil { self.secretGenerations[tenant] = 0 }
         }
     }
 
@@ -54,13 +64,24 @@ public final class CredentialDirectory: Sendable {
         /// Callers waiting for the reload under way.
         var waiting: [CheckedContinuation<Snapshot, any Error>] = []
         /// Credentials this process recorded while a reload ran (its rows may predate them).
-        var recordedDuringLoad: [(tenant: String, apiKeyHash: [UInt8])] = []
+        var recordedDuringLoad: [(tenant: String, apiKeyHash: [UInt8], replacingKeys: Bool)] = []
+        /// A snapshot loaded before this (started before a change of credentials was heard)
+        /// answers nothing: the next lookup reloads.
+        var invalidatedAt: ContinuousClock.Instant?
         var lastFailure: PostgresError?
+    }
+
+    /// A task waiting for a change of a tenant's credentials (`waitForChange`).
+    private struct Waiter {
+        let tenant: String
+        let continuation: CheckedContinuation<Void, Never>
     }
 
     public let options: Options
     private let pool: PostgresConnectionPool
     private let state = Mutex(State())
+    private let waiters = Mutex<[UInt64: Waiter]>([:])
+    private let nextWaiter = Atomic<UInt64>(0)
 
     init(pool: PostgresConnectionPool, options: Options = Options()) {
         self.pool = pool
@@ -76,26 +97,91 @@ public final class CredentialDirectory: Sendable {
 
     /// Whether a tenant with this id exists.
     public func hasTenant(_ tenant: String) async throws -> Bool {
-        try await self.lookUp { $0.keyHashesByTenant[tenant] != nil ? true : nil } ?? false
+        try await self.secretGeneration(of: tenant) != nil
     }
 
-    /// Notes a tenant created, or a key replaced, by this process.
-    func record(tenant: String, apiKeyHash: [UInt8]) {
+    /// The generation of the tenant's token secret (it changes with each rotation); nil when
+    /// there is no such tenant.
+    public func secretGeneration(of tenant: String, maximumAge: Duration? = nil) async throws -> Int? {
+        try await self.lookUp(maximumAge: maximumAge) { $0.secretGenerations[tenant] }
+    }
+
+    /// Until when the user's tokens are revoked (those issued up to then are refused); nil
+    /// when none that may still be unexpired are. Answers from the same snapshot as
+    /// `secretGeneration`, without reloading for a user that has none.
+    public func tokensRevokedBefore(tenant: String, user: String) async throws -> Date? {
+        try await self.lookUp(reloadsOnMiss: false) { $0.revocations[tenant]?[user] }
+    }
+
+    /// Notes a tenant created, or its keys replaced, by this process.
+    func record(tenant: String, apiKeyHash: [UInt8], replacingKeys: Bool = false) {
         self.state.withLock { state in
-            state.snapshot?.record(tenant: tenant, apiKeyHash: apiKeyHash)
-            if state.isLoading { state.recordedDuringLoad.append((tenant, apiKeyHash)) }
+            state.snapshot?.record(tenant: tenant, apiKeyHash: apiKeyHash, replacingKeys: replacingKeys)
+            if state.isLoading { state.recordedDuringLoad.append((tenant, apiKeyHash, replacingKeys)) }
         }
     }
 
-    private func lookUp<Found>(maximumAge: Duration? = nil, _ find: (Snapshot) -> Found?) async throws -> Found? {
+    /// Credentials of `tenant` (nil: of any tenant) changed in the database (this process or
+    /// another instance changed them): nothing loaded so far answers any more, the next lookup
+    /// reloads (a reload already under way when this is called may have read the old rows: its
+    /// snapshot does not count either), and the tasks waiting for such a change wake.
+    public func invalidate(tenant: String? = nil) {
+        self.state.withLock { $0.invalidatedAt = .now }
+        let woken = self.waiters.withLock { waiters -> [CheckedContinuation<Void, Never>] in
+            let matching = waiters.filter { tenant == nil || $0.value.tenant == tenant }
+            for key in matching.keys { waiters[key] = nil }
+            return matching.values.map(\.continuation)
+        }
+        for continuation in woken { continuation.resume() }
+    }
+
+    /// Returns when the credentials of `tenant` change (`invalidate`), after `timeout`, or when
+    /// the task is cancelled, whichever comes first; true when they changed.
+    public func waitForChange(of tenant: String, atMost timeout: Duration) async -> Bool {
+        let id = self.nextWaiter.wrappingAdd(1, ordering: .relaxed).oldValue
+        return await withTaskGroup(of: Bool.self) { group in
+            group.addTask {
+                await withTaskCancellationHandler {
+                    await withCheckedContinuation { continuation in
+                        // Under the lock, so that a cancellation either sees the waiter or
+                        // is seen here.
+                        let cancelled = self.waiters.withLock { waiters -> Bool in
+                            if Task.isCancelled { return true }
+                            waiters[id] = Waiter(tenant: tenant, continuation: continuation)
+                            return false
+                        }
+                        if cancelled { continuation.resume() }
+                    }
+                    return !Task.isCancelled
+                } onCancel: {
+                    self.waiters.withLock { $0.removeValue(forKey: id) }?.continuation.resume()
+                }
+            }
+            group.addTask {
+                try? await Task.sleep(for: timeout)
+                return false
+            }
+            let first = await group.next() ?? false
+            group.cancelAll()
+            return first
+        }
+    }
+
+    private func lookUp<Found>(
+        maximumAge: Duration? = nil, reloadsOnMiss: Bool = true, _ find: (Snapshot) -> Found?
+    ) async throws -> Found? {
         let asked = ContinuousClock.now
         let maximumAge = min(maximumAge ?? self.options.maximumAge, self.options.maximumAge)
-        var snapshot = self.state.withLock { $0.snapshot }
-        if snapshot == nil || asked - snapshot!.loadedAt > maximumAge {
+        var (snapshot, invalidatedAt) = self.state.withLock { ($0.snapshot, $0.invalidatedAt) }
+        if snapshot == nil || asked - snapshot!.loadedAt > maximumAge || invalidatedAt.map({ snapshot!.loadedAt < $0 }) == true {
             snapshot = try await self.reload()
+            // A reload joined under way may have begun before the invalidation (and read the
+            // old rows): one more, which begins after it.
+            invalidatedAt = self.state.withLock { $0.invalidatedAt }
+            if invalidatedAt.map({ snapshot!.loadedAt < $0 }) == true { snapshot = try await self.reload() }
         }
         if let found = find(snapshot!) { return found }
-        guard asked - snapshot!.loadedAt >= self.options.reloadAfterMiss else { return nil }
+        guard reloadsOnMiss, asked - snapshot!.loadedAt >= self.options.reloadAfterMiss else { return nil }
         return find(try await self.reload())
     }
 
@@ -134,7 +220,9 @@ public final class CredentialDirectory: Sendable {
             var outcome = result
             switch result {
             case .success(var snapshot):
-                for recorded in state.recordedDuringLoad { snapshot.record(tenant: recorded.tenant, apiKeyHash: recorded.apiKeyHash) }
+                for recorded in state.recordedDuringLoad {
+                    snapshot.record(tenant: recorded.tenant, apiKeyHash: recorded.apiKeyHash, replacingKeys: recorded.replacingKeys)
+                }
                 state.snapshot = snapshot
                 state.lastFailure = nil
                 outcome = .success(snapshot)
@@ -151,12 +239,18 @@ public final class CredentialDirectory: Sendable {
 
     private func load() async throws -> Snapshot {
         let started = ContinuousClock.now
-        let rows = try await self.pool.query("SELECT tenant_id, api_key_hash FROM receipts.credential_directory()")
+        let rows = try await self.pool.query("SELECT tenant_id, api_key_hash, secret_generation FROM receipts.credential_directory()")
         var snapshot = Snapshot(loadedAt: started)
         snapshot.tenantsByKeyHash.reserveCapacity(rows.count)
-        snapshot.keyHashesByTenant.reserveCapacity(rows.count)
+        snapshot.secretGenerations.reserveCapacity(rows.count)
         for row in rows {
-            snapshot.record(tenant: try row.decode(String.self, column: 0), apiKeyHash: try row.decode(PostgresBytes.self, column: 1).bytes)
+            let tenant = try row.decode(String.self, column: 0)
+            if let hash = try row.decode(PostgresBytes?.self, column: 1) { snapshot.tenantsByKeyHash[hash.bytes] = tenant }
+            snapshot.secretGenerations[tenant] = try row.decode(Int.self, column: 2)
+        }
+        for row in try await self.pool.query("SELECT tenant_id, user_id, revoked_before FROM receipts.current_token_revocations()") {
+            snapshot.revocations[try row.decode(String.self, column: 0), default: [:]][try row.decode(String.self, column: 1)] =
+                try row.decode(Date.self, column: 2)
         }
         return snapshot
     }

@@ -17,10 +17,13 @@ extension ReceiptsStore {
         }
     }
 
-    /// Replaces a tenant's API key; false when there is no such tenant.
+    /// Replaces a tenant's API keys with one; false when there is no such tenant.
     public func replaceAPIKey(tenant: String, apiKeyHash: [UInt8]) async throws -> Bool {
         let replaced = try await self.query("SELECT receipts.replace_api_key($1, $2)", [tenant, PostgresBytes(apiKeyHash)]).scalar(Bool.self)
-        if replaced { self.credentials.record(tenant: tenant, apiKeyHash: apiKeyHash) }
+        if replaced {
+            self.credentials.record(tenant: tenant, apiKeyHash: apiKeyHash, replacingKeys: true)
+            self.credentials.invalidate()
+        }
         return replaced
     }
 
@@ -29,9 +32,22 @@ extension ReceiptsStore {
         try await self.query("SELECT receipts.tenant_for_api_key($1)", [PostgresBytes(apiKeyHash)]).scalar(String?.self)
     }
 
-    /// The key that signs `tenant`'s user tokens, if the tenant exists.
-    public func tokenSecret(tenant: String) async throws -> [UInt8]? {
-        let rows = try await self.query("SELECT receipts.tenant_token_secret($1)", [tenant])
-        return try rows.first?.decode(PostgresBytes?.self, column: 0)?.bytes
+    /// The keys that verify `tenant`'s user tokens (the current generation's, which also signs
+    /// new ones, and the previous one's until the next rotation); nil for an unknown tenant.
+    public func tokenSecrets(tenant: String) async throws -> TokenSecrets? {
+        let rows = try await self.query("SELECT generation, current_secret, previous_secret FROM receipts.tenant_token_secrets($1)", [tenant])
+        guard let row = rows.first else { return nil }
+        return TokenSecrets(
+            generation: try row.decode(Int.self, column: 0), current: try row.decode(PostgresBytes.self, column: 1).bytes,
+            previous: try row.decode(PostgresBytes?.self, column: 2)?.bytes)
     }
+}
+
+/// A tenant's token-signing secrets.
+public struct TokenSecrets: Sendable {
+    /// The current secret's generation (0 before any rotation); the previous one is one less.
+    public let generation: Int
+    public let current: [UInt8]
+    /// The secret of the generation before, while it still verifies the tokens it signed.
+    public let previous: [UInt8]?
 }

@@ -13,7 +13,12 @@ struct ClientOperationsTests {
             let recorder = OperationRecorder()
             let receipts = try await service.tenantClient(middlewares: [recorder])
             let admin = ReceiptsClient(baseURL: service.baseURL, credential: service.adminToken, middlewares: [recorder])
-            _ = try await admin.createTenant(named: "another")
+            let another = try await admin.createTenant(named: "another")
+            let key = try await admin.addAPIKey(to: another.id)
+            #expect(try await admin.apiKeys(of: another.id).map(\.keyId).contains(key.keyId))
+            try await admin.removeAPIKey(key.keyId, of: another.id)
+            try await admin.rotateTokenSecret(of: another.id)
+            #expect(try await admin.erase(tenant: another.id).erasure == .pending)
 
             let token = try await receipts.userToken(for: "bob", ttl: .seconds(600))
             #expect(token.expiresAt > Date())
@@ -54,6 +59,13 @@ struct ClientOperationsTests {
             #expect(unread.total == 1 && unread.chats.first?.markedUnread == true)
             #expect(try await receipts.setReadReceipts(false, for: "carol").readReceipts == false)
             #expect(try await receipts.removeMember("carol", from: "team").members.map(\.userId) == ["alice", "bob"])
+            try await receipts.deleteMessage("m2", in: "team")
+            #expect(try await receipts.messages(in: "team", viewer: "alice").map(\.id) == [first.id])
+            try await receipts.createChat("scratch", members: ["alice"])
+            try await receipts.deleteChat("scratch")
+            try await receipts.revokeTokens(of: "nobody")
+            #expect(try await receipts.erase(user: "nobody", deletingMessages: true).erasure == .pending)
+            #expect(try await receipts.erasure(of: "nobody").userId == "nobody")
 
             // The rest through the generated client, with the same credential and errors.
             #expect(try await receipts.generated.healthz().ok.body.json.status == "ok")

@@ -15,8 +15,8 @@ struct ContractConformanceTests {
             let cases: [(HTTPRequest.Method, String, String?, String)] = [
                 (.trace, "/healthz", nil, "GET"),
                 (.post, "/openapi.yaml", nil, "GET"),
-                (.delete, "/v1/chats/g", tenant.apiKey, "GET, PUT"),
-                (.delete, "/v1/chats/g", nil, "GET, PUT"),
+                (.post, "/v1/chats/g", tenant.apiKey, "DELETE, GET, PUT"),
+                (.post, "/v1/chats/g", nil, "DELETE, GET, PUT"),
                 (.patch, "/v1/chats/g/members/a", tenant.apiKey, "DELETE"),
                 (.get, "/v1/chats/g/read", tenant.apiKey, "POST"),
                 (.put, "/v1/stream", nil, "GET"),

@@ -159,12 +159,12 @@ struct IsolationAndAuthTests {
             #expect(tenant.apiKey.hasPrefix("rk_"))
             // Only a hash of the key is stored.
             let stored = try await TestDatabase.pool.query(
-                "SELECT count(*) FROM receipts.tenants WHERE tenant_id = $1 AND api_key_hash = sha256(convert_to($2, 'UTF8'))",
+                "SELECT count(*) FROM receipts.api_keys WHERE tenant_id = $1 AND key_hash = sha256(convert_to($2, 'UTF8'))",
                 [tenant.id, tenant.apiKey]
             ).scalar(Int.self)
             #expect(stored == 1)
             let plain = try await TestDatabase.pool.query(
-                "SELECT count(*) FROM receipts.tenants WHERE position(convert_to($1, 'UTF8') IN api_key_hash) > 0",
+                "SELECT count(*) FROM receipts.api_keys WHERE position(convert_to($1, 'UTF8') IN key_hash) > 0",
                 [tenant.apiKey]
             ).scalar(Int.self)
             #expect(plain == 0)

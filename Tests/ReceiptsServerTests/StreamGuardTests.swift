@@ -134,10 +134,10 @@ struct StreamGuardTests {
             try await StreamClients.withEventSource(port: client.port, credential: tenant.apiKey) { stream in
                 let id = try await tenant.send(in: "g", from: "b")
                 #expect((await stream.next())?["messageIds"] as? [String] == [id])
-                // As `UPDATE receipts.tenants SET api_key_hash = …` in psql, or `receiptsd tenant
-                // create --replace-key` run elsewhere.
+                // As `UPDATE receipts.api_keys SET key_hash = …` in psql (no notification: the
+                // streams' periodic check finds it).
                 try await TestDatabase.pool.query(
-                    "UPDATE receipts.tenants SET api_key_hash = sha256(convert_to($2, 'UTF8')) WHERE tenant_id = $1",
+                    "UPDATE receipts.api_keys SET key_hash = sha256(convert_to($2, 'UTF8')) WHERE tenant_id = $1",
                     [tenant.id, "rk_replaced_\(tenant.id)"])
                 let at = ContinuousClock.now
                 replaced.withLockedValue { $0 = at }

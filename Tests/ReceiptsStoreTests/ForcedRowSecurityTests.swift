@@ -77,7 +77,7 @@ struct ForcedRowSecurityTests {
             }
             // The SECURITY DEFINER functions, run as the owner, see every tenant.
             #expect(try await store.tenant(apiKeyHash: Array("key-t2".utf8)) == "t2")
-            #expect(try await store.tokenSecret(tenant: "t1") == [1])
+            #expect(try await store.tokenSecrets(tenant: "t1")?.current == [1])
             #expect(try await store.credentials.hasTenant("t2"))
             let page = try await store.eventLog(after: 0, limit: 100)
             #expect(Set(page.events.map(\.tenantId)) == ["t1", "t2"])

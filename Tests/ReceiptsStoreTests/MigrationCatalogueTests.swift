@@ -58,6 +58,32 @@ struct MigrationCatalogueTests {
             .map { ("comment policy all_tenants_maintenance on receipts.\($0)", "points at the baseline") },
         uniquingKeysWith: { first, _ in first })
 
+    /// What migrations after the baseline create or change on purpose, by name: a difference
+    /// whose key names one of these is that migration's (`key.contains(name)`).
+    static let laterMigrationChanges: [String: [String]] = [
+        "0003_deleting_and_credentials": [
+            // New tables, with their columns, keys, indexes and policies.
+            "api_keys", "chat_purges", "deleted_messages", "token_revocations", "erasures", "erasure_chats", "tenant_erasures",
+            "background_leases",
+            // Changed: a tenant's keys moved to api_keys, its secret has generations; events
+            // take the new types (chat_id, user_id may be null); messages outlive their chat
+            // row until the purge.
+            "tenants.", "receipts.tenants", "tenants_api_key_hash_key", "events.chat_id", "events.user_id",
+            "events.events_type_check", "messages.messages_tenant_id_chat_id_fkey",
+        ] + [
+            "add_api_key", "create_tenant", "credential_directory", "credentials_changed", "current_token_revocations",
+            "delete_chat", "delete_message", "new_key_id", "purge_chat_messages", "purge_deleted_chat_batch", "put_chat",
+            "record_api_key_use", "remove_api_key", "replace_api_key", "revoke_user_tokens", "rotate_token_secret",
+            "send_each", "send_message", "tenant_for_api_key", "tenant_token_secret", "tenant_token_secrets",
+            "request_user_erasure", "user_erasure", "request_tenant_erasure", "erase_user_step", "erase_tenant_step", "erasure_step",
+        ].map { "receipts.\($0)(" },
+    ]
+
+    /// Whether a difference is one a migration after the baseline made.
+    static func isLaterMigrationChange(_ key: String) -> Bool {
+        Self.laterMigrationChanges.values.contains { names in names.contains { key.contains($0) } }
+    }
+
     /// The differences that are comments of the baseline (a database that ran the chain keeps
     /// the chain's: the runner records the baseline, it does not run it).
     static var baselineComments: Set<String> {
@@ -92,7 +118,7 @@ struct MigrationCatalogueTests {
         }
         #expect(legacy.entries.count > 300)
         let differences = current.differences(from: legacy)
-        for key in differences.subtracting(Self.intendedDifferences.keys).sorted() {
+        for key in differences.subtracting(Self.intendedDifferences.keys).sorted() where !Self.isLaterMigrationChange(key) {
             Issue.record("\(key): chain \(legacy.entries[key] ?? "(none)") | today \(current.entries[key] ?? "(none)")")
         }
         for key in Set(Self.intendedDifferences.keys).subtracting(differences).sorted() {

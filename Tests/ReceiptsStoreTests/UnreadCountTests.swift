@@ -4,7 +4,7 @@ import Testing
 
 /// `receipts.unread_count` is arithmetic on the read watermark (see
 /// `sql/views/unread.sql`). These tests drive a chat through random
-/// sends, reads in and out of order, hidden reads, leaves and rejoins, and after every step
+/// sends, reads in and out of order, hidden reads, leaves and rejoins, deletes, and after every step
 /// compare it with the definition counted message by message.
 @Suite("Unread counts in SQL")
 struct UnreadCountTests {
@@ -17,28 +17,9 @@ struct UnreadCountTests {
         }
     }
 
-    /// The definition: messages of others, sent during one of the user's membership
-    /// periods, not read by them (visibly or hidden); 0 after leaving; at least 1 when marked.
-    static let countedOneByOne = """
-        SELECT CASE WHEN member.left_at IS NOT NULL THEN 0 ELSE greatest(
-            (SELECT count(*) FROM receipts.messages AS message
-             WHERE message.tenant_id = member.tenant_id AND message.chat_id = member.chat_id
-               AND message.sender_id <> member.user_id
-               AND NOT EXISTS (
-                   SELECT FROM receipts.receipt_chunks AS receipt
-                   WHERE receipt.tenant_id = message.tenant_id AND receipt.chat_id = message.chat_id AND receipt.seq = message.seq
-                     AND (member.user_id = ANY (receipt.read_by) OR member.user_id = ANY (receipt.hidden_read_by)))
-               AND EXISTS (
-                   SELECT FROM receipts.membership_periods AS period
-                   WHERE period.tenant_id = member.tenant_id AND period.chat_id = member.chat_id
-                     AND period.user_id = member.user_id
-                     AND message.seq > period.after_seq AND (period.until_seq IS NULL OR message.seq <= period.until_seq))),
-            CASE WHEN member.marked_unread THEN 1 ELSE 0 END) END::int8
-        FROM receipts.chat_members AS member
-        WHERE member.tenant_id = $1 AND member.chat_id = $2 AND member.user_id = $3
-        """
+    static let countedOneByOne = UnreadDefinition.countedOneByOne
 
-    @Test("the arithmetic count equals the count message by message, through 300 random steps", arguments: [1, 2, 3])
+    @Test("the arithmetic count equals the count message by message, through 300 random steps, deletes included", arguments: [1, 2, 3])
     func matchesDefinition(seed: UInt64) async throws {
         try await TestDatabase.ensureMigrated()
         let pool = TestDatabase.pool
@@ -51,7 +32,7 @@ struct UnreadCountTests {
         var messages: [String] = []
         for step in 0..<300 {
             let user = users[random.next(users.count)]
-            switch random.next(10) {
+            switch random.next(11) {
             case 0, 1, 2:
                 let id = "m\(step)"
                 let outcome = try await pool.query("SELECT outcome FROM receipts.send_message($1, 'g', $2, $3, 'x')", [tenant, id, user])
@@ -74,6 +55,12 @@ struct UnreadCountTests {
                 } else {
                     try await pool.query("SELECT receipts.join_chat($1, 'g', $2)", [tenant, user])
                 }
+            case 10:
+                // Deleting a message: read or unread, own or not, above or below watermarks.
+                guard !messages.isEmpty else { continue }
+                let id = messages.remove(at: random.next(messages.count))
+                let outcome = try await pool.query("SELECT receipts.delete_message($1, 'g', $2, NULL)", [tenant, id]).scalar(String.self)
+                #expect(outcome == "deleted")
             default:
                 if random.next(2) == 0 {
                     try await pool.query("SELECT receipts.mark_unread($1, 'g', $2)", [tenant, user])

@@ -71,6 +71,13 @@ BEGIN
     VALUES (p_tenant, p_chat, p_kind, cardinality(p_members))
     ON CONFLICT DO NOTHING;
     IF FOUND THEN
+        -- A chat of this id was deleted and its messages are not all purged yet: the rest go
+        -- now (after the background batch that may hold them), so the new chat starts empty.
+        IF EXISTS (SELECT FROM receipts.chat_purges AS purge WHERE purge.tenant_id = p_tenant AND purge.chat_id = p_chat) THEN
+            PERFORM FROM receipts.chat_purges AS purge WHERE purge.tenant_id = p_tenant AND purge.chat_id = p_chat FOR UPDATE;
+            PERFORM receipts.purge_chat_messages(p_tenant, p_chat, 2147483647);
+            DELETE FROM receipts.chat_purges AS purge WHERE purge.tenant_id = p_tenant AND purge.chat_id = p_chat;
+        END IF;
         INSERT INTO receipts.chat_members (tenant_id, chat_id, user_id, receipt_chunk)
         SELECT p_tenant, p_chat, member.user_id, receipts.receipt_chunk_of(member.number::integer - 1)
         FROM unnest(p_members) WITH ORDINALITY AS member(user_id, number);

@@ -38,6 +38,12 @@ BEGIN
         END IF;
         RETURN;
     END IF;
+    IF EXISTS (SELECT FROM receipts.deleted_messages AS deleted
+               WHERE deleted.tenant_id = p_tenant AND deleted.chat_id = p_chat AND deleted.message_id = p_message) THEN
+        -- A deleted message's id stays taken.
+        RETURN QUERY SELECT 'conflict', NULL::bigint, NULL::timestamptz;
+        RETURN;
+    END IF;
     IF NOT v_is_member THEN
         RETURN QUERY SELECT 'not_member', NULL::bigint, NULL::timestamptz;
         RETURN;
@@ -107,6 +113,9 @@ BEGIN
                                      WHERE chat.tenant_id = p_tenant AND chat.chat_id = request.chat) THEN 'chat_not_found'
                     WHEN existing.seq IS NOT NULL AND existing.sender_id = request.sender AND existing.body = request.body THEN 'existing'
                     WHEN existing.seq IS NOT NULL THEN 'conflict'
+                    WHEN EXISTS (SELECT FROM receipts.deleted_messages AS deleted
+                                 WHERE deleted.tenant_id = p_tenant AND deleted.chat_id = request.chat
+                                   AND deleted.message_id = request.message) THEN 'conflict'
                     WHEN NOT EXISTS (SELECT FROM receipts.chat_members AS member
                                      WHERE member.tenant_id = p_tenant AND member.chat_id = request.chat
                                        AND member.user_id = request.sender AND member.left_at IS NULL) THEN 'not_member'

@@ -55,6 +55,7 @@ do {
         case .receiptDelivered: print("delivered to \(event.userID ?? ""): \(event.messageIDs)")
         case .receiptRead: print("\(event.userID ?? "") read \(event.messageIDs)")
         case .unreadChanged(let count, _): print("\(event.userID ?? "")'s unread count: \(count)")
+        case .messageDeleted, .chatDeleted, .userErased: print("\(event.kind): drop it from what you show")
         case .resyncRequired: print("missed events: reload")
         case .other: break
         }

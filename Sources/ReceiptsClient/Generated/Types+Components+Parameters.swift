@@ -31,6 +31,14 @@ extension Components {
         ///
         /// - Remark: Generated from `#/components/parameters/MessageId`.
         public typealias MessageId = Components.Schemas.Id
+        /// The tenant's id.
+        ///
+        /// - Remark: Generated from `#/components/parameters/TenantId`.
+        public typealias TenantId = Components.Schemas.Id
+        /// The API key's id (`keyId`), never the key itself.
+        ///
+        /// - Remark: Generated from `#/components/parameters/KeyId`.
+        public typealias KeyId = Components.Schemas.Id
         /// The user whose view is asked for. With a tenant key it is optional: without it
         /// no `receipt` is computed. With a user token it is that user; naming anyone
         /// else is 403. A tenant key naming a user who is not a member is 403.

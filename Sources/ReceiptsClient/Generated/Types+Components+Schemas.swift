@@ -22,6 +22,9 @@ extension Components {
         /// One change, as streams deliver it. `id` is opaque and URL-safe (at most 64 characters
         /// of [A-Za-z0-9._:-]), in stream order: store the last one and send it back to resume,
         /// never compare ids. `unread.changed` also carries `unreadCount` and `markedUnread`.
+        /// `message.deleted` carries `chatId`, `userId` (the sender) and `messageIds` (the one
+        /// deleted); `chat.deleted` carries `chatId` only; `user.erased` (tenant key only)
+        /// carries `userId` only. Clients ignore types they do not know.
         ///
         ///
         /// - Remark: Generated from `#/components/schemas/Event`.
@@ -34,6 +37,9 @@ extension Components {
                 case receipt_delivered = "receipt.delivered"
                 case receipt_read = "receipt.read"
                 case unread_changed = "unread.changed"
+                case message_deleted = "message.deleted"
+                case chat_deleted = "chat.deleted"
+                case user_erased = "user.erased"
                 case resync_required = "resync.required"
             }
             /// - Remark: Generated from `#/components/schemas/Event/type`.
@@ -186,6 +192,213 @@ extension Components {
                 try decoder.ensureNoAdditionalProperties(knownKeys: [
                     "name"
                 ])
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/UserErasure`.
+        public struct UserErasure: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/UserErasure/userId`.
+            public var userId: Components.Schemas.Id
+            /// - Remark: Generated from `#/components/schemas/UserErasure/erasure`.
+            @frozen public enum ErasurePayload: String, Codable, Hashable, Sendable, CaseIterable {
+                case pending = "pending"
+                case done = "done"
+            }
+            /// - Remark: Generated from `#/components/schemas/UserErasure/erasure`.
+            public var erasure: Components.Schemas.UserErasure.ErasurePayload
+            /// Creates a new `UserErasure`.
+            ///
+            /// - Parameters:
+            ///   - userId:
+            ///   - erasure:
+            public init(
+                userId: Components.Schemas.Id,
+                erasure: Components.Schemas.UserErasure.ErasurePayload
+            ) {
+                self.userId = userId
+                self.erasure = erasure
+            }
+            public enum CodingKeys: String, CodingKey {
+                case userId
+                case erasure
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/UserErasureStatus`.
+        public struct UserErasureStatus: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/UserErasureStatus/userId`.
+            public var userId: Components.Schemas.Id
+            /// - Remark: Generated from `#/components/schemas/UserErasureStatus/erasure`.
+            @frozen public enum ErasurePayload: String, Codable, Hashable, Sendable, CaseIterable {
+                case pending = "pending"
+                case done = "done"
+            }
+            /// - Remark: Generated from `#/components/schemas/UserErasureStatus/erasure`.
+            public var erasure: Components.Schemas.UserErasureStatus.ErasurePayload
+            /// - Remark: Generated from `#/components/schemas/UserErasureStatus/requestedAt`.
+            public var requestedAt: Components.Schemas.Timestamp
+            /// Creates a new `UserErasureStatus`.
+            ///
+            /// - Parameters:
+            ///   - userId:
+            ///   - erasure:
+            ///   - requestedAt:
+            public init(
+                userId: Components.Schemas.Id,
+                erasure: Components.Schemas.UserErasureStatus.ErasurePayload,
+                requestedAt: Components.Schemas.Timestamp
+            ) {
+                self.userId = userId
+                self.erasure = erasure
+                self.requestedAt = requestedAt
+            }
+            public enum CodingKeys: String, CodingKey {
+                case userId
+                case erasure
+                case requestedAt
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/TenantErasure`.
+        public struct TenantErasure: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/TenantErasure/tenantId`.
+            public var tenantId: Components.Schemas.Id
+            /// - Remark: Generated from `#/components/schemas/TenantErasure/erasure`.
+            @frozen public enum ErasurePayload: String, Codable, Hashable, Sendable, CaseIterable {
+                case pending = "pending"
+                case done = "done"
+            }
+            /// - Remark: Generated from `#/components/schemas/TenantErasure/erasure`.
+            public var erasure: Components.Schemas.TenantErasure.ErasurePayload
+            /// Creates a new `TenantErasure`.
+            ///
+            /// - Parameters:
+            ///   - tenantId:
+            ///   - erasure:
+            public init(
+                tenantId: Components.Schemas.Id,
+                erasure: Components.Schemas.TenantErasure.ErasurePayload
+            ) {
+                self.tenantId = tenantId
+                self.erasure = erasure
+            }
+            public enum CodingKeys: String, CodingKey {
+                case tenantId
+                case erasure
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/CreatedApiKey`.
+        public struct CreatedApiKey: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/CreatedApiKey/keyId`.
+            public var keyId: Components.Schemas.Id
+            /// The new tenant key; stored hashed and shown only once.
+            ///
+            /// - Remark: Generated from `#/components/schemas/CreatedApiKey/apiKey`.
+            public var apiKey: Swift.String
+            /// - Remark: Generated from `#/components/schemas/CreatedApiKey/createdAt`.
+            public var createdAt: Components.Schemas.Timestamp
+            /// Creates a new `CreatedApiKey`.
+            ///
+            /// - Parameters:
+            ///   - keyId:
+            ///   - apiKey: The new tenant key; stored hashed and shown only once.
+            ///   - createdAt:
+            public init(
+                keyId: Components.Schemas.Id,
+                apiKey: Swift.String,
+                createdAt: Components.Schemas.Timestamp
+            ) {
+                self.keyId = keyId
+                self.apiKey = apiKey
+                self.createdAt = createdAt
+            }
+            public enum CodingKeys: String, CodingKey {
+                case keyId
+                case apiKey
+                case createdAt
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/ApiKeyList`.
+        public struct ApiKeyList: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/ApiKeyList/KeysPayload`.
+            public struct KeysPayloadPayload: Codable, Hashable, Sendable {
+                /// - Remark: Generated from `#/components/schemas/ApiKeyList/KeysPayload/keyId`.
+                public var keyId: Components.Schemas.Id
+                /// - Remark: Generated from `#/components/schemas/ApiKeyList/KeysPayload/createdAt`.
+                public var createdAt: Components.Schemas.Timestamp
+                /// When a request last used the key (to within about 30 s), or null.
+                ///
+                /// - Remark: Generated from `#/components/schemas/ApiKeyList/KeysPayload/lastUsedAt`.
+                public var lastUsedAt: Foundation.Date?
+                /// Creates a new `KeysPayloadPayload`.
+                ///
+                /// - Parameters:
+                ///   - keyId:
+                ///   - createdAt:
+                ///   - lastUsedAt: When a request last used the key (to within about 30 s), or null.
+                public init(
+                    keyId: Components.Schemas.Id,
+                    createdAt: Components.Schemas.Timestamp,
+                    lastUsedAt: Foundation.Date? = nil
+                ) {
+                    self.keyId = keyId
+                    self.createdAt = createdAt
+                    self.lastUsedAt = lastUsedAt
+                }
+                public enum CodingKeys: String, CodingKey {
+                    case keyId
+                    case createdAt
+                    case lastUsedAt
+                }
+            }
+            /// - Remark: Generated from `#/components/schemas/ApiKeyList/keys`.
+            public typealias KeysPayload = [Components.Schemas.ApiKeyList.KeysPayloadPayload]
+            /// - Remark: Generated from `#/components/schemas/ApiKeyList/keys`.
+            public var keys: Components.Schemas.ApiKeyList.KeysPayload
+            /// Creates a new `ApiKeyList`.
+            ///
+            /// - Parameters:
+            ///   - keys:
+            public init(keys: Components.Schemas.ApiKeyList.KeysPayload) {
+                self.keys = keys
+            }
+            public enum CodingKeys: String, CodingKey {
+                case keys
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/RotatedSecret`.
+        public struct RotatedSecret: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/RotatedSecret/rotatedAt`.
+            public var rotatedAt: Components.Schemas.Timestamp
+            /// Creates a new `RotatedSecret`.
+            ///
+            /// - Parameters:
+            ///   - rotatedAt:
+            public init(rotatedAt: Components.Schemas.Timestamp) {
+                self.rotatedAt = rotatedAt
+            }
+            public enum CodingKeys: String, CodingKey {
+                case rotatedAt
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/RevokedTokens`.
+        public struct RevokedTokens: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/RevokedTokens/userId`.
+            public var userId: Components.Schemas.Id
+            /// - Remark: Generated from `#/components/schemas/RevokedTokens/revokedBefore`.
+            public var revokedBefore: Components.Schemas.Timestamp
+            /// Creates a new `RevokedTokens`.
+            ///
+            /// - Parameters:
+            ///   - userId:
+            ///   - revokedBefore:
+            public init(
+                userId: Components.Schemas.Id,
+                revokedBefore: Components.Schemas.Timestamp
+            ) {
+                self.userId = userId
+                self.revokedBefore = revokedBefore
+            }
+            public enum CodingKeys: String, CodingKey {
+                case userId
+                case revokedBefore
             }
         }
         /// - Remark: Generated from `#/components/schemas/Tenant`.

@@ -11,6 +11,12 @@ enum APIKeys {
         prefix + randomBytes(count: 32).base64URLEncoded
     }
 
+    /// A new key's id, by which the admin API names it: `key_` and 12 random bytes,
+    /// base64url (an id of the contract's alphabet).
+    static func generateId() -> String {
+        "key_" + randomBytes(count: 12).base64URLEncoded
+    }
+
     static func hash(_ key: String) -> [UInt8] {
         Array(SHA256.hash(data: Array(key.utf8)))
     }

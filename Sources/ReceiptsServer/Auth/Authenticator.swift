@@ -9,18 +9,26 @@ import ReceiptsStore
 /// in memory: an unknown key or a token naming an unknown tenant costs no query of its own
 /// (at most one reload of the directory a second, whatever their number). A key replaced
 /// with `receiptsd tenant create --replace-key` stops working within the directory's
-/// `maximumAge` (60 s); a tenant created by another process works within its
-/// `reloadAfterMiss` (1 s), and one created through this process at once.
+/// `maximumAge` (60 s) at the latest; a key removed, tokens revoked or a secret rotated (on
+/// any instance) are refused once `CredentialChanges` hears of it, within about a second; a
+/// tenant created by another process works within its `reloadAfterMiss` (1 s), and one created
+/// through this process at once.
 ///
 /// When the database cannot be asked, the request fails as unavailable (503), never as
 /// unauthorized (401): clients discard a credential answered 401.
 final class Authenticator: Sendable {
     private let store: ReceiptsStore
     let userTokens: UserTokens
+    /// News of changed credentials, from every instance: invalidates the directory and wakes
+    /// the streams whose credential may have ended.
+    let changes: CredentialChanges
+    /// The API keys requests used since they were last recorded (`last_used_at`).
+    let keyUse = APIKeyUse()
 
     init(store: ReceiptsStore, userTokens: UserTokens) {
         self.store = store
         self.userTokens = userTokens
+        self.changes = CredentialChanges(directory: store.credentials)
     }
 
     /// The caller named by `credential`.
@@ -30,18 +38,17 @@ final class Authenticator: Sendable {
     /// - Throws: 401 for anything that is not a valid API key or user token.
     func principal(for credential: String, knownWithin: Duration? = nil) async throws -> Principal {
         if credential.hasPrefix(APIKeys.prefix) {
-            guard let tenant = try await self.tenant(apiKey: credential, knownWithin: knownWithin) else { throw APIError.unauthorized() }
+            let hash = APIKeys.hash(credential)
+            guard let tenant = try await self.store.credentials.tenant(apiKeyHash: hash, maximumAge: knownWithin) else {
+                throw APIError.unauthorized()
+            }
+            self.keyUse.used(hash)
             return .tenant(tenant)
         }
         guard let (tenant, user) = try await self.userTokens.verify(credential) else {
             throw APIError.unauthorized("invalid or expired token")
         }
         return .user(tenant: tenant, user: user)
-    }
-
-    /// The tenant id of an API key.
-    func tenant(apiKey: String, knownWithin: Duration? = nil) async throws -> String? {
-        try await self.store.credentials.tenant(apiKeyHash: APIKeys.hash(apiKey), maximumAge: knownWithin)
     }
 
     /// The credential of a stream request: the bearer credential, or the `token` query

@@ -5,10 +5,13 @@ import ReceiptsStore
 /// `/v1/chats/{chatId}` and its members.
 struct ChatController {
     let store: ReceiptsStore
+    /// Woken after a chat is deleted, to purge its messages.
+    var deletedChats: WorkSignal? = nil
 
     func addRoutes(to group: RouterGroup<ReceiptsRequestContext>) {
         group.put("chats/:chatId", use: self.put)
         group.get("chats/:chatId", use: self.get)
+        group.delete("chats/:chatId", use: self.delete)
         group.post("chats/:chatId/members", use: self.join)
         group.delete("chats/:chatId/members/:userId", use: self.leave)
     }
@@ -49,6 +52,20 @@ struct ChatController {
             throw APIError.forbidden("not a member of this chat")
         }
         return ChatResponse(chat)
+    }
+
+    /// Deletes a chat with its members, messages and receipts (204; unknown: 404). Counts and
+    /// lists drop it at once; the messages' rows go in the background (`ChatPurgeService`).
+    @Sendable func delete(_ request: Request, context: ReceiptsRequestContext) async throws -> Response {
+        let principal = try context.requirePrincipal()
+        let chatId = try Validation.pathId("chatId", in: context)
+        try principal.requireTenantKey(for: "deleting chats")
+        switch try await self.store.deleteChat(tenant: principal.tenantId, chat: chatId) {
+        case .deleted:
+            self.deletedChats?.signal()
+            return Response(status: .noContent)
+        case .chatNotFound: throw APIError.notFound("no such chat")
+        }
     }
 
     /// Adds a member to a group (idempotent).

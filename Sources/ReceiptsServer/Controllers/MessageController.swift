@@ -14,6 +14,21 @@ struct MessageController {
         group.post("chats/:chatId/messages", use: self.send)
         group.get("chats/:chatId/messages", use: self.list)
         group.get("chats/:chatId/messages/:messageId", use: self.show)
+        group.delete("chats/:chatId/messages/:messageId", use: self.delete)
+    }
+
+    /// Deletes a message (204, also when it was deleted before; 404 when it never existed):
+    /// the tenant key any, a user token only its own.
+    @Sendable func delete(_ request: Request, context: ReceiptsRequestContext) async throws -> Response {
+        let principal = try context.requirePrincipal()
+        let chatId = try Validation.pathId("chatId", in: context)
+        let messageId = try Validation.pathId("messageId", in: context)
+        switch try await self.store.deleteMessage(tenant: principal.tenantId, chat: chatId, id: messageId, sender: principal.tokenUser) {
+        case .deleted, .alreadyDeleted: return Response(status: .noContent)
+        case .notSender: throw APIError.forbidden("a user token deletes only its own messages")
+        case .messageNotFound: throw APIError.notFound("no such message")
+        case .chatNotFound: throw APIError.notFound("no such chat")
+        }
     }
 
     /// Sends a message: 201 new; 200 for a repeat of the same id and content; 409 for the same

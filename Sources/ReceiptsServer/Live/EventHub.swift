@@ -142,6 +142,13 @@ public final class EventHub: Service, Sendable {
             self.recentBytes += event.estimatedBytes
         }
 
+        /// Drops the events naming `user` as their userId: the user was erased, and replays
+        /// from memory must not carry them any more than the log does.
+        mutating func forget(user: String) {
+            self.recent.removeAll { $0.userId == user }
+            self.recentBytes = self.recent.reduce(0) { $0 + $1.estimatedBytes }
+        }
+
         /// Drops the oldest events beyond `limit` or `byteLimit`, and marks the subscribers
         /// more than `maximumLag` behind as too slow.
         ///
@@ -203,13 +210,18 @@ public final class EventHub: Service, Sendable {
     /// Asks for one NOTIFY of this instance's payload (requests coalesce while one is sent).
     private let peerNotifications: AsyncStream<Void>
     private let requestPeerNotification: AsyncStream<Void>.Continuation
+    /// Hears what the listener reports besides the event log's channel (the listener has one
+    /// consumer, this hub): notifications on other channels, and each new `LISTEN` (after a
+    /// gap, notifications may have been missed).
+    let otherListenerEvents: (@Sendable (PostgresListener.Event) -> Void)?
 
     /// - Parameter metrics: where the hub's metrics go (`receipts_live_events_*`); the global
     ///   `MetricsSystem` when nil.
     public init(
         store: ReceiptsStore, listener: PostgresListener, options: Options = Options(), logger: Logger,
-        metrics: (any MetricsFactory)? = nil
+        metrics: (any MetricsFactory)? = nil, otherListenerEvents: (@Sendable (PostgresListener.Event) -> Void)? = nil
     ) {
+        self.otherListenerEvents = otherListenerEvents
         self.store = store
         self.listener = listener
         self.options = options
@@ -238,6 +250,7 @@ public final class EventHub: Service, Sendable {
                             // After a reconnect notifications may have been missed: read the log.
                             self.requestRefresh.yield()
                             self.announce()
+                            self.otherListenerEvents?(event)
                         case .notification(let notification)
                         where notification.channel == Self.channel && notification.payload != self.notificationPayload:
                             self.requestRefresh.yield()
@@ -246,6 +259,8 @@ public final class EventHub: Service, Sendable {
                             {
                                 self.announce()  // so that the new peer knows of this instance too
                             }
+                        case .notification(let notification) where notification.channel != Self.channel:
+                            self.otherListenerEvents?(event)
                         case .notification:
                             break
                         }
@@ -580,6 +595,7 @@ public final class EventHub: Service, Sendable {
     ) -> [AsyncStream<Void>.Continuation] {
         var touched = Set<String>()
         for event in events where state.feeds[event.tenantId] != nil {
+            if event.type == "user.erased", let user = event.userId { state.feeds[event.tenantId]!.forget(user: user) }
             // A feed that appeared since the encoding gets its event encoded here.
             state.feeds[event.tenantId]!.append(encoded[event.id] ?? LiveEvent(event))
             touched.insert(event.tenantId)

@@ -10,6 +10,8 @@ struct LiveEvent: Sendable {
     let transactionId: Int64
     /// Users whose devices may see it (the tenant key sees all).
     let audience: Set<String>
+    /// Who acted (`StoredEvent.userId`): an erased user's events are dropped from memory.
+    let userId: String?
     /// The JSON object of one WebSocket text frame or SSE `data:` line.
     let json: String
     /// About how much memory the event takes while the hub keeps it (the JSON, and each
@@ -21,6 +23,7 @@ struct LiveEvent: Sendable {
         self.id = event.id
         self.transactionId = event.transactionId
         self.audience = Set(event.audience)
+        self.userId = event.userId
         // The members in the documented order (`JSONResponse`): id, type, chatId, userId,
         // messageIds, at, then the type's own (`unreadCount`, `markedUnread`).
         var json = JSONWriter(capacity: 160 + event.messageIds.count * 24)
@@ -28,12 +31,20 @@ struct LiveEvent: Sendable {
         json.string(String(event.id))
         json.raw(#","type":"#)
         json.string(event.type)
-        json.raw(#","chatId":"#)
-        json.string(event.chatId)
-        json.raw(#","userId":"#)
-        json.string(event.userId)
-        json.raw(#","messageIds":"#)
-        json.strings(event.messageIds)
+        // chat.deleted names no user, user.erased no chat and neither any message: the
+        // contract's shapes carry only their own fields.
+        if let chatId = event.chatId {
+            json.raw(#","chatId":"#)
+            json.string(chatId)
+        }
+        if let userId = event.userId {
+            json.raw(#","userId":"#)
+            json.string(userId)
+        }
+        if event.chatId != nil && event.userId != nil {
+            json.raw(#","messageIds":"#)
+            json.strings(event.messageIds)
+        }
         json.raw(#","at":"#)
         json.timestamp(event.occurredAt)
         json.raw("}")

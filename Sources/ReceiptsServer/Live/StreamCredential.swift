@@ -8,9 +8,11 @@ import Logging
 /// credential stops being valid closes, WebSocket 1008, SSE ends).
 ///
 /// A user token ends at its `exp`, known exactly: read from the token, which was verified when
-/// the stream opened. Any credential, an API key in particular (replaced with `receiptsd tenant
-/// create --replace-key`, or in psql), is also checked again every `checkInterval` with the
-/// `Authenticator`, the same check a new request passes, on what the database held at most
+/// the stream opened. A change of the tenant's credentials (a key removed, tokens revoked, the
+/// secret rotated, on any instance: `CredentialChanges`) has the credential checked again at
+/// once, so the stream closes within about a second of it. Any credential, an API key in
+/// particular (changed in psql, without the NOTIFY), is also checked again every
+/// `checkInterval` with the `Authenticator`, the same check a new request passes, on what the database held at most
 /// half a `checkInterval` before: a key that request would refuse (401) ends the stream
 /// within one and a half intervals and a reload of the credential directory (at most two
 /// reloads an interval, shared by every stream), not within the directory's own lifetime of
@@ -43,7 +45,9 @@ struct StreamCredential: Sendable {
                 if remaining <= 0 { return }
                 pause = min(pause, .milliseconds(Int64((remaining * 1000).rounded(.up))))
             }
-            try await Task.sleep(for: pause)
+            // Woken early when the tenant's credentials change (on any instance).
+            _ = await authenticator.changes.wait(tenant: self.principal.tenantId, atMost: pause)
+            try Task.checkCancellation()
             if let expiresAt, expiresAt.timeIntervalSinceNow <= 0 { return }
             do {
                 let current = try await authenticator.principal(for: self.credential, knownWithin: checkInterval / 2)

@@ -9,8 +9,10 @@ public struct StoredEvent: Sendable {
     public let transactionId: Int64
     public let tenantId: String
     public let type: String
-    public let chatId: String
-    public let userId: String
+    /// The chat it happened in; nil for `user.erased`.
+    public let chatId: String?
+    /// Who acted (see the column's comment); nil for `chat.deleted`.
+    public let userId: String?
     public let messageIds: [String]
     /// Type-specific fields (e.g. `unreadCount`), a JSON object.
     public let data: PostgresJSON
@@ -19,7 +21,7 @@ public struct StoredEvent: Sendable {
     public let occurredAt: Date
 
     public init(
-        id: Int64, transactionId: Int64, tenantId: String, type: String, chatId: String, userId: String,
+        id: Int64, transactionId: Int64, tenantId: String, type: String, chatId: String?, userId: String?,
         messageIds: [String], data: PostgresJSON, audience: [String], occurredAt: Date
     ) {
         self.id = id

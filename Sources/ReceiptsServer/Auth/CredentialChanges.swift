@@ -1,0 +1,47 @@
+import Foundation
+import Postgres
+import ReceiptsStore
+
+/// Brings news of changed credentials to everything that held them, on every instance.
+///
+/// Every change of a tenant's credentials (a key added or removed, tokens revoked, the token
+/// secret rotated, the tenant erased) NOTIFYs `receipts_credentials` with the tenant's id
+/// (`receipts.credentials_changed`). The listener hears it (through the event hub, its one
+/// consumer) and this:
+/// - invalidates the `CredentialDirectory`: the next request reloads it, so a removed key, a
+///   revoked token or a retired secret is refused (401) on this instance within the time of a
+///   notification and one reload, and the token keys (`UserTokens`) follow its generations;
+/// - wakes the streams of that tenant, which check their credential again at once and close
+///   (WebSocket 1008, SSE ends) if it is no longer valid (`StreamCredential`).
+/// A listener that reconnects may have missed notifications: it counts as a change of every
+/// tenant. The periodic checks (`CredentialDirectory.Options.maximumAge`, the streams'
+/// interval) remain behind it if a notification is lost anyway.
+struct CredentialChanges: Sendable {
+    /// The channel credential changes are announced on.
+    static let channel = "receipts_credentials"
+
+    let directory: CredentialDirectory
+
+    /// What the listener reported, other than the event log's notifications.
+    func heard(_ event: PostgresListener.Event) {
+        switch event {
+        case .listening(let afterGap):
+            if afterGap { self.changed(tenant: nil) }
+        case .notification(let notification) where notification.channel == Self.channel:
+            self.changed(tenant: notification.payload)
+        case .notification:
+            break
+        }
+    }
+
+    /// The credentials of `tenant` (nil: of any tenant) changed.
+    func changed(tenant: String?) {
+        self.directory.invalidate(tenant: tenant)
+    }
+
+    /// Returns when the credentials of `tenant` change, after `timeout`, or when the task is
+    /// cancelled, whichever comes first; true when they changed.
+    func wait(tenant: String, atMost timeout: Duration) async -> Bool {
+        await self.directory.waitForChange(of: tenant, atMost: timeout)
+    }
+}

@@ -1,0 +1,45 @@
+import Postgres
+
+/// What deleting a message did.
+public enum DeleteMessageOutcome: String, Sendable {
+    case deleted
+    /// It was deleted before: nothing to do, as for a repeat.
+    case alreadyDeleted = "already_deleted"
+    /// No message of the chat ever had this id.
+    case messageNotFound = "message_not_found"
+    /// The caller may delete only their own messages, and this is someone else's.
+    case notSender = "not_sender"
+    case chatNotFound = "chat_not_found"
+}
+
+/// What deleting a chat did.
+public enum DeleteChatOutcome: String, Sendable {
+    case deleted
+    case chatNotFound = "chat_not_found"
+}
+
+extension ReceiptsStore {
+    /// Deletes a message: counts, labels and rosters are right when this returns (see
+    /// sql/functions/deleting.sql). `sender`: delete only if they sent it (a user token);
+    /// nil: whoever sent it (the tenant key).
+    public func deleteMessage(tenant: String, chat: String, id: String, sender: String?) async throws -> DeleteMessageOutcome {
+        let rows = try await self.write("SELECT receipts.delete_message($1, $2, $3, $4)", [tenant, chat, id, sender])
+        return try Self.outcome(DeleteMessageOutcome.self, from: rows)
+    }
+
+    /// Deletes a chat with its members at once; its messages are purged in the background
+    /// (`purgeDeletedChats`), unreachable meanwhile.
+    public func deleteChat(tenant: String, chat: String) async throws -> DeleteChatOutcome {
+        let rows = try await self.write("SELECT receipts.delete_chat($1, $2)", [tenant, chat])
+        return try Self.outcome(DeleteChatOutcome.self, from: rows)
+    }
+
+    /// One batch of the background purge of deleted chats' messages (any tenant's; at most
+    /// `limit` messages of one chat, one transaction): how many it removed, nil when no
+    /// deleted chat is left to purge (or every one is being purged by another instance).
+    public func purgeDeletedChatBatch(limit: Int) async throws -> Int? {
+        let rows = try await self.query("SELECT removed FROM receipts.purge_deleted_chat_batch($1::integer)", [limit])
+        guard let row = rows.first else { return nil }
+        return try row.decode(Int.self, column: 0)
+    }
+}
