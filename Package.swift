@@ -78,6 +78,9 @@ let package = Package(
                 "Postgres",
                 "ReceiptsCore",
                 "ReceiptsStore",
+                // Webhook deliveries (Sources/ReceiptsServer/Webhooks).
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "DequeModule", package: "swift-collections"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),

@@ -60,6 +60,8 @@ public func buildApplication(
             pool, store, listener, hub, components.databaseHealth,
             EventRetentionService(
                 store: store, retentionSeconds: configuration.eventRetentionSeconds, interval: .seconds(3600), logger: logger),
+            // Last: on shutdown it stops first, while the hub and the pool still run.
+            components.webhooks,
         ],
         logger: logger
     )
@@ -78,6 +80,8 @@ public struct ServiceComponents: Sendable {
     let userTokens: UserTokens
     /// The stream caps, the shutdown flag and the credential checks of every stream.
     let streamGuards: StreamGuards
+    /// Delivers the webhooks this instance holds the lease of.
+    public let webhooks: WebhookDispatcher
 
     public init(
         configuration: ReceiptsConfiguration,
@@ -101,6 +105,9 @@ public struct ServiceComponents: Sendable {
             credentialCheckInterval: configuration.streamCredentialCheckInterval
         )
         self.databaseHealth = DatabaseHealthMonitor(pool: pool, logger: store.logger)
+        self.webhooks = WebhookDispatcher(
+            store: store, hub: hub, options: configuration.webhooks, instanceName: configuration.instanceName, logger: store.logger,
+            metrics: metrics)
     }
 }
 
@@ -128,6 +135,10 @@ public func buildRouter(_ components: ServiceComponents) -> Router<ReceiptsReque
     MessageController(store: components.store).addRoutes(to: api)
     MarkingController(store: components.store).addRoutes(to: api)
     UserController(store: components.store).addRoutes(to: api)
+    WebhookController(
+        store: components.store, hub: components.hub, dispatcher: components.webhooks,
+        addressPolicy: components.webhooks.addressPolicy
+    ).addRoutes(to: api)
     EventStreamController(hub: components.hub, guards: components.streamGuards).addRoutes(
         to: router.group("v1/events").add(
             middleware: AuthenticationMiddleware(authenticator: components.authenticator, acceptsTokenParameter: true))

@@ -8,6 +8,8 @@ struct LiveEvent: Sendable {
     let id: Int64
     /// The transaction that wrote it (see `EventHub.Subscriber.committedBefore`).
     let transactionId: Int64
+    /// Its `type` (for a webhook's filter).
+    let type: String
     /// Users whose devices may see it (the tenant key sees all).
     let audience: Set<String>
     /// The JSON object of one WebSocket text frame or SSE `data:` line.
@@ -20,6 +22,7 @@ struct LiveEvent: Sendable {
     init(_ event: StoredEvent) {
         self.id = event.id
         self.transactionId = event.transactionId
+        self.type = event.type
         self.audience = Set(event.audience)
         // The members in the documented order (`JSONResponse`): id, type, chatId, userId,
         // messageIds, at, then the type's own (`unreadCount`, `markedUnread`).
