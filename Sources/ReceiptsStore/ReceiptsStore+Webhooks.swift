@@ -85,7 +85,7 @@ extension ReceiptsStore {
     private func webhooks(tenant: String, only webhook: String?) async throws -> [WebhookRecord] {
         let rows = try await self.query(
             """
-            SELECT webhook_id, url, events, created_at, position, pending, failures, last_error, last_attempt_at, next_attempt_at
+            SELECT webhook_id, url, events, created_at, delivered_through, pending, failures, last_error, last_attempt_at, next_attempt_at
             FROM receipts.webhooks_of($1, $2)
             """,
             [tenant, webhook]
@@ -124,7 +124,7 @@ extension ReceiptsStore {
     public func beginWebhookAttempt(_ key: WebhookKey, owner: String, lease: Duration) async throws -> WebhookAttemptSettings? {
         let rows = try await self.query(
             """
-            SELECT url, events, secret, position, committed_before, failures, next_attempt_at
+            SELECT url, events, secret, delivered_through, committed_before, failures, next_attempt_at
             FROM receipts.begin_webhook_attempt($1, $2, $3, make_interval(secs => $4))
             """,
             [key.tenant, key.webhook, owner, lease.seconds]

@@ -52,7 +52,7 @@ BEGIN
         RETURN QUERY SELECT 'limit'::text, NULL::timestamptz;
         RETURN;
     END IF;
-    INSERT INTO receipts.webhooks AS webhook (tenant_id, webhook_id, url, events, secret, position, committed_before)
+    INSERT INTO receipts.webhooks AS webhook (tenant_id, webhook_id, url, events, secret, delivered_through, committed_before)
     VALUES (p_tenant, p_webhook, p_url, p_events, p_secret, p_position, pg_current_snapshot())
     RETURNING webhook.created_at INTO v_created_at;
     RETURN QUERY SELECT 'created'::text, v_created_at;
@@ -63,15 +63,15 @@ COMMENT ON FUNCTION receipts.put_webhook(text, text, text, text[], text, bigint,
 
 -- One webhook (p_webhook) or all of the tenant's (p_webhook NULL), with where delivery stands.
 CREATE OR REPLACE FUNCTION receipts.webhooks_of(p_tenant text, p_webhook text)
-RETURNS TABLE (webhook_id text, url text, events text[], created_at timestamptz, position bigint, pending bigint,
+RETURNS TABLE (webhook_id text, url text, events text[], created_at timestamptz, delivered_through bigint, pending bigint,
                failures integer, last_error text, last_attempt_at timestamptz, next_attempt_at timestamptz)
 LANGUAGE plpgsql AS $$
 #variable_conflict use_column
 BEGIN
     PERFORM receipts.enter_tenant(p_tenant);
     RETURN QUERY
-    SELECT webhook.webhook_id::text, webhook.url, webhook.events, webhook.created_at, webhook.position,
-           receipts.webhook_pending_events(p_tenant, webhook.position, webhook.events), webhook.failures,
+    SELECT webhook.webhook_id::text, webhook.url, webhook.events, webhook.created_at, webhook.delivered_through,
+           receipts.webhook_pending_events(p_tenant, webhook.delivered_through, webhook.events), webhook.failures,
            webhook.last_error, webhook.last_attempt_at, webhook.next_attempt_at
     FROM receipts.webhooks AS webhook
     WHERE webhook.tenant_id = p_tenant AND (p_webhook IS NULL OR webhook.webhook_id = p_webhook)
@@ -148,7 +148,7 @@ GRANT EXECUTE ON FUNCTION receipts.release_webhooks(text) TO receipts_service;
 -- Before each attempt: renews the lease and reads what the attempt uses (a PUT applies from
 -- the next attempt). No row when the webhook was deleted or another instance holds it.
 CREATE OR REPLACE FUNCTION receipts.begin_webhook_attempt(p_tenant text, p_webhook text, p_owner text, p_lease interval)
-RETURNS TABLE (url text, events text[], secret text, position bigint, committed_before text, failures integer,
+RETURNS TABLE (url text, events text[], secret text, delivered_through bigint, committed_before text, failures integer,
                next_attempt_at timestamptz)
 LANGUAGE plpgsql AS $$
 #variable_conflict use_column
@@ -157,7 +157,7 @@ BEGIN
     RETURN QUERY
     UPDATE receipts.webhooks AS webhook SET lease_expires_at = now() + p_lease
     WHERE webhook.tenant_id = p_tenant AND webhook.webhook_id = p_webhook AND webhook.lease_owner = p_owner
-    RETURNING webhook.url, webhook.events, webhook.secret, webhook.position, webhook.committed_before::text,
+    RETURNING webhook.url, webhook.events, webhook.secret, webhook.delivered_through, webhook.committed_before::text,
               webhook.failures, webhook.next_attempt_at;
 END;
 $$;
@@ -173,7 +173,7 @@ LANGUAGE plpgsql AS $$
 BEGIN
     PERFORM receipts.enter_tenant(p_tenant);
     UPDATE receipts.webhooks AS webhook
-    SET position = greatest(webhook.position, p_position),
+    SET delivered_through = greatest(webhook.delivered_through, p_position),
         failures = CASE WHEN p_delivered THEN 0 ELSE webhook.failures END,
         last_error = CASE WHEN p_delivered THEN NULL ELSE webhook.last_error END,
         next_attempt_at = CASE WHEN p_delivered THEN NULL ELSE webhook.next_attempt_at END,
@@ -210,7 +210,7 @@ LANGUAGE plpgsql AS $$
 BEGIN
     PERFORM receipts.enter_tenant(p_tenant);
     RETURN (
-        SELECT receipts.webhook_pending_events(p_tenant, webhook.position, webhook.events)
+        SELECT receipts.webhook_pending_events(p_tenant, webhook.delivered_through, webhook.events)
         FROM receipts.webhooks AS webhook WHERE webhook.tenant_id = p_tenant AND webhook.webhook_id = p_webhook
     );
 END;

@@ -1,7 +1,7 @@
 -- 0002: webhooks, the event log pushed to a tenant's backend (DESIGN.md, "Webhooks (for
 -- other backends)"). The functions that use the table are in sql/functions/webhooks.sql.
 --
--- A webhook's row is the only truth about what it has delivered: `position` moves forward
+-- A webhook's row is the only truth about what it has delivered: `delivered_through` moves
 -- in the same transaction that records an acknowledged batch, so a restart, a crash or
 -- another instance resumes exactly after the last acknowledged event. The lease columns
 -- make one instance at a time deliver it: an instance holds the lease while it renews it,
@@ -14,7 +14,7 @@ CREATE TABLE receipts.webhooks (
     events           text[] COLLATE "C" NOT NULL CHECK (cardinality(events) >= 1),
     secret           text        NOT NULL CHECK (length(secret) BETWEEN 16 AND 128),
     created_at       timestamptz NOT NULL DEFAULT now(),
-    position         bigint      NOT NULL CHECK (position >= 0),
+    delivered_through bigint    NOT NULL CHECK (delivered_through >= 0),
     committed_before pg_snapshot NOT NULL,
     failures         integer     NOT NULL DEFAULT 0 CHECK (failures >= 0),
     last_error       text,
@@ -29,7 +29,7 @@ COMMENT ON TABLE receipts.webhooks IS
 COMMENT ON COLUMN receipts.webhooks.events IS 'The event types delivered (a subset of the known ones, checked by the service).';
 COMMENT ON COLUMN receipts.webhooks.secret IS
     'The HMAC-SHA256 key of the Receipts-Signature header. Kept as given, not hashed: every delivery is signed with it.';
-COMMENT ON COLUMN receipts.webhooks.position IS
+COMMENT ON COLUMN receipts.webhooks.delivered_through IS
     'Every event of the tenant up to this id has been acknowledged by the receiver (or is of a type it does not take): deliveries resume after it. Moved only in the transaction that records an acknowledged batch.';
 COMMENT ON COLUMN receipts.webhooks.committed_before IS
     'The snapshot at creation: events whose transaction had finished in it were committed before the webhook existed and are not delivered (a new webhook gets the events committed after its creation).';
