@@ -83,6 +83,10 @@ struct WebhookTests {
             #expect(delivery["nextAttemptAt"] is NSNull)
             let list = try await client.request(.get, "/v1/webhooks", as: tenant.apiKey)
             #expect((list.json["webhooks"] as? [[String: Any]])?.map { $0["id"] as? String } == ["backend"])
+            let metrics = try await client.request(.get, "/metrics", as: nil).body
+            #expect(metrics.contains(#"receipts_webhook_deliveries_total{outcome="delivered"}"#))
+            #expect(metrics.contains(#"receipts_webhook_lag_events{webhook="\#(tenant.id)/backend"}"#))
+            #expect(metrics.contains("receipts_webhooks_delivering 1"))
 
             // Another tenant sees no such webhook; a user token may not manage webhooks.
             let stranger = try await client.createTenant()
