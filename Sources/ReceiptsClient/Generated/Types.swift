@@ -171,6 +171,43 @@ public protocol APIProtocol: Sendable {
     /// - Remark: HTTP `PUT /v1/users/{userId}/settings`.
     /// - Remark: Generated from `#/paths//v1/users/{userId}/settings/put(putSettings)`.
     func putSettings(_ input: Operations.PutSettings.Input) async throws -> Operations.PutSettings.Output
+    /// List the tenant's webhooks
+    ///
+    /// Every webhook of the tenant, by id, with where its delivery stands (never the secret).
+    ///
+    /// - Remark: HTTP `GET /v1/webhooks`.
+    /// - Remark: Generated from `#/paths//v1/webhooks/get(listWebhooks)`.
+    func listWebhooks(_ input: Operations.ListWebhooks.Input) async throws -> Operations.ListWebhooks.Output
+    /// Get a webhook and where its delivery stands
+    ///
+    /// - Remark: HTTP `GET /v1/webhooks/{webhookId}`.
+    /// - Remark: Generated from `#/paths//v1/webhooks/{webhookId}/get(getWebhook)`.
+    func getWebhook(_ input: Operations.GetWebhook.Input) async throws -> Operations.GetWebhook.Output
+    /// Create or replace a webhook
+    ///
+    /// Events of the tenant are POSTed to `url`, in batches of 1–100 in stream order,
+    /// signed with `secret` (see `WebhookBatch` for the body and headers). A new webhook
+    /// receives the events committed after its creation; replacing one keeps its position
+    /// (a new `url`, `events` or `secret` applies from the next attempt). Any 2xx answered
+    /// within 10 s acknowledges a batch; anything else is retried with exponential backoff
+    /// from 1 s doubling to 5 min (with jitter), and nothing after a batch is sent before
+    /// it is acknowledged. When the next event is no longer retained, a batch starts with
+    /// `resync.required`. A `url` that is a literal loopback, private, link-local, multicast
+    /// or unspecified address is 400 (names are checked on the address connected to)
+    /// unless the server sets `RECEIPTS_WEBHOOK_ALLOW_PRIVATE_NETWORKS=true`. A tenant may
+    /// have 10 webhooks; another is 409. The secret is shown in this answer only.
+    ///
+    ///
+    /// - Remark: HTTP `PUT /v1/webhooks/{webhookId}`.
+    /// - Remark: Generated from `#/paths//v1/webhooks/{webhookId}/put(putWebhook)`.
+    func putWebhook(_ input: Operations.PutWebhook.Input) async throws -> Operations.PutWebhook.Output
+    /// Delete a webhook
+    ///
+    /// Deliveries stop within 5 s, on every instance.
+    ///
+    /// - Remark: HTTP `DELETE /v1/webhooks/{webhookId}`.
+    /// - Remark: Generated from `#/paths//v1/webhooks/{webhookId}/delete(deleteWebhook)`.
+    func deleteWebhook(_ input: Operations.DeleteWebhook.Input) async throws -> Operations.DeleteWebhook.Output
     /// Live events over WebSocket
     ///
     /// Upgrades to a WebSocket that carries one event (an `Event` JSON object) per text
@@ -515,6 +552,71 @@ extension APIProtocol {
             path: path,
             headers: headers,
             body: body
+        ))
+    }
+    /// List the tenant's webhooks
+    ///
+    /// Every webhook of the tenant, by id, with where its delivery stands (never the secret).
+    ///
+    /// - Remark: HTTP `GET /v1/webhooks`.
+    /// - Remark: Generated from `#/paths//v1/webhooks/get(listWebhooks)`.
+    public func listWebhooks(headers: Operations.ListWebhooks.Input.Headers = .init()) async throws -> Operations.ListWebhooks.Output {
+        try await listWebhooks(Operations.ListWebhooks.Input(headers: headers))
+    }
+    /// Get a webhook and where its delivery stands
+    ///
+    /// - Remark: HTTP `GET /v1/webhooks/{webhookId}`.
+    /// - Remark: Generated from `#/paths//v1/webhooks/{webhookId}/get(getWebhook)`.
+    public func getWebhook(
+        path: Operations.GetWebhook.Input.Path,
+        headers: Operations.GetWebhook.Input.Headers = .init()
+    ) async throws -> Operations.GetWebhook.Output {
+        try await getWebhook(Operations.GetWebhook.Input(
+            path: path,
+            headers: headers
+        ))
+    }
+    /// Create or replace a webhook
+    ///
+    /// Events of the tenant are POSTed to `url`, in batches of 1–100 in stream order,
+    /// signed with `secret` (see `WebhookBatch` for the body and headers). A new webhook
+    /// receives the events committed after its creation; replacing one keeps its position
+    /// (a new `url`, `events` or `secret` applies from the next attempt). Any 2xx answered
+    /// within 10 s acknowledges a batch; anything else is retried with exponential backoff
+    /// from 1 s doubling to 5 min (with jitter), and nothing after a batch is sent before
+    /// it is acknowledged. When the next event is no longer retained, a batch starts with
+    /// `resync.required`. A `url` that is a literal loopback, private, link-local, multicast
+    /// or unspecified address is 400 (names are checked on the address connected to)
+    /// unless the server sets `RECEIPTS_WEBHOOK_ALLOW_PRIVATE_NETWORKS=true`. A tenant may
+    /// have 10 webhooks; another is 409. The secret is shown in this answer only.
+    ///
+    ///
+    /// - Remark: HTTP `PUT /v1/webhooks/{webhookId}`.
+    /// - Remark: Generated from `#/paths//v1/webhooks/{webhookId}/put(putWebhook)`.
+    public func putWebhook(
+        path: Operations.PutWebhook.Input.Path,
+        headers: Operations.PutWebhook.Input.Headers = .init(),
+        body: Operations.PutWebhook.Input.Body
+    ) async throws -> Operations.PutWebhook.Output {
+        try await putWebhook(Operations.PutWebhook.Input(
+            path: path,
+            headers: headers,
+            body: body
+        ))
+    }
+    /// Delete a webhook
+    ///
+    /// Deliveries stop within 5 s, on every instance.
+    ///
+    /// - Remark: HTTP `DELETE /v1/webhooks/{webhookId}`.
+    /// - Remark: Generated from `#/paths//v1/webhooks/{webhookId}/delete(deleteWebhook)`.
+    public func deleteWebhook(
+        path: Operations.DeleteWebhook.Input.Path,
+        headers: Operations.DeleteWebhook.Input.Headers = .init()
+    ) async throws -> Operations.DeleteWebhook.Output {
+        try await deleteWebhook(Operations.DeleteWebhook.Input(
+            path: path,
+            headers: headers
         ))
     }
     /// Live events over WebSocket

@@ -96,9 +96,11 @@ struct WebhookController {
         return events
     }
 
+    /// 16–128 characters (Unicode code points, as JSON Schema counts them), no NUL (which
+    /// PostgreSQL's text cannot hold).
     static func checkedSecret(_ secret: String) throws -> String {
-        guard Self.secretLengths.contains(secret.count) else {
-            throw APIError.invalidRequest("secret must be 16-128 characters")
+        guard Self.secretLengths.contains(secret.unicodeScalars.count), !secret.unicodeScalars.contains("\0") else {
+            throw APIError.invalidRequest("secret must be 16-128 characters, without NUL")
         }
         return secret
     }

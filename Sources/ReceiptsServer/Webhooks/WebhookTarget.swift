@@ -12,9 +12,10 @@ struct WebhookTarget: Sendable, Hashable {
     let host: String
     let port: Int
 
-    /// Nil when `url` is not an absolute `http`/`https` URL with a host.
+    /// Nil when `url` is not an absolute `http`/`https` URL with a host, or is longer than
+    /// 2048 characters (Unicode code points, as JSON Schema counts them).
     init?(_ url: String) {
-        guard url.utf8.count <= Self.maximumLength, let components = URLComponents(string: url),
+        guard url.unicodeScalars.count <= Self.maximumLength, !url.unicodeScalars.contains("\0"), let components = URLComponents(string: url),
             let scheme = components.scheme?.lowercased(), scheme == "http" || scheme == "https",
             var host = components.host, !host.isEmpty
         else { return nil }
