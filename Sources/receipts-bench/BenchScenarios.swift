@@ -24,6 +24,7 @@ struct BenchScenarios {
     enum Scenario: String, CaseIterable {
         case idle, load, fanout, http, send, single, batches, raw, readall, unread
         case largeGroup = "large-group"
+        case webhook
     }
 
     func run(_ scenarios: Set<Scenario>, into results: inout BenchResults) async throws {
@@ -45,6 +46,7 @@ struct BenchScenarios {
         if scenarios.contains(.readall) { try await self.readAll(into: &results) }
         if scenarios.contains(.unread) { try await self.unreadCounts(into: &results) }
         if scenarios.contains(.largeGroup) { try await self.largeGroups(into: &results) }
+        if scenarios.contains(.webhook) { try await self.webhooks(into: &results) }
     }
 
     /// Gives the new database a history and the planner its statistics, as in any database
