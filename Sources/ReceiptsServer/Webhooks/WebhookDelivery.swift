@@ -140,14 +140,14 @@ final class WebhookDelivery: Sendable {
                 let batch = self.batch(for: current.events)
                 if batch.entries.isEmpty {
                     guard batch.through > self.acknowledged else {
-                        if !self.hubHasMore { await self.waitForEvents(lagFrom: current) }
+                        if !self.hubHasMore { await self.waitForEvents() }
                         continue
                     }
                     self.pending.removeFirst(batch.consumed)
                     guard await self.skip(through: batch.through) else { return }
                     continue
                 }
-                guard let next = await self.deliver(batch, settings: current) else { return }
+                guard let next = await self.deliverNextBatch(settings: current) else { return }
                 current = next
             }
         }
@@ -211,7 +211,7 @@ final class WebhookDelivery: Sendable {
 
         /// Waits until the hub has something new (the subscription's wake-ups), then reads
         /// the lag metric again.
-        mutating func waitForEvents(lagFrom current: WebhookAttemptSettings) async {
+        mutating func waitForEvents() async {
             await self.refreshLag(force: true)
             if await self.wakeups?.next() == nil {
                 // Closed by the hub: the next read says why.
@@ -270,11 +270,10 @@ final class WebhookDelivery: Sendable {
             }
         }
 
-        /// Sends `batch` until the receiver acknowledges it; the settings for the next batch,
+        /// Sends the next batch of `pending` until the receiver acknowledges it (formed again for
+        /// each attempt: a PUT may have changed the filter); the settings for the batch after,
         /// or nil when the delivery must stop (lease or webhook gone, or cancelled).
-        mutating func deliver(
-            _ batch: (entries: [Entry], consumed: Int, through: Int64), settings: WebhookAttemptSettings
-        ) async -> WebhookAttemptSettings? {
+        mutating func deliverNextBatch(settings: WebhookAttemptSettings) async -> WebhookAttemptSettings? {
             var current = settings
             while !Task.isCancelled {
                 guard let fresh = await self.begin() else { return nil }
@@ -296,7 +295,6 @@ final class WebhookDelivery: Sendable {
                     try? await Task.sleep(for: min(.milliseconds(Int64(due.timeIntervalSinceNow * 1000) + 1), longest))
                     continue
                 }
-                // A PUT may have changed the filter: the batch is formed again for each attempt.
                 let attempt = self.batch(for: current.events)
                 if attempt.entries.isEmpty {
                     self.pending.removeFirst(attempt.consumed)

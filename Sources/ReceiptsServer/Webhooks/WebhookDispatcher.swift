@@ -84,9 +84,6 @@ public final class WebhookDispatcher: Service, Sendable {
         self.requestClaim.yield()
     }
 
-    /// The webhooks this instance delivers now (for tests and metrics).
-    public var deliveringCount: Int { self.deliveries.withLockedValue { $0.count } }
-
     public func run() async throws {
         await cancelWhenGracefulShutdown {
             await withDiscardingTaskGroup { group in
