@@ -129,23 +129,24 @@ extension ReceiptsStore {
             """,
             [key.tenant, key.webhook, owner, lease.seconds]
         )
-        guard let row = rows.first else { return nil }
-        guard let snapshot = TransactionSnapshot(try row.decode(String.self, column: 4)) else {
-            throw PostgresError(code: .invalidValue, message: "receipts.begin_webhook_attempt returned no snapshot")
-        }
-        return WebhookAttemptSettings(
-            url: try row.decode(column: 0), events: try row.decode(column: 1), secret: try row.decode(column: 2),
-            position: try row.decode(column: 3), committedBefore: snapshot, failures: Int(try row.decode(Int32.self, column: 5)),
-            nextAttemptAt: try row.decode(column: 6))
+        return try rows.first.map { try WebhookAttemptSettings(row: $0, function: "begin_webhook_attempt") }
     }
 
     /// Moves the webhook's position to `position` (never back): a batch the receiver
-    /// acknowledged (`delivered`), or events its filter skips. False when `owner` lost the
-    /// lease or the webhook is gone: nothing moved.
-    public func acknowledgeWebhookBatch(_ key: WebhookKey, owner: String, through position: Int64, delivered: Bool) async throws -> Bool {
-        try await self.query(
-            "SELECT receipts.acknowledge_webhook_batch($1, $2, $3, $4, $5)", [key.tenant, key.webhook, owner, position, delivered]
-        ).scalar(Bool.self)
+    /// acknowledged (`delivered`), or events its filter skips; renews the lease and reads what
+    /// the next attempt uses. Nil when `owner` lost the lease or the webhook is gone: nothing
+    /// moved.
+    public func acknowledgeWebhookBatch(
+        _ key: WebhookKey, owner: String, through position: Int64, delivered: Bool, lease: Duration
+    ) async throws -> WebhookAttemptSettings? {
+        let rows = try await self.query(
+            """
+            SELECT url, events, secret, delivered_through, committed_before, failures, next_attempt_at
+            FROM receipts.acknowledge_webhook_batch($1, $2, $3, $4, $5, make_interval(secs => $6))
+            """,
+            [key.tenant, key.webhook, owner, position, delivered, lease.seconds]
+        )
+        return try rows.first.map { try WebhookAttemptSettings(row: $0, function: "acknowledge_webhook_batch") }
     }
 
     /// Records a failed attempt and when the next is due; the number of failures of the batch
@@ -160,6 +161,19 @@ extension ReceiptsStore {
     /// Events the webhook has still to deliver (at most 100,000 counted); nil when it is gone.
     public func webhookPending(_ key: WebhookKey) async throws -> Int64? {
         try await self.query("SELECT receipts.webhook_pending($1, $2)", [key.tenant, key.webhook]).scalar(Int64?.self)
+    }
+}
+
+extension WebhookAttemptSettings {
+    /// Decodes `url, events, secret, delivered_through, committed_before, failures, next_attempt_at`.
+    init(row: PostgresRow, function: String) throws {
+        guard let snapshot = TransactionSnapshot(try row.decode(String.self, column: 4)) else {
+            throw PostgresError(code: .invalidValue, message: "receipts.\(function) returned no snapshot")
+        }
+        self.init(
+            url: try row.decode(column: 0), events: try row.decode(column: 1), secret: try row.decode(column: 2),
+            position: try row.decode(column: 3), committedBefore: snapshot, failures: Int(try row.decode(Int32.self, column: 5)),
+            nextAttemptAt: try row.decode(column: 6))
     }
 }
 

@@ -166,24 +166,33 @@ COMMENT ON FUNCTION receipts.begin_webhook_attempt(text, text, text, interval) I
 
 -- An acknowledged batch (p_delivered), or events the filter skips (not p_delivered): the
 -- position moves to p_position, never back, and the failures of the batch are forgotten.
+-- Like receipts.begin_webhook_attempt it renews the lease and returns what the next attempt
+-- uses: a delivery that sends its next batch right away (under load) needs no other round
+-- trip, and reads the webhook as late as a separate call would. No row when p_owner lost the
+-- lease or the webhook is gone: nothing moved.
 CREATE OR REPLACE FUNCTION receipts.acknowledge_webhook_batch(
-    p_tenant text, p_webhook text, p_owner text, p_position bigint, p_delivered boolean)
-RETURNS boolean
+    p_tenant text, p_webhook text, p_owner text, p_position bigint, p_delivered boolean, p_lease interval)
+RETURNS TABLE (url text, events text[], secret text, delivered_through bigint, committed_before text, failures integer,
+               next_attempt_at timestamptz)
 LANGUAGE plpgsql AS $$
+#variable_conflict use_column
 BEGIN
     PERFORM receipts.enter_tenant(p_tenant);
+    RETURN QUERY
     UPDATE receipts.webhooks AS webhook
     SET delivered_through = greatest(webhook.delivered_through, p_position),
         failures = CASE WHEN p_delivered THEN 0 ELSE webhook.failures END,
         last_error = CASE WHEN p_delivered THEN NULL ELSE webhook.last_error END,
         next_attempt_at = CASE WHEN p_delivered THEN NULL ELSE webhook.next_attempt_at END,
-        last_attempt_at = CASE WHEN p_delivered THEN now() ELSE webhook.last_attempt_at END
-    WHERE webhook.tenant_id = p_tenant AND webhook.webhook_id = p_webhook AND webhook.lease_owner = p_owner;
-    RETURN FOUND;
+        last_attempt_at = CASE WHEN p_delivered THEN now() ELSE webhook.last_attempt_at END,
+        lease_expires_at = now() + p_lease
+    WHERE webhook.tenant_id = p_tenant AND webhook.webhook_id = p_webhook AND webhook.lease_owner = p_owner
+    RETURNING webhook.url, webhook.events, webhook.secret, webhook.delivered_through, webhook.committed_before::text,
+              webhook.failures, webhook.next_attempt_at;
 END;
 $$;
-COMMENT ON FUNCTION receipts.acknowledge_webhook_batch(text, text, text, bigint, boolean) IS
-    'Moves a webhook''s position past an acknowledged (or filtered-out) batch, for the lease holder only; false when it lost the lease or the webhook is gone.';
+COMMENT ON FUNCTION receipts.acknowledge_webhook_batch(text, text, text, bigint, boolean, interval) IS
+    'Moves a webhook''s position past an acknowledged (or filtered-out) batch and renews the lease, for the lease holder only; returns what the next attempt uses, no row when it lost the lease or the webhook is gone.';
 
 CREATE OR REPLACE FUNCTION receipts.record_webhook_failure(
     p_tenant text, p_webhook text, p_owner text, p_error text, p_retry_after interval)

@@ -19,7 +19,8 @@ import ReceiptsStore
 /// again after `WebhookBackoff`'s delay, with the same events.
 ///
 /// Before each attempt the lease is renewed and the webhook read again
-/// (`beginWebhookAttempt`): a `PUT`'s new url, secret or filter applies from the next attempt,
+/// (`beginWebhookAttempt`, or the acknowledgement of the batch before when the next one goes
+/// out right after it): a `PUT`'s new url, secret or filter applies from the next attempt,
 /// and a deleted webhook stops the delivery. The dispatcher stops it too (`stop()`), within
 /// a claim interval, when its lease is gone.
 final class WebhookDelivery: Sendable {
@@ -110,6 +111,11 @@ final class WebhookDelivery: Sendable {
         var hubHasMore = false
         var lastSkipWrite = ContinuousClock.now
         var lastLagRefresh: ContinuousClock.Instant?
+        /// What the last acknowledgement read of the webhook (it renews the lease and returns
+        /// the settings, as `beginWebhookAttempt` does): the next attempt uses it instead of
+        /// another round trip when it starts without waiting in between (the next batch was
+        /// already there), as late a read as a separate call would make. Dropped before any wait.
+        var settingsOfLastAcknowledgement: WebhookAttemptSettings?
 
         init(delivery: WebhookDelivery) {
             self.delivery = delivery
@@ -189,11 +195,13 @@ final class WebhookDelivery: Sendable {
                 self.logger.debug("webhook: the hub closed the subscription", metadata: ["reason": "\(reason)"])
                 self.restart(from: self.acknowledged)
                 if reason == .shuttingDown { try? await Task.sleep(for: WebhookDelivery.unavailablePause) }
+                self.settingsOfLastAcknowledgement = nil
                 return false
             } catch {
                 self.logger.notice("webhook: events could not be read", metadata: ["error": "\(error)"])
                 self.restart(from: self.acknowledged)
                 try? await Task.sleep(for: WebhookDelivery.unavailablePause)
+                self.settingsOfLastAcknowledgement = nil
                 return false
             }
         }
@@ -212,6 +220,7 @@ final class WebhookDelivery: Sendable {
         /// Waits until the hub has something new (the subscription's wake-ups), then reads
         /// the lag metric again.
         mutating func waitForEvents() async {
+            self.settingsOfLastAcknowledgement = nil
             await self.refreshLag(force: true)
             if await self.wakeups?.next() == nil {
                 // Closed by the hub: the next read says why.
@@ -264,7 +273,10 @@ final class WebhookDelivery: Sendable {
             guard ContinuousClock.now - self.lastSkipWrite >= WebhookDelivery.skipWriteInterval else { return true }
             self.lastSkipWrite = .now
             do {
-                return try await self.store.acknowledgeWebhookBatch(self.key, owner: self.owner, through: position, delivered: false)
+                let settings = try await self.store.acknowledgeWebhookBatch(
+                    self.key, owner: self.owner, through: position, delivered: false, lease: self.delivery.settings.lease)
+                self.settingsOfLastAcknowledgement = settings
+                return settings != nil
             } catch {
                 return true  // written with the next acknowledgement
             }
@@ -276,8 +288,13 @@ final class WebhookDelivery: Sendable {
         mutating func deliverNextBatch(settings: WebhookAttemptSettings) async -> WebhookAttemptSettings? {
             var current = settings
             while !Task.isCancelled {
-                guard let fresh = await self.begin() else { return nil }
-                current = fresh
+                if let settings = self.settingsOfLastAcknowledgement {
+                    self.settingsOfLastAcknowledgement = nil
+                    current = settings
+                } else {
+                    guard let settings = await self.begin() else { return nil }
+                    current = settings
+                }
                 if current.position > self.acknowledged {
                     // Another instance delivered meanwhile (this one's lease lapsed): resume after it.
                     self.restart(from: current.position)
@@ -318,15 +335,19 @@ final class WebhookDelivery: Sendable {
                 switch outcome {
                 case .acknowledged:
                     self.delivery.metrics.recordAttempt(outcome: "delivered", events: attempt.entries.count, duration: .now - started)
-                    guard let acknowledged = await self.acknowledge(through: attempt.through) else { continue }
-                    guard acknowledged else { return nil }
-                    self.pending.removeFirst(attempt.consumed)
-                    self.acknowledged = attempt.through
-                    self.lastSkipWrite = .now
-                    await self.refreshLag(force: false)
-                    return WebhookAttemptSettings(
-                        url: current.url, events: current.events, secret: current.secret, position: attempt.through,
-                        committedBefore: current.committedBefore, failures: 0, nextAttemptAt: nil)
+                    switch await self.acknowledge(through: attempt.through) {
+                    case .unavailable:
+                        continue
+                    case .lost:
+                        return nil
+                    case .recorded(let settings):
+                        self.pending.removeFirst(attempt.consumed)
+                        self.acknowledged = attempt.through
+                        self.lastSkipWrite = .now
+                        self.settingsOfLastAcknowledgement = settings
+                        await self.refreshLag(force: false)
+                        return settings
+                    }
                 case .failed(let failure, let message):
                     self.delivery.metrics.recordAttempt(outcome: failure.rawValue, events: attempt.entries.count, duration: .now - started)
                     let delay = self.delivery.settings.backoff.delay(afterFailures: current.failures + 1)
@@ -346,20 +367,29 @@ final class WebhookDelivery: Sendable {
             return nil
         }
 
-        /// Records an acknowledged batch: true when the position moved, false when the lease
-        /// or the webhook is gone, nil when the database could not be reached for 5 s (the
-        /// batch is then sent again: at least once).
-        mutating func acknowledge(through position: Int64) async -> Bool? {
+        /// What recording an acknowledged batch came to.
+        enum Acknowledgement {
+            /// The position moved; the settings for the next attempt.
+            case recorded(WebhookAttemptSettings)
+            /// The lease or the webhook is gone: nothing moved.
+            case lost
+            /// The database could not be reached for 5 s: the batch is sent again (at least once).
+            case unavailable
+        }
+
+        mutating func acknowledge(through position: Int64) async -> Acknowledgement {
             for _ in 0..<5 {
                 do {
-                    return try await self.store.acknowledgeWebhookBatch(self.key, owner: self.owner, through: position, delivered: true)
+                    let settings = try await self.store.acknowledgeWebhookBatch(
+                        self.key, owner: self.owner, through: position, delivered: true, lease: self.delivery.settings.lease)
+                    return settings.map(Acknowledgement.recorded) ?? .lost
                 } catch {
                     self.logger.notice("webhook: the acknowledgement could not be recorded", metadata: ["error": "\(error)"])
                     try? await Task.sleep(for: WebhookDelivery.unavailablePause)
-                    if Task.isCancelled { return nil }
+                    if Task.isCancelled { return .unavailable }
                 }
             }
-            return nil
+            return .unavailable
         }
 
         /// `{"webhookId":"…","events":[…]}`, the events as the stream carries them.
