@@ -14,6 +14,7 @@ extension BenchScenarios {
         let receiver = try await BenchWebhookReceiver.start()
         do {
             try await self.readToWebhook(receiver: receiver, into: &results)
+            receiver.stopTrackingReads()
             try await self.writePathWithWebhook(receiver: receiver, into: &results)
         } catch {
             await receiver.stop()

@@ -145,8 +145,12 @@ COMMENT ON FUNCTION receipts.release_webhooks(text) IS 'Gives back every webhook
 REVOKE ALL ON FUNCTION receipts.release_webhooks(text) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION receipts.release_webhooks(text) TO receipts_service;
 
--- Before each attempt: renews the lease and reads what the attempt uses (a PUT applies from
--- the next attempt). No row when the webhook was deleted or another instance holds it.
+-- Before each attempt: reads what the attempt uses (a PUT applies from the next attempt),
+-- checking that p_owner still holds the lease. The dispatcher renews its leases every few
+-- seconds (receipts.claim_webhooks), so this writes only when the lease has less than half of
+-- p_lease left (the dispatcher could not reach the database): an attempt then never starts on
+-- a lease about to lapse, and the common case is a read, with no commit to flush.
+-- No row when the webhook was deleted or another instance holds it.
 CREATE OR REPLACE FUNCTION receipts.begin_webhook_attempt(p_tenant text, p_webhook text, p_owner text, p_lease interval)
 RETURNS TABLE (url text, events text[], secret text, delivered_through bigint, committed_before text, failures integer,
                next_attempt_at timestamptz)
@@ -155,6 +159,15 @@ LANGUAGE plpgsql AS $$
 BEGIN
     PERFORM receipts.enter_tenant(p_tenant);
     RETURN QUERY
+    SELECT webhook.url, webhook.events, webhook.secret, webhook.delivered_through, webhook.committed_before::text,
+           webhook.failures, webhook.next_attempt_at
+    FROM receipts.webhooks AS webhook
+    WHERE webhook.tenant_id = p_tenant AND webhook.webhook_id = p_webhook AND webhook.lease_owner = p_owner
+      AND webhook.lease_expires_at > now() + p_lease / 2;
+    IF FOUND THEN
+        RETURN;
+    END IF;
+    RETURN QUERY
     UPDATE receipts.webhooks AS webhook SET lease_expires_at = now() + p_lease
     WHERE webhook.tenant_id = p_tenant AND webhook.webhook_id = p_webhook AND webhook.lease_owner = p_owner
     RETURNING webhook.url, webhook.events, webhook.secret, webhook.delivered_through, webhook.committed_before::text,
@@ -162,7 +175,7 @@ BEGIN
 END;
 $$;
 COMMENT ON FUNCTION receipts.begin_webhook_attempt(text, text, text, interval) IS
-    'Renews an instance''s lease on a webhook and returns its url, filter, secret, position and retry state; no row when it is gone or held by another.';
+    'Reads a webhook''s url, filter, secret, position and retry state for the instance holding its lease (renewing a lease with less than half left); no row when it is gone or held by another.';
 
 -- An acknowledged batch (p_delivered), or events the filter skips (not p_delivered): the
 -- position moves to p_position, never back, and the failures of the batch are forgotten.
@@ -170,6 +183,10 @@ COMMENT ON FUNCTION receipts.begin_webhook_attempt(text, text, text, interval) I
 -- uses: a delivery that sends its next batch right away (under load) needs no other round
 -- trip, and reads the webhook as late as a separate call would. No row when p_owner lost the
 -- lease or the webhook is gone: nothing moved.
+-- Its commit is not waited for on disk (synchronous_commit off, this transaction only): one
+-- acknowledgement per batch must not queue behind the write path's commits for a WAL flush,
+-- and an acknowledgement lost in a crash of PostgreSQL costs only that batch sent again,
+-- which at-least-once delivery allows (receivers drop repeats by event id).
 CREATE OR REPLACE FUNCTION receipts.acknowledge_webhook_batch(
     p_tenant text, p_webhook text, p_owner text, p_position bigint, p_delivered boolean, p_lease interval)
 RETURNS TABLE (url text, events text[], secret text, delivered_through bigint, committed_before text, failures integer,
@@ -178,6 +195,7 @@ LANGUAGE plpgsql AS $$
 #variable_conflict use_column
 BEGIN
     PERFORM receipts.enter_tenant(p_tenant);
+    PERFORM set_config('synchronous_commit', 'off', true);
     RETURN QUERY
     UPDATE receipts.webhooks AS webhook
     SET delivered_through = greatest(webhook.delivered_through, p_position),
