@@ -1,5 +1,6 @@
 import Foundation
 import HTTPTypes
+import Postgres
 import ReceiptsServer
 import TestSupport
 import Testing
@@ -16,6 +17,18 @@ struct WebhookTests {
         allowsPrivateNetworks: Bool = true, retryBase: Duration = .milliseconds(100), attemptTimeout: Duration = .seconds(10),
         _ body: @Sendable (APIClient) async throws -> Void
     ) async throws {
+        try await Self.withService(
+            allowsPrivateNetworks: allowsPrivateNetworks, retryBase: retryBase, attemptTimeout: attemptTimeout
+        ) { client, _ in
+            try await body(client)
+        }
+    }
+
+    /// As above, `body` also getting the database's URL.
+    static func withService(
+        allowsPrivateNetworks: Bool = true, retryBase: Duration = .milliseconds(100), attemptTimeout: Duration = .seconds(10),
+        _ body: @Sendable (APIClient, _ databaseURL: String) async throws -> Void
+    ) async throws {
         try await TestDatabase.withFreshDatabase { url in
             try await TestService.run(configure: { configuration in
                 configuration.databaseURL = url
@@ -23,7 +36,7 @@ struct WebhookTests {
                 configuration.webhooks.retryBase = retryBase
                 configuration.webhooks.attemptTimeout = attemptTimeout
             }) { client in
-                try await body(client)
+                try await body(client, url)
             }
         }
     }
@@ -181,6 +194,35 @@ struct WebhookTests {
 
             let recovered = await Self.delivery(of: "flaky", tenant: tenant) { ($0["failures"] as? Int) == 0 && ($0["pending"] as? Int) == 0 }
             #expect(recovered["lastError"] is NSNull)
+        }
+    }
+
+    @Test("when retention deleted the batch a receiver kept refusing, the next batch starts with resync.required, then delivery goes on")
+    func resyncAfterRetention() async throws {
+        let receiver = try await WebhookReceiver.start()
+        defer { Task { await receiver.stop() } }
+        receiver.script(Array(repeating: .status(500), count: 4))
+        try await Self.withService { client, url in
+            let tenant = try await client.createTenant()
+            try await tenant.createChat("team", members: ["alice", "bob"])
+            #expect(try await Self.putWebhook("hook", url: receiver.url, tenant: tenant).status == .created)
+            let lost = try await tenant.send(in: "team", from: "alice", text: "refused, then pruned")
+            await receiver.wait { $0.count >= 1 }
+            // Retention runs (as EventRetentionService does, with a retention of 0 s).
+            let connection = try await PostgresConnection.connect(to: PostgresConfiguration(connectionString: url), logger: TestDatabase.logger)
+            _ = try await connection.query("SELECT receipts.prune_events(make_interval(secs => 0))")
+            await connection.close()
+
+            let requests = await receiver.wait { $0.dropFirst(4).contains { $0.events.first?["type"] as? String == "resync.required" } }
+            let resync = try #require(requests.dropFirst(4).first, "requests: \(requests.count)")
+            #expect(resync.events.map { $0["type"] as? String } == ["resync.required"])
+            #expect(resync.isSigned(with: Self.secret))
+            // Delivery goes on after it.
+            let next = try await tenant.send(in: "team", from: "alice", text: "after")
+            let after = await receiver.wait { $0.contains { $0.events.contains { ($0["messageIds"] as? [String]) == [next] } } }
+            #expect(!after.dropFirst(4).contains { $0.events.contains { ($0["messageIds"] as? [String]) == [lost] } })
+            let delivery = await Self.delivery(of: "hook", tenant: tenant) { ($0["pending"] as? Int) == 0 && ($0["failures"] as? Int) == 0 }
+            #expect(delivery["lastError"] is NSNull)
         }
     }
 

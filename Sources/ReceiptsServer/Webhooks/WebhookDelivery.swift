@@ -214,6 +214,11 @@ final class WebhookDelivery: Sendable {
             let subscription = await self.delivery.hub.subscribe(.tenant(self.key.tenant), from: start)
             self.subscription = subscription
             self.wakeups = subscription.wakeups.makeAsyncIterator()
+            if let resyncId = subscription.resyncId {
+                // The position is no longer retained: the next batch starts with resync.required.
+                self.pending.append(
+                    Entry(id: resyncId, type: WebhookEventTypes.resyncRequired, json: LiveEvent.resyncRequired(currentId: resyncId)))
+            }
             return subscription
         }
 
@@ -300,7 +305,9 @@ final class WebhookDelivery: Sendable {
                     self.restart(from: current.position)
                     return current
                 }
-                if current.failures > 0, let first = self.pending.first, await self.wasPruned(first.id) {
+                if current.failures > 0, let first = self.pending.first, first.type != WebhookEventTypes.resyncRequired,
+                    await self.wasPruned(first.id)
+                {
                     // The receiver was down for longer than retention keeps events: the batch is
                     // gone from the log, and the hub answers resync.required from here.
                     self.restart(from: self.acknowledged)
