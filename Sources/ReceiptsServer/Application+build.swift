@@ -71,6 +71,8 @@ public func buildApplication(
             ErasureService(
                 store: store, signal: components.erasures,
                 holder: "\(configuration.instanceName)-\(UInt64.random(in: 1...UInt64.max))", logger: logger),
+            // Last: on shutdown it stops first, while the hub and the pool still run.
+            components.webhooks,
         ],
         logger: logger
     )
@@ -93,6 +95,8 @@ public struct ServiceComponents: Sendable {
     let deletedChats = WorkSignal()
     /// Wakes the erasure worker.
     let erasures = WorkSignal()
+    /// Delivers the webhooks this instance holds the lease of.
+    public let webhooks: WebhookDispatcher
 
     public init(
         configuration: ReceiptsConfiguration,
@@ -116,6 +120,9 @@ public struct ServiceComponents: Sendable {
             credentialCheckInterval: configuration.streamCredentialCheckInterval
         )
         self.databaseHealth = DatabaseHealthMonitor(pool: pool, logger: store.logger)
+        self.webhooks = WebhookDispatcher(
+            store: store, hub: hub, options: configuration.webhooks, instanceName: configuration.instanceName, logger: store.logger,
+            metrics: metrics)
     }
 }
 
@@ -151,6 +158,10 @@ public func buildRouter(_ components: ServiceComponents) -> Router<ReceiptsReque
         store: components.store, erasures: components.erasures, changes: components.authenticator.changes, logger: components.store.logger)
     erasure.addAdminRoutes(to: admin)
     erasure.addRoutes(to: api)
+    WebhookController(
+        store: components.store, hub: components.hub, dispatcher: components.webhooks,
+        addressPolicy: components.webhooks.addressPolicy
+    ).addRoutes(to: api)
     EventStreamController(hub: components.hub, guards: components.streamGuards).addRoutes(
         to: router.group("v1/events").add(
             middleware: AuthenticationMiddleware(authenticator: components.authenticator, acceptsTokenParameter: true))

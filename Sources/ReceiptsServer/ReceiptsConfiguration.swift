@@ -62,6 +62,9 @@ public struct ReceiptsConfiguration: Sendable {
     /// Longest a keep-alive connection may stay idle between requests (default 60 seconds;
     /// not read from the environment).
     public var idleConnectionTimeout: Duration = .seconds(60)
+    /// Webhook delivery: the address check, retries, attempt time and leases
+    /// (`RECEIPTS_WEBHOOK_*`; see `WebhookDispatcher.Options`).
+    public var webhooks = WebhookDispatcher.Options()
 
     public init(
         host: String = "127.0.0.1",

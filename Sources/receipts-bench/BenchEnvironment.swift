@@ -91,6 +91,8 @@ struct BenchService: Sendable {
         process.arguments = ["serve"]
         var settings = [
             "DATABASE_URL": databaseURL, "RECEIPTS_PORT": String(port), "RECEIPTS_ADMIN_TOKEN": adminToken, "LOG_LEVEL": "error",
+            // The webhook scenario's receiver listens on loopback.
+            "RECEIPTS_WEBHOOK_ALLOW_PRIVATE_NETWORKS": "true",
         ]
         if let poolSize { settings["RECEIPTS_DATABASE_POOL_SIZE"] = String(poolSize) }
         process.environment = ProcessInfo.processInfo.environment.merging(settings) { $1 }

@@ -27,6 +27,7 @@ struct BenchScenarios {
         case deleteMessage = "delete-message"
         case deleteChat = "delete-chat"
         case erase
+        case webhook
     }
 
     func run(_ scenarios: Set<Scenario>, into results: inout BenchResults) async throws {
@@ -51,6 +52,7 @@ struct BenchScenarios {
         if scenarios.contains(.deleteMessage) { try await self.deleteMessageCost(into: &results) }
         if scenarios.contains(.deleteChat) { try await self.deleteLargeChat(into: &results) }
         if scenarios.contains(.erase) { try await self.eraseUser(into: &results) }
+        if scenarios.contains(.webhook) { try await self.webhooks(into: &results) }
     }
 
     /// Gives the new database a history and the planner its statistics, as in any database

@@ -22,7 +22,7 @@ struct Serve: AsyncParsableCommand {
         let environment = Environment()
         MemoryAllocator.keepLargeBlocks(environment)
         let logger = makeLogger(level: environment.logLevel())
-        let configuration = ReceiptsConfiguration(
+        var configuration = ReceiptsConfiguration(
             host: self.host ?? environment["RECEIPTS_HOST"] ?? "127.0.0.1",
             port: try self.port ?? environment.integer("RECEIPTS_PORT", default: 8080),
             databaseURL: try environment.databaseURL(logger: logger),
@@ -38,6 +38,10 @@ struct Serve: AsyncParsableCommand {
             maximumStreamsPerTenant: try environment.integer("RECEIPTS_MAX_STREAMS_PER_TENANT", default: 10_000, in: 1...10_000_000),
             databaseTimeout: .seconds(try environment.integer("RECEIPTS_DATABASE_TIMEOUT_SECONDS", default: 5, in: 1...600))
         )
+        configuration.webhooks.allowsPrivateNetworks = try environment.boolean("RECEIPTS_WEBHOOK_ALLOW_PRIVATE_NETWORKS", default: false)
+        configuration.webhooks.retryBase = .milliseconds(
+            try environment.integer("RECEIPTS_WEBHOOK_RETRY_BASE_MILLISECONDS", default: 1000, in: 1...300_000))
+        configuration.webhooks.lease = .seconds(try environment.integer("RECEIPTS_WEBHOOK_LEASE_SECONDS", default: 20, in: 11...3600))
         let app = try await buildApplication(configuration, logger: logger)
         try await ServiceGroup(configuration: .receiptsd(running: app, gracePeriod: configuration.shutdownGracePeriod, logger: logger)).run()
     }

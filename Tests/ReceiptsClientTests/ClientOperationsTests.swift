@@ -76,6 +76,14 @@ struct ClientOperationsTests {
                 // A plain GET is no WebSocket upgrade: 426 with the contract's code.
                 do { _ = try await receipts.generated.streamEvents() } catch let error as ClientError { throw error.underlyingError }
             }
+            // Webhooks, through the generated client.
+            let hook = try await receipts.generated.putWebhook(
+                path: .init(webhookId: "backend"), body: .json(.init(url: "https://hooks.example.com/receipts"))
+            ).created.body.json
+            #expect(hook.id == "backend" && hook.events.count == 4 && hook.secret.count >= 43)
+            #expect(try await receipts.generated.getWebhook(path: .init(webhookId: "backend")).ok.body.json.delivery.failures == 0)
+            #expect(try await receipts.generated.listWebhooks().ok.body.json.webhooks.map(\.id) == ["backend"])
+            _ = try await receipts.generated.deleteWebhook(path: .init(webhookId: "backend")).noContent
 
             let ran = Set(recorder.operations)
             let documented = try ContractOperations.all()

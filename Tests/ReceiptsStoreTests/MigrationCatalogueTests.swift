@@ -84,6 +84,12 @@ struct MigrationCatalogueTests {
         Self.laterMigrationChanges.values.contains { names in names.contains { key.contains($0) } }
     }
 
+    /// Objects that migrations after the fold add (with their scripts), by a word every key of
+    /// theirs contains: they are new in today's catalogue only.
+    static let addedAfterTheFold: [String: String] = [
+        "webhook": "0002_webhooks and sql/functions/webhooks.sql (issue 18)",
+    ]
+
     /// The differences that are comments of the baseline (a database that ran the chain keeps
     /// the chain's: the runner records the baseline, it does not run it).
     static var baselineComments: Set<String> {
@@ -118,7 +124,13 @@ struct MigrationCatalogueTests {
         }
         #expect(legacy.entries.count > 300)
         let differences = current.differences(from: legacy)
-        for key in differences.subtracting(Self.intendedDifferences.keys).sorted() where !Self.isLaterMigrationChange(key) {
+        let added = differences.filter { key in
+            legacy.entries[key] == nil && Self.addedAfterTheFold.keys.contains { key.contains($0) }
+        }
+        for word in Self.addedAfterTheFold.keys {
+            #expect(added.contains { $0.hasPrefix("relation \(word)") }, "\(word): nothing added")
+        }
+        for key in differences.subtracting(Self.intendedDifferences.keys).subtracting(added).sorted() where !Self.isLaterMigrationChange(key) {
             Issue.record("\(key): chain \(legacy.entries[key] ?? "(none)") | today \(current.entries[key] ?? "(none)")")
         }
         for key in Set(Self.intendedDifferences.keys).subtracting(differences).sorted() {

@@ -19,6 +19,10 @@ import struct Foundation.Date
 extension Components {
     /// Types generated from the `#/components/parameters` section of the OpenAPI document.
     public enum Parameters {
+        /// The webhook's id (chosen by the tenant).
+        ///
+        /// - Remark: Generated from `#/components/parameters/WebhookId`.
+        public typealias WebhookId = Components.Schemas.Id
         /// The chat's id.
         ///
         /// - Remark: Generated from `#/components/parameters/ChatId`.

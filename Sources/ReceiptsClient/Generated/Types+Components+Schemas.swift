@@ -1369,6 +1369,265 @@ extension Components {
                 case readReceipts
             }
         }
+        /// An event type a webhook may take.
+        ///
+        /// - Remark: Generated from `#/components/schemas/WebhookEventType`.
+        @frozen public enum WebhookEventType: String, Codable, Hashable, Sendable, CaseIterable {
+            case message_created = "message.created"
+            case receipt_delivered = "receipt.delivered"
+            case receipt_read = "receipt.read"
+            case unread_changed = "unread.changed"
+        }
+        /// - Remark: Generated from `#/components/schemas/PutWebhookRequest`.
+        public struct PutWebhookRequest: Codable, Hashable, Sendable {
+            /// Where batches are POSTed; `http` or `https`, at most 2048 characters.
+            ///
+            /// - Remark: Generated from `#/components/schemas/PutWebhookRequest/url`.
+            public var url: Swift.String
+            /// The event types delivered (default all four); no repeats.
+            ///
+            /// - Remark: Generated from `#/components/schemas/PutWebhookRequest/events`.
+            public var events: [Components.Schemas.WebhookEventType]?
+            /// The key of the `Receipts-Signature` HMAC, 16–128 characters (no NUL); when absent
+            /// one is generated (32 random bytes, base64url).
+            ///
+            ///
+            /// - Remark: Generated from `#/components/schemas/PutWebhookRequest/secret`.
+            public var secret: Swift.String?
+            /// Creates a new `PutWebhookRequest`.
+            ///
+            /// - Parameters:
+            ///   - url: Where batches are POSTed; `http` or `https`, at most 2048 characters.
+            ///   - events: The event types delivered (default all four); no repeats.
+            ///   - secret: The key of the `Receipts-Signature` HMAC, 16–128 characters (no NUL); when absent
+            public init(
+                url: Swift.String,
+                events: [Components.Schemas.WebhookEventType]? = nil,
+                secret: Swift.String? = nil
+            ) {
+                self.url = url
+                self.events = events
+                self.secret = secret
+            }
+            public enum CodingKeys: String, CodingKey {
+                case url
+                case events
+                case secret
+            }
+            public init(from decoder: any Swift.Decoder) throws {
+                let container = try decoder.container(keyedBy: CodingKeys.self)
+                self.url = try container.decode(
+                    Swift.String.self,
+                    forKey: .url
+                )
+                self.events = try container.decodeIfPresent(
+                    [Components.Schemas.WebhookEventType].self,
+                    forKey: .events
+                )
+                self.secret = try container.decodeIfPresent(
+                    Swift.String.self,
+                    forKey: .secret
+                )
+                try decoder.ensureNoAdditionalProperties(knownKeys: [
+                    "url",
+                    "events",
+                    "secret"
+                ])
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/WebhookCreated`.
+        public struct WebhookCreated: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/WebhookCreated/id`.
+            public var id: Components.Schemas.Id
+            /// - Remark: Generated from `#/components/schemas/WebhookCreated/url`.
+            public var url: Swift.String
+            /// - Remark: Generated from `#/components/schemas/WebhookCreated/events`.
+            public var events: [Components.Schemas.WebhookEventType]
+            /// The signing secret, shown in this answer only.
+            ///
+            /// - Remark: Generated from `#/components/schemas/WebhookCreated/secret`.
+            public var secret: Swift.String
+            /// - Remark: Generated from `#/components/schemas/WebhookCreated/createdAt`.
+            public var createdAt: Components.Schemas.Timestamp
+            /// Creates a new `WebhookCreated`.
+            ///
+            /// - Parameters:
+            ///   - id:
+            ///   - url:
+            ///   - events:
+            ///   - secret: The signing secret, shown in this answer only.
+            ///   - createdAt:
+            public init(
+                id: Components.Schemas.Id,
+                url: Swift.String,
+                events: [Components.Schemas.WebhookEventType],
+                secret: Swift.String,
+                createdAt: Components.Schemas.Timestamp
+            ) {
+                self.id = id
+                self.url = url
+                self.events = events
+                self.secret = secret
+                self.createdAt = createdAt
+            }
+            public enum CodingKeys: String, CodingKey {
+                case id
+                case url
+                case events
+                case secret
+                case createdAt
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/Webhook`.
+        public struct Webhook: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/Webhook/id`.
+            public var id: Components.Schemas.Id
+            /// - Remark: Generated from `#/components/schemas/Webhook/url`.
+            public var url: Swift.String
+            /// - Remark: Generated from `#/components/schemas/Webhook/events`.
+            public var events: [Components.Schemas.WebhookEventType]
+            /// - Remark: Generated from `#/components/schemas/Webhook/createdAt`.
+            public var createdAt: Components.Schemas.Timestamp
+            /// - Remark: Generated from `#/components/schemas/Webhook/delivery`.
+            public var delivery: Components.Schemas.WebhookDelivery
+            /// Creates a new `Webhook`.
+            ///
+            /// - Parameters:
+            ///   - id:
+            ///   - url:
+            ///   - events:
+            ///   - createdAt:
+            ///   - delivery:
+            public init(
+                id: Components.Schemas.Id,
+                url: Swift.String,
+                events: [Components.Schemas.WebhookEventType],
+                createdAt: Components.Schemas.Timestamp,
+                delivery: Components.Schemas.WebhookDelivery
+            ) {
+                self.id = id
+                self.url = url
+                self.events = events
+                self.createdAt = createdAt
+                self.delivery = delivery
+            }
+            public enum CodingKeys: String, CodingKey {
+                case id
+                case url
+                case events
+                case createdAt
+                case delivery
+            }
+        }
+        /// Where delivery stands.
+        ///
+        /// - Remark: Generated from `#/components/schemas/WebhookDelivery`.
+        public struct WebhookDelivery: Codable, Hashable, Sendable {
+            /// The stream position delivery has reached: every event up to it was acknowledged
+            /// (or is of a type the webhook does not take). A stream resumed from it carries what
+            /// is still to come.
+            ///
+            ///
+            /// - Remark: Generated from `#/components/schemas/WebhookDelivery/lastEventId`.
+            public var lastEventId: Swift.String
+            /// Events after it that the webhook takes, still to deliver (counted up to 100000).
+            ///
+            /// - Remark: Generated from `#/components/schemas/WebhookDelivery/pending`.
+            public var pending: Swift.Int
+            /// Failed attempts at the current batch.
+            ///
+            /// - Remark: Generated from `#/components/schemas/WebhookDelivery/failures`.
+            public var failures: Swift.Int
+            /// Why the last attempt failed; null once a batch is acknowledged.
+            ///
+            /// - Remark: Generated from `#/components/schemas/WebhookDelivery/lastError`.
+            public var lastError: Swift.String?
+            /// When the last attempt was made, or null before the first.
+            ///
+            /// - Remark: Generated from `#/components/schemas/WebhookDelivery/lastAttemptAt`.
+            public var lastAttemptAt: Foundation.Date?
+            /// When the failed batch is tried again; null when none failed.
+            ///
+            /// - Remark: Generated from `#/components/schemas/WebhookDelivery/nextAttemptAt`.
+            public var nextAttemptAt: Foundation.Date?
+            /// Creates a new `WebhookDelivery`.
+            ///
+            /// - Parameters:
+            ///   - lastEventId: The stream position delivery has reached: every event up to it was acknowledged
+            ///   - pending: Events after it that the webhook takes, still to deliver (counted up to 100000).
+            ///   - failures: Failed attempts at the current batch.
+            ///   - lastError: Why the last attempt failed; null once a batch is acknowledged.
+            ///   - lastAttemptAt: When the last attempt was made, or null before the first.
+            ///   - nextAttemptAt: When the failed batch is tried again; null when none failed.
+            public init(
+                lastEventId: Swift.String,
+                pending: Swift.Int,
+                failures: Swift.Int,
+                lastError: Swift.String? = nil,
+                lastAttemptAt: Foundation.Date? = nil,
+                nextAttemptAt: Foundation.Date? = nil
+            ) {
+                self.lastEventId = lastEventId
+                self.pending = pending
+                self.failures = failures
+                self.lastError = lastError
+                self.lastAttemptAt = lastAttemptAt
+                self.nextAttemptAt = nextAttemptAt
+            }
+            public enum CodingKeys: String, CodingKey {
+                case lastEventId
+                case pending
+                case failures
+                case lastError
+                case lastAttemptAt
+                case nextAttemptAt
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/WebhookList`.
+        public struct WebhookList: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/WebhookList/webhooks`.
+            public var webhooks: [Components.Schemas.Webhook]
+            /// Creates a new `WebhookList`.
+            ///
+            /// - Parameters:
+            ///   - webhooks:
+            public init(webhooks: [Components.Schemas.Webhook]) {
+                self.webhooks = webhooks
+            }
+            public enum CodingKeys: String, CodingKey {
+                case webhooks
+            }
+        }
+        /// What a webhook's receiver gets: `POST <url>` with `Content-Type: application/json`,
+        /// `Receipts-Webhook-Id: <webhookId>` and `Receipts-Signature: t=<unix seconds>,v1=<lowercase
+        /// hex HMAC-SHA256(secret, "<t>.<raw body>")>`. The events are exactly as the tenant key's
+        /// stream carries them (same ids), 1–100 in stream order; a receiver sees each at least once
+        /// and drops repeats by `id`.
+        ///
+        ///
+        /// - Remark: Generated from `#/components/schemas/WebhookBatch`.
+        public struct WebhookBatch: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/WebhookBatch/webhookId`.
+            public var webhookId: Components.Schemas.Id
+            /// - Remark: Generated from `#/components/schemas/WebhookBatch/events`.
+            public var events: [Components.Schemas.Event]
+            /// Creates a new `WebhookBatch`.
+            ///
+            /// - Parameters:
+            ///   - webhookId:
+            ///   - events:
+            public init(
+                webhookId: Components.Schemas.Id,
+                events: [Components.Schemas.Event]
+            ) {
+                self.webhookId = webhookId
+                self.events = events
+            }
+            public enum CodingKeys: String, CodingKey {
+                case webhookId
+                case events
+            }
+        }
         /// - Remark: Generated from `#/components/schemas/Health`.
         public struct Health: Codable, Hashable, Sendable {
             /// - Remark: Generated from `#/components/schemas/Health/status`.

@@ -358,8 +358,9 @@ public final class EventHub: Service, Sendable {
         return Start(tenant: tenant, position: current, committedBefore: log.snapshot, resyncId: after == nil ? nil : current)
     }
 
-    /// The cursor's position once the hub has settled where it stands in the log.
-    private func readyPosition() async throws -> Int64 {
+    /// The cursor's position once the hub has settled where it stands in the log (every
+    /// event up to it has committed, or never will).
+    func readyPosition() async throws -> Int64 {
         // Longer than the hub waits at start for a transaction that may still commit a lower id.
         let deadline = ContinuousClock.now + max(.seconds(10), self.options.abandonGapsAfter + .seconds(2))
         while true {

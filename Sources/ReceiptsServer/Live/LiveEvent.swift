@@ -8,6 +8,8 @@ struct LiveEvent: Sendable {
     let id: Int64
     /// The transaction that wrote it (see `EventHub.Subscriber.committedBefore`).
     let transactionId: Int64
+    /// Its `type` (for a webhook's filter).
+    let type: String
     /// Users whose devices may see it (the tenant key sees all).
     let audience: Set<String>
     /// Who acted (`StoredEvent.userId`): an erased user's events are dropped from memory.
@@ -22,6 +24,7 @@ struct LiveEvent: Sendable {
     init(_ event: StoredEvent) {
         self.id = event.id
         self.transactionId = event.transactionId
+        self.type = event.type
         self.audience = Set(event.audience)
         self.userId = event.userId
         // The members in the documented order (`JSONResponse`): id, type, chatId, userId,

@@ -1,0 +1,115 @@
+import Foundation
+import Hummingbird
+import ReceiptsStore
+
+/// `/v1/webhooks`: where a tenant's events are pushed (tenant key only).
+struct WebhookController {
+    /// The most webhooks a tenant may have (one more is 409): each costs a delivery loop and
+    /// an HTTP client on the instance that holds it.
+    static let maximumPerTenant = 10
+    static let secretLengths = 16...128
+
+    let store: ReceiptsStore
+    let hub: EventHub
+    let dispatcher: WebhookDispatcher
+    let addressPolicy: WebhookAddressPolicy
+
+    func addRoutes(to group: RouterGroup<ReceiptsRequestContext>) {
+        group.get("webhooks", use: self.list)
+        group.put("webhooks/:webhookId", use: self.put)
+        group.get("webhooks/:webhookId", use: self.get)
+        group.delete("webhooks/:webhookId", use: self.delete)
+    }
+
+    /// Creates (201) or replaces (200) a webhook. A new one delivers the events committed
+    /// after this call; a replaced one keeps its position, and its new url, filter and secret
+    /// apply from the next attempt.
+    @Sendable func put(_ request: Request, context: ReceiptsRequestContext) async throws -> EditedResponse<PutWebhookResponse> {
+        let principal = try context.requirePrincipal()
+        let webhookId = try Validation.pathId("webhookId", in: context)
+        try principal.requireTenantKey(for: "managing webhooks")
+        let body = try await request.decode(as: PutWebhookRequest.self, context: context)
+        guard let target = WebhookTarget(body.url) else {
+            throw APIError.invalidRequest("url must be an http or https URL with a host, at most \(WebhookTarget.maximumLength) characters")
+        }
+        if let literal = WebhookAddressPolicy.literal(target.host), !self.addressPolicy.allows(literal) {
+            throw APIError.invalidRequest(
+                "url points at a loopback, private, link-local, multicast or unspecified address, which webhooks may not reach")
+        }
+        let events = try Self.events(body.events)
+        let secret = try body.secret.map(Self.checkedSecret) ?? Self.generatedSecret()
+        // Where the hub stands: every event up to here committed before this request.
+        let position = try await self.hub.readyPosition()
+        let outcome = try await self.store.putWebhook(
+            tenant: principal.tenantId, webhook: webhookId, url: target.url, events: events, secret: secret, position: position,
+            maximumPerTenant: Self.maximumPerTenant)
+        let created: Date
+        let status: HTTPResponse.Status
+        switch outcome {
+        case .created(let date): (created, status) = (date, .created)
+        case .replaced(let date): (created, status) = (date, .ok)
+        case .limitReached: throw APIError.conflict("a tenant may have at most \(Self.maximumPerTenant) webhooks")
+        }
+        self.dispatcher.webhooksChanged()
+        return EditedResponse(
+            status: status,
+            response: PutWebhookResponse(id: webhookId, url: target.url, events: events, secret: secret, createdAt: created))
+    }
+
+    @Sendable func get(_ request: Request, context: ReceiptsRequestContext) async throws -> WebhookResponse {
+        let principal = try context.requirePrincipal()
+        let webhookId = try Validation.pathId("webhookId", in: context)
+        try principal.requireTenantKey(for: "managing webhooks")
+        guard let webhook = try await self.store.webhook(tenant: principal.tenantId, webhook: webhookId) else {
+            throw APIError.notFound("no such webhook")
+        }
+        return WebhookResponse(webhook: webhook)
+    }
+
+    @Sendable func list(_ request: Request, context: ReceiptsRequestContext) async throws -> WebhookListResponse {
+        let principal = try context.requirePrincipal()
+        try principal.requireTenantKey(for: "managing webhooks")
+        return WebhookListResponse(webhooks: try await self.store.webhooks(tenant: principal.tenantId))
+    }
+
+    /// Deletes a webhook: deliveries stop within 5 s on every instance (at once on this one).
+    @Sendable func delete(_ request: Request, context: ReceiptsRequestContext) async throws -> HTTPResponse.Status {
+        let principal = try context.requirePrincipal()
+        let webhookId = try Validation.pathId("webhookId", in: context)
+        try principal.requireTenantKey(for: "managing webhooks")
+        guard try await self.store.deleteWebhook(tenant: principal.tenantId, webhook: webhookId) else {
+            throw APIError.notFound("no such webhook")
+        }
+        self.dispatcher.webhooksChanged()
+        return .noContent
+    }
+
+    /// The filter: a non-empty list of known types without repeats; all of them when absent.
+    static func events(_ events: [String]?) throws -> [String] {
+        guard let events else { return WebhookEventTypes.known }
+        guard !events.isEmpty else { throw APIError.invalidRequest("events must name at least one event type") }
+        guard Set(events).count == events.count else { throw APIError.invalidRequest("events must not repeat a type") }
+        if let unknown = events.first(where: { !WebhookEventTypes.known.contains($0) }) {
+            throw APIError.invalidRequest(
+                "events has an unknown type \"\(unknown)\" (known: \(WebhookEventTypes.known.joined(separator: ", ")))")
+        }
+        return events
+    }
+
+    /// 16–128 characters (Unicode code points, as JSON Schema counts them), no NUL (which
+    /// PostgreSQL's text cannot hold).
+    static func checkedSecret(_ secret: String) throws -> String {
+        guard Self.secretLengths.contains(secret.unicodeScalars.count), !secret.unicodeScalars.contains("\0") else {
+            throw APIError.invalidRequest("secret must be 16-128 characters, without NUL")
+        }
+        return secret
+    }
+
+    /// 32 random bytes from the system's generator, base64url without padding (43 characters).
+    static func generatedSecret() -> String {
+        var random = SystemRandomNumberGenerator()
+        let bytes = (0..<32).map { _ in UInt8.random(in: 0...255, using: &random) }
+        return Data(bytes).base64EncodedString()
+            .replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
+    }
+}

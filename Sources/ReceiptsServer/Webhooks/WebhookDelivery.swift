@@ -1,0 +1,435 @@
+import CoreMetrics
+import DequeModule
+import Foundation
+import Logging
+import NIOHTTP1
+import ReceiptsStore
+
+/// Delivers one webhook while this instance holds its lease: batches of its tenant's events,
+/// in stream order, one at a time, each until the receiver acknowledges it.
+///
+/// The events come from the event hub, as a subscription with the tenant key's view (the
+/// same ids and JSON as the tenant key's stream, and the same rule: the hub never moves past
+/// an event that may still commit), starting after the webhook's position in the database;
+/// the hub reads from the log what it no longer holds in memory, and answers
+/// `resync.required` when retention deleted the next event. A batch is up to 100 events of
+/// the types the webhook takes; after a 2xx the position moves past it in the database
+/// (`acknowledgeWebhookBatch`, which fails if another instance took the lease: then this one
+/// stops), and only then does the next batch go out. A failed attempt is recorded and tried
+/// again after `WebhookBackoff`'s delay, with the same events.
+///
+/// Before each attempt the lease is renewed and the webhook read again
+/// (`beginWebhookAttempt`, or the acknowledgement of the batch before when the next one goes
+/// out right after it): a `PUT`'s new url, secret or filter applies from the next attempt,
+/// and a deleted webhook stops the delivery. The dispatcher stops it too (`stop()`), within
+/// a claim interval, when its lease is gone.
+final class WebhookDelivery: Sendable {
+    /// Events per delivery, at most (DESIGN.md).
+    static let maximumBatch = 100
+    /// Skipped events' position is written at most this often (a filter that takes few types
+    /// must not cost a write per event it skips; after a restart at most this much is read
+    /// again and skipped again).
+    static let skipWriteInterval = Duration.seconds(1)
+    /// The lag metric is read from the database at most this often.
+    static let lagRefreshInterval = Duration.seconds(1)
+    /// The pause after the database or the hub could not be reached.
+    static let unavailablePause = Duration.seconds(1)
+
+    struct Settings: Sendable {
+        var owner: String
+        var lease: Duration
+        var backoff: WebhookBackoff
+        var attemptTimeout: Duration
+        var addressPolicy: WebhookAddressPolicy
+    }
+
+    let key: WebhookKey
+    private let store: ReceiptsStore
+    private let hub: EventHub
+    private let settings: Settings
+    private let metrics: WebhookMetrics
+    private let logger: Logger
+    private let stopRequests: AsyncStream<Void>
+    private let requestStop: AsyncStream<Void>.Continuation
+
+    init(key: WebhookKey, store: ReceiptsStore, hub: EventHub, settings: Settings, metrics: WebhookMetrics, logger: Logger) {
+        self.key = key
+        self.store = store
+        self.hub = hub
+        self.settings = settings
+        self.metrics = metrics
+        var logger = logger
+        logger[metadataKey: "receipts.tenant_id"] = "\(key.tenant)"
+        logger[metadataKey: "receipts.webhook_id"] = "\(key.webhook)"
+        self.logger = logger
+        (self.stopRequests, self.requestStop) = AsyncStream.makeStream()
+    }
+
+    /// Ends the delivery: an attempt under way is abandoned (its batch goes out again from
+    /// the position in the database, by whoever holds the lease next).
+    func stop() {
+        self.requestStop.finish()
+    }
+
+    /// Delivers until stopped, cancelled, or the lease or the webhook is gone.
+    func run() async {
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask {
+                var loop = DeliveryLoop(delivery: self)
+                await loop.run()
+                await loop.finish()
+            }
+            group.addTask {
+                for await _ in self.stopRequests {}
+            }
+            await group.next()
+            group.cancelAll()
+        }
+    }
+
+    /// One entry of a batch: an event as the stream carries it, or `resync.required`.
+    struct Entry {
+        let id: Int64
+        let type: String
+        let json: String
+    }
+
+    /// The state of one delivery, owned by its task.
+    struct DeliveryLoop {
+        let delivery: WebhookDelivery
+        let sender: WebhookSender
+        let lag: Gauge
+        /// The webhook's position in the database: everything up to it is acknowledged.
+        var acknowledged: Int64 = 0
+        var subscription: EventSubscription?
+        var wakeups: AsyncStream<Void>.Iterator?
+        /// Events received from the hub and not yet acknowledged, oldest first.
+        var pending: Deque<Entry> = []
+        /// The subscription's position: every event up to it is in `pending` or was skipped.
+        var received: Int64 = 0
+        /// The hub may have more right away (its last batch was not the end).
+        var hubHasMore = false
+        var lastSkipWrite = ContinuousClock.now
+        var lastLagRefresh: ContinuousClock.Instant?
+        /// What the last acknowledgement read of the webhook (it renews the lease and returns
+        /// the settings, as `beginWebhookAttempt` does): the next attempt uses it instead of
+        /// another round trip when it starts without waiting in between (the next batch was
+        /// already there), as late a read as a separate call would make. Dropped before any wait.
+        var settingsOfLastAcknowledgement: WebhookAttemptSettings?
+
+        init(delivery: WebhookDelivery) {
+            self.delivery = delivery
+            self.sender = WebhookSender(
+                policy: delivery.settings.addressPolicy, timeout: delivery.settings.attemptTimeout, logger: delivery.logger)
+            self.lag = delivery.metrics.lagGauge(for: delivery.key.description)
+        }
+
+        var store: ReceiptsStore { self.delivery.store }
+        var key: WebhookKey { self.delivery.key }
+        var owner: String { self.delivery.settings.owner }
+        var logger: Logger { self.delivery.logger }
+
+        mutating func finish() async {
+            self.unsubscribe()
+            await self.sender.shutdown()
+            self.lag.destroy()
+        }
+
+        mutating func run() async {
+            guard var current = await self.begin() else { return }
+            self.acknowledged = current.position
+            self.received = current.position
+            while !Task.isCancelled {
+                if self.pending.count < WebhookDelivery.maximumBatch, self.pending.isEmpty || self.hubHasMore {
+                    guard await self.receive(current) else { continue }
+                }
+                let batch = self.batch(for: current.events)
+                if batch.entries.isEmpty {
+                    guard batch.through > self.acknowledged else {
+                        if !self.hubHasMore { await self.waitForEvents() }
+                        continue
+                    }
+                    self.pending.removeFirst(batch.consumed)
+                    guard await self.skip(through: batch.through) else { return }
+                    continue
+                }
+                guard let next = await self.deliverNextBatch(settings: current) else { return }
+                current = next
+            }
+        }
+
+        /// Renews the lease and reads the webhook; nil when it is gone or another instance
+        /// holds it (or the task was cancelled).
+        mutating func begin() async -> WebhookAttemptSettings? {
+            while !Task.isCancelled {
+                do {
+                    return try await self.store.beginWebhookAttempt(
+                        self.key, owner: self.owner, lease: self.delivery.settings.lease)
+                } catch {
+                    self.logger.notice("webhook: the database is unavailable", metadata: ["error": "\(error)"])
+                    try? await Task.sleep(for: WebhookDelivery.unavailablePause)
+                }
+            }
+            return nil
+        }
+
+        /// Takes the hub's next events into `pending`; false when nothing came (a pause was
+        /// made where needed) and the loop should look again.
+        mutating func receive(_ current: WebhookAttemptSettings) async -> Bool {
+            do {
+                let subscription = try await self.subscribed(committedBefore: current.committedBefore)
+                let batch = try await self.delivery.hub.nextEvents(for: subscription)
+                if let resyncId = batch.resyncId {
+                    self.pending.append(
+                        Entry(id: resyncId, type: WebhookEventTypes.resyncRequired, json: LiveEvent.resyncRequired(currentId: resyncId)))
+                }
+                for event in batch.events {
+                    self.pending.append(Entry(id: event.id, type: event.type, json: event.json))
+                }
+                self.received = self.delivery.hub.position(of: subscription) ?? self.received
+                self.hubHasMore = !batch.isUpToDate
+                return true
+            } catch let reason as EventHub.CloseReason {
+                // Too far behind while a batch was retried (or the hub stops): start again
+                // from the acknowledged position, reading from the log.
+                self.logger.debug("webhook: the hub closed the subscription", metadata: ["reason": "\(reason)"])
+                self.restart(from: self.acknowledged)
+                if reason == .shuttingDown { try? await Task.sleep(for: WebhookDelivery.unavailablePause) }
+                self.settingsOfLastAcknowledgement = nil
+                return false
+            } catch {
+                self.logger.notice("webhook: events could not be read", metadata: ["error": "\(error)"])
+                self.restart(from: self.acknowledged)
+                try? await Task.sleep(for: WebhookDelivery.unavailablePause)
+                self.settingsOfLastAcknowledgement = nil
+                return false
+            }
+        }
+
+        /// The subscription, made from the acknowledged position when there is none.
+        mutating func subscribed(committedBefore: TransactionSnapshot) async throws -> EventSubscription {
+            if let subscription { return subscription }
+            let start = try await self.delivery.hub.startDelivery(
+                tenant: self.key.tenant, after: self.acknowledged, committedBefore: committedBefore)
+            let subscription = await self.delivery.hub.subscribe(.tenant(self.key.tenant), from: start)
+            self.subscription = subscription
+            self.wakeups = subscription.wakeups.makeAsyncIterator()
+            if let resyncId = subscription.resyncId {
+                // The position is no longer retained: the next batch starts with resync.required.
+                self.pending.append(
+                    Entry(id: resyncId, type: WebhookEventTypes.resyncRequired, json: LiveEvent.resyncRequired(currentId: resyncId)))
+            }
+            return subscription
+        }
+
+        /// Waits until the hub has something new (the subscription's wake-ups), then reads
+        /// the lag metric again.
+        mutating func waitForEvents() async {
+            self.settingsOfLastAcknowledgement = nil
+            await self.refreshLag(force: true)
+            if await self.wakeups?.next() == nil {
+                // Closed by the hub: the next read says why.
+                self.wakeups = nil
+                if self.subscription == nil { try? await Task.sleep(for: WebhookDelivery.unavailablePause) }
+            }
+        }
+
+        /// Drops what was received and starts again from `position`.
+        mutating func restart(from position: Int64) {
+            self.unsubscribe()
+            self.pending.removeAll()
+            self.acknowledged = position
+            self.received = position
+            self.hubHasMore = false
+        }
+
+        mutating func unsubscribe() {
+            self.subscription?.cancel()
+            self.subscription = nil
+            self.wakeups = nil
+        }
+
+        /// The next batch for the filter `events`: up to 100 entries, how many of `pending`
+        /// it covers (skipped ones included), and the position it moves to once acknowledged.
+        func batch(for events: [String]) -> (entries: [Entry], consumed: Int, through: Int64) {
+            var entries: [Entry] = []
+            var through = self.acknowledged
+            var consumed = 0
+            for entry in self.pending {
+                let wanted = entry.type == WebhookEventTypes.resyncRequired || events.contains(entry.type)
+                if wanted {
+                    if entries.count == WebhookDelivery.maximumBatch { break }
+                    entries.append(entry)
+                }
+                through = entry.id
+                consumed += 1
+            }
+            // Everything received is in the batch or skipped: the position moves to where the
+            // hub has been, past the events that were not for this webhook at the end.
+            if consumed == self.pending.count { through = max(through, self.received) }
+            return (entries, consumed, through)
+        }
+
+        /// Moves the position past events the filter skips, in the database at most once per
+        /// `skipWriteInterval` (an acknowledgement carries it anyway). False when the lease
+        /// or the webhook is gone.
+        mutating func skip(through position: Int64) async -> Bool {
+            self.acknowledged = position
+            guard ContinuousClock.now - self.lastSkipWrite >= WebhookDelivery.skipWriteInterval else { return true }
+            self.lastSkipWrite = .now
+            do {
+                let settings = try await self.store.acknowledgeWebhookBatch(
+                    self.key, owner: self.owner, through: position, delivered: false, lease: self.delivery.settings.lease)
+                self.settingsOfLastAcknowledgement = settings
+                return settings != nil
+            } catch {
+                return true  // written with the next acknowledgement
+            }
+        }
+
+        /// Sends the next batch of `pending` until the receiver acknowledges it (formed again for
+        /// each attempt: a PUT may have changed the filter); the settings for the batch after,
+        /// or nil when the delivery must stop (lease or webhook gone, or cancelled).
+        mutating func deliverNextBatch(settings: WebhookAttemptSettings) async -> WebhookAttemptSettings? {
+            var current = settings
+            while !Task.isCancelled {
+                if let settings = self.settingsOfLastAcknowledgement {
+                    self.settingsOfLastAcknowledgement = nil
+                    current = settings
+                } else {
+                    guard let settings = await self.begin() else { return nil }
+                    current = settings
+                }
+                if current.position > self.acknowledged {
+                    // Another instance delivered meanwhile (this one's lease lapsed): resume after it.
+                    self.restart(from: current.position)
+                    return current
+                }
+                if current.failures > 0, let first = self.pending.first, first.type != WebhookEventTypes.resyncRequired,
+                    await self.wasPruned(first.id)
+                {
+                    // The receiver was down for longer than retention keeps events: the batch is
+                    // gone from the log, and the hub answers resync.required from here.
+                    self.restart(from: self.acknowledged)
+                    return current
+                }
+                if let due = current.nextAttemptAt, due > Date() {
+                    // After a take-over, or a failure recorded just now: the backoff holds.
+                    let longest = self.delivery.settings.backoff.maximum
+                    try? await Task.sleep(for: min(.milliseconds(Int64(due.timeIntervalSinceNow * 1000) + 1), longest))
+                    continue
+                }
+                let attempt = self.batch(for: current.events)
+                if attempt.entries.isEmpty {
+                    self.pending.removeFirst(attempt.consumed)
+                    return await self.skip(through: attempt.through) ? current : nil
+                }
+                guard let target = WebhookTarget(current.url) else {
+                    self.logger.error("webhook: the stored url is not valid")
+                    return nil
+                }
+                let body = self.body(attempt.entries)
+                var headers = HTTPHeaders()
+                headers.add(name: "Content-Type", value: "application/json")
+                headers.add(name: "User-Agent", value: "receiptsd")
+                headers.add(name: "Receipts-Webhook-Id", value: self.key.webhook)
+                headers.add(
+                    name: WebhookSignature.headerName,
+                    value: WebhookSignature.header(secret: current.secret, timestamp: Int64(Date().timeIntervalSince1970), body: body))
+                let started = ContinuousClock.now
+                let outcome = await self.sender.send(body, headers: headers, to: target)
+                guard !Task.isCancelled else { return nil }
+                switch outcome {
+                case .acknowledged:
+                    self.delivery.metrics.recordAttempt(outcome: "delivered", events: attempt.entries.count, duration: .now - started)
+                    switch await self.acknowledge(through: attempt.through) {
+                    case .unavailable:
+                        continue
+                    case .lost:
+                        return nil
+                    case .recorded(let settings):
+                        self.pending.removeFirst(attempt.consumed)
+                        self.acknowledged = attempt.through
+                        self.lastSkipWrite = .now
+                        self.settingsOfLastAcknowledgement = settings
+                        await self.refreshLag(force: false)
+                        return settings
+                    }
+                case .failed(let failure, let message):
+                    self.delivery.metrics.recordAttempt(outcome: failure.rawValue, events: attempt.entries.count, duration: .now - started)
+                    let delay = self.delivery.settings.backoff.delay(afterFailures: current.failures + 1)
+                    self.logger.info(
+                        "webhook: delivery failed; trying again later",
+                        metadata: ["error": "\(message)", "receipts.retry_in": "\(delay)"])
+                    do {
+                        guard try await self.store.recordWebhookFailure(self.key, owner: self.owner, error: message, retryAfter: delay) != nil
+                        else { return nil }
+                    } catch {
+                        self.logger.notice("webhook: the failure could not be recorded", metadata: ["error": "\(error)"])
+                    }
+                    await self.refreshLag(force: false)
+                    try? await Task.sleep(for: delay)
+                }
+            }
+            return nil
+        }
+
+        /// What recording an acknowledged batch came to.
+        enum Acknowledgement {
+            /// The position moved; the settings for the next attempt.
+            case recorded(WebhookAttemptSettings)
+            /// The lease or the webhook is gone: nothing moved.
+            case lost
+            /// The database could not be reached for 5 s: the batch is sent again (at least once).
+            case unavailable
+        }
+
+        mutating func acknowledge(through position: Int64) async -> Acknowledgement {
+            for _ in 0..<5 {
+                do {
+                    let settings = try await self.store.acknowledgeWebhookBatch(
+                        self.key, owner: self.owner, through: position, delivered: true, lease: self.delivery.settings.lease)
+                    return settings.map(Acknowledgement.recorded) ?? .lost
+                } catch {
+                    self.logger.notice("webhook: the acknowledgement could not be recorded", metadata: ["error": "\(error)"])
+                    try? await Task.sleep(for: WebhookDelivery.unavailablePause)
+                    if Task.isCancelled { return .unavailable }
+                }
+            }
+            return .unavailable
+        }
+
+        /// `{"webhookId":"…","events":[…]}`, the events as the stream carries them.
+        func body(_ entries: [Entry]) -> [UInt8] {
+            var head = JSONWriter(capacity: 64)
+            head.raw(#"{"webhookId":"#)
+            head.string(self.key.webhook)
+            head.raw(#","events":["#)
+            var bytes = head.bytes
+            bytes.reserveCapacity(bytes.count + 2 + entries.reduce(0) { $0 + $1.json.utf8.count + 1 })
+            for (index, entry) in entries.enumerated() {
+                if index > 0 { bytes.append(UInt8(ascii: ",")) }
+                bytes.append(contentsOf: entry.json.utf8)
+            }
+            bytes.append(contentsOf: "]}".utf8)
+            return bytes
+        }
+
+        /// Whether retention deleted the tenant's events after the acknowledged position (the
+        /// event `id` is among them): the batch can no longer be delivered as it was.
+        func wasPruned(_ id: Int64) async -> Bool {
+            guard let position = try? await self.store.eventLogPosition(tenant: self.key.tenant) else { return false }
+            return position.prunedThrough >= id
+        }
+
+        /// Reads the webhook's pending events into the lag metric, at most once per
+        /// `lagRefreshInterval` unless `force`d.
+        mutating func refreshLag(force: Bool) async {
+            let now = ContinuousClock.now
+            if !force, let last = self.lastLagRefresh, now - last < WebhookDelivery.lagRefreshInterval { return }
+            if force, let last = self.lastLagRefresh, now - last < .milliseconds(100) { return }
+            self.lastLagRefresh = now
+            if let pending = try? await self.store.webhookPending(self.key) { self.lag.record(pending) }
+        }
+    }
+}

@@ -1,0 +1,199 @@
+import Foundation
+import Postgres
+
+/// A webhook as the API shows it, with where its delivery stands.
+public struct WebhookRecord: Sendable {
+    public let id: String
+    public let url: String
+    public let events: [String]
+    public let createdAt: Date
+    /// Every event up to this id has been acknowledged (or is filtered out).
+    public let position: Int64
+    /// Events after `position` that the filter takes (at most 100,000 counted).
+    public let pending: Int64
+    public let failures: Int
+    public let lastError: String?
+    public let lastAttemptAt: Date?
+    public let nextAttemptAt: Date?
+}
+
+/// What creating or replacing a webhook did.
+public enum PutWebhookOutcome: Sendable, Equatable {
+    case created(Date)
+    case replaced(Date)
+    /// The tenant has the most webhooks it may have already.
+    case limitReached
+}
+
+/// What an attempt at a webhook uses, read as it starts (`ReceiptsStore.beginWebhookAttempt`).
+public struct WebhookAttemptSettings: Sendable {
+    public let url: String
+    public let events: [String]
+    public let secret: String
+    /// The acknowledged position in the database.
+    public let position: Int64
+    /// Events whose transaction had finished in this snapshot predate the webhook.
+    public let committedBefore: TransactionSnapshot
+    /// Failed attempts at the current batch so far.
+    public let failures: Int
+    /// When the next attempt is due after a failure (a take-over honours it).
+    public let nextAttemptAt: Date?
+
+    public init(
+        url: String, events: [String], secret: String, position: Int64, committedBefore: TransactionSnapshot, failures: Int,
+        nextAttemptAt: Date?
+    ) {
+        self.url = url
+        self.events = events
+        self.secret = secret
+        self.position = position
+        self.committedBefore = committedBefore
+        self.failures = failures
+        self.nextAttemptAt = nextAttemptAt
+    }
+}
+
+extension ReceiptsStore {
+    /// Creates a webhook delivering the events committed from now on (`position`: the event
+    /// hub's position, every event up to it committed before this call), or replaces the url,
+    /// filter and secret of an existing one, keeping its position.
+    public func putWebhook(
+        tenant: String, webhook: String, url: String, events: [String], secret: String, position: Int64, maximumPerTenant: Int
+    ) async throws -> PutWebhookOutcome {
+        let row = try await self.query(
+            "SELECT outcome, created_at FROM receipts.put_webhook($1, $2, $3, $4, $5, $6, $7)",
+            [tenant, webhook, url, events, secret, position, Int32(maximumPerTenant)]
+        )[0]
+        switch try row.decode(String.self, column: 0) {
+        case "created": return .created(try row.decode(column: 1))
+        case "replaced": return .replaced(try row.decode(column: 1))
+        case "limit": return .limitReached
+        case let other: throw PostgresError(code: .invalidValue, message: "receipts.put_webhook returned \(other)")
+        }
+    }
+
+    /// One webhook, or nil when the tenant has no such webhook.
+    public func webhook(tenant: String, webhook: String) async throws -> WebhookRecord? {
+        try await self.webhooks(tenant: tenant, only: webhook).first
+    }
+
+    /// Every webhook of the tenant, by id.
+    public func webhooks(tenant: String) async throws -> [WebhookRecord] {
+        try await self.webhooks(tenant: tenant, only: nil)
+    }
+
+    private func webhooks(tenant: String, only webhook: String?) async throws -> [WebhookRecord] {
+        let rows = try await self.query(
+            """
+            SELECT webhook_id, url, events, created_at, delivered_through, pending, failures, last_error, last_attempt_at, next_attempt_at
+            FROM receipts.webhooks_of($1, $2)
+            """,
+            [tenant, webhook]
+        )
+        return try rows.map { row in
+            WebhookRecord(
+                id: try row.decode(column: 0), url: try row.decode(column: 1), events: try row.decode(column: 2),
+                createdAt: try row.decode(column: 3), position: try row.decode(column: 4), pending: try row.decode(column: 5),
+                failures: Int(try row.decode(Int32.self, column: 6)), lastError: try row.decode(column: 7),
+                lastAttemptAt: try row.decode(column: 8), nextAttemptAt: try row.decode(column: 9))
+        }
+    }
+
+    /// Deletes a webhook; false when there was none.
+    public func deleteWebhook(tenant: String, webhook: String) async throws -> Bool {
+        try await self.query("SELECT receipts.delete_webhook($1, $2)", [tenant, webhook]).scalar(Bool.self)
+    }
+
+    /// Renews the leases `owner` holds, takes free and expired ones up to `maximum` held in
+    /// all, and returns the webhooks it holds now.
+    public func claimWebhooks(owner: String, lease: Duration, maximum: Int) async throws -> [WebhookKey] {
+        let rows = try await self.query(
+            "SELECT tenant_id, webhook_id FROM receipts.claim_webhooks($1, make_interval(secs => $2), $3)",
+            [owner, lease.seconds, Int32(maximum)]
+        )
+        return try rows.map { WebhookKey(tenant: try $0.decode(column: 0), webhook: try $0.decode(column: 1)) }
+    }
+
+    /// Gives back every lease `owner` holds, so that another instance takes over at once.
+    public func releaseWebhooks(owner: String) async throws {
+        _ = try await self.query("SELECT receipts.release_webhooks($1)", [owner])
+    }
+
+    /// Renews `owner`'s lease on the webhook and reads what the next attempt uses; nil when
+    /// the webhook is gone or another instance holds it.
+    public func beginWebhookAttempt(_ key: WebhookKey, owner: String, lease: Duration) async throws -> WebhookAttemptSettings? {
+        let rows = try await self.query(
+            """
+            SELECT url, events, secret, delivered_through, committed_before, failures, next_attempt_at
+            FROM receipts.begin_webhook_attempt($1, $2, $3, make_interval(secs => $4))
+            """,
+            [key.tenant, key.webhook, owner, lease.seconds]
+        )
+        return try rows.first.map { try WebhookAttemptSettings(row: $0, function: "begin_webhook_attempt") }
+    }
+
+    /// Moves the webhook's position to `position` (never back): a batch the receiver
+    /// acknowledged (`delivered`), or events its filter skips; renews the lease and reads what
+    /// the next attempt uses. Nil when `owner` lost the lease or the webhook is gone: nothing
+    /// moved.
+    public func acknowledgeWebhookBatch(
+        _ key: WebhookKey, owner: String, through position: Int64, delivered: Bool, lease: Duration
+    ) async throws -> WebhookAttemptSettings? {
+        let rows = try await self.query(
+            """
+            SELECT url, events, secret, delivered_through, committed_before, failures, next_attempt_at
+            FROM receipts.acknowledge_webhook_batch($1, $2, $3, $4, $5, make_interval(secs => $6))
+            """,
+            [key.tenant, key.webhook, owner, position, delivered, lease.seconds]
+        )
+        return try rows.first.map { try WebhookAttemptSettings(row: $0, function: "acknowledge_webhook_batch") }
+    }
+
+    /// Records a failed attempt and when the next is due; the number of failures of the batch
+    /// so far, or nil when `owner` lost the lease or the webhook is gone.
+    public func recordWebhookFailure(_ key: WebhookKey, owner: String, error: String, retryAfter: Duration) async throws -> Int? {
+        try await self.query(
+            "SELECT receipts.record_webhook_failure($1, $2, $3, $4, make_interval(secs => $5))",
+            [key.tenant, key.webhook, owner, error, retryAfter.seconds]
+        ).scalar(Int32?.self).map(Int.init)
+    }
+
+    /// Events the webhook has still to deliver (at most 100,000 counted); nil when it is gone.
+    public func webhookPending(_ key: WebhookKey) async throws -> Int64? {
+        try await self.query("SELECT receipts.webhook_pending($1, $2)", [key.tenant, key.webhook]).scalar(Int64?.self)
+    }
+}
+
+extension WebhookAttemptSettings {
+    /// Decodes `url, events, secret, delivered_through, committed_before, failures, next_attempt_at`.
+    init(row: PostgresRow, function: String) throws {
+        guard let snapshot = TransactionSnapshot(try row.decode(String.self, column: 4)) else {
+            throw PostgresError(code: .invalidValue, message: "receipts.\(function) returned no snapshot")
+        }
+        self.init(
+            url: try row.decode(column: 0), events: try row.decode(column: 1), secret: try row.decode(column: 2),
+            position: try row.decode(column: 3), committedBefore: snapshot, failures: Int(try row.decode(Int32.self, column: 5)),
+            nextAttemptAt: try row.decode(column: 6))
+    }
+}
+
+/// A webhook's key: its tenant and id.
+public struct WebhookKey: Sendable, Hashable, CustomStringConvertible {
+    public let tenant: String
+    public let webhook: String
+
+    public init(tenant: String, webhook: String) {
+        self.tenant = tenant
+        self.webhook = webhook
+    }
+
+    public var description: String { "\(self.tenant)/\(self.webhook)" }
+}
+
+extension Duration {
+    /// The duration in seconds, with its fraction (for `make_interval(secs => …)`).
+    var seconds: Double {
+        let (seconds, attoseconds) = self.components
+        return Double(seconds) + Double(attoseconds) / 1e18
+    }
+}
