@@ -1,6 +1,6 @@
 import Foundation
 
-// The face, continued: credentials (DESIGN.md, "Deleting, erasing and credentials").
+// The face, continued: credentials (docs/api.md, "Deleting, erasing and credentials").
 
 extension ReceiptsClient {
     public typealias CreatedAPIKey = Components.Schemas.CreatedApiKey

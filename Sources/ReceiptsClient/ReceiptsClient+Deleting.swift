@@ -1,6 +1,6 @@
 import Foundation
 
-// The face, continued: deleting (DESIGN.md, "Deleting, erasing and credentials").
+// The face, continued: deleting (docs/api.md, "Deleting, erasing and credentials").
 
 extension ReceiptsClient {
     /// Deletes a message: gone from listings and every unread count at once; its id stays

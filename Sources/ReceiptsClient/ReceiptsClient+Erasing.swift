@@ -1,6 +1,6 @@
 import Foundation
 
-// The face, continued: erasing (DESIGN.md, "Deleting, erasing and credentials").
+// The face, continued: erasing (docs/api.md, "Deleting, erasing and credentials").
 
 extension ReceiptsClient {
     public typealias UserErasure = Components.Schemas.UserErasure

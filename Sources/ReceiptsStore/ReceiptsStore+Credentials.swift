@@ -23,7 +23,7 @@ public enum RemoveAPIKeyOutcome: String, Sendable {
     case tenantNotFound = "tenant_not_found"
 }
 
-/// Changing a tenant's credentials (DESIGN.md, "Deleting, erasing and credentials"). Every
+/// Changing a tenant's credentials (docs/api.md, "Deleting, erasing and credentials"). Every
 /// change notifies every instance (`receipts.credentials_changed`); this process's own
 /// directory drops what it held at once, before the answer.
 extension ReceiptsStore {

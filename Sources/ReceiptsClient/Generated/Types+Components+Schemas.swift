@@ -1369,7 +1369,10 @@ extension Components {
                 case readReceipts
             }
         }
-        /// An event type a webhook may take.
+        /// An event type a webhook may take. A webhook created without `events` takes the four
+        /// receipt types (`message.created`, `receipt.delivered`, `receipt.read`,
+        /// `unread.changed`); the deletes and erasures come to one that names them.
+        ///
         ///
         /// - Remark: Generated from `#/components/schemas/WebhookEventType`.
         @frozen public enum WebhookEventType: String, Codable, Hashable, Sendable, CaseIterable {
@@ -1377,6 +1380,9 @@ extension Components {
             case receipt_delivered = "receipt.delivered"
             case receipt_read = "receipt.read"
             case unread_changed = "unread.changed"
+            case message_deleted = "message.deleted"
+            case chat_deleted = "chat.deleted"
+            case user_erased = "user.erased"
         }
         /// - Remark: Generated from `#/components/schemas/PutWebhookRequest`.
         public struct PutWebhookRequest: Codable, Hashable, Sendable {
@@ -1384,7 +1390,7 @@ extension Components {
             ///
             /// - Remark: Generated from `#/components/schemas/PutWebhookRequest/url`.
             public var url: Swift.String
-            /// The event types delivered (default all four); no repeats.
+            /// The event types delivered (by default the four receipt types; deletes and erasures only when named); no repeats.
             ///
             /// - Remark: Generated from `#/components/schemas/PutWebhookRequest/events`.
             public var events: [Components.Schemas.WebhookEventType]?
@@ -1398,7 +1404,7 @@ extension Components {
             ///
             /// - Parameters:
             ///   - url: Where batches are POSTed; `http` or `https`, at most 2048 characters.
-            ///   - events: The event types delivered (default all four); no repeats.
+            ///   - events: The event types delivered (by default the four receipt types; deletes and erasures only when named); no repeats.
             ///   - secret: The key of the `Receipts-Signature` HMAC, 16–128 characters (no NUL); when absent
             public init(
                 url: Swift.String,

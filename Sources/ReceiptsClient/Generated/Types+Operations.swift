@@ -292,6 +292,1194 @@ public enum Operations {
             }
         }
     }
+    /// Erase a tenant
+    ///
+    /// Erases the tenant and all its data. Its keys and tokens stop at once (401 within
+    /// 1 s on every instance, streams close); its rows are removed in the background, in
+    /// bounded batches that survive restarts. Asking again answers the same erasure
+    /// (`done` once the tenant is gone). Unknown tenant: 404.
+    ///
+    ///
+    /// - Remark: HTTP `DELETE /admin/v1/tenants/{tenantId}`.
+    /// - Remark: Generated from `#/paths//admin/v1/tenants/{tenantId}/delete(eraseTenant)`.
+    public enum EraseTenant {
+        public static let id: Swift.String = "eraseTenant"
+        public struct Input: Sendable, Hashable {
+            /// - Remark: Generated from `#/paths/admin/v1/tenants/{tenantId}/DELETE/path`.
+            public struct Path: Sendable, Hashable {
+                /// The tenant's id.
+                ///
+                /// - Remark: Generated from `#/paths/admin/v1/tenants/{tenantId}/DELETE/path/tenantId`.
+                public var tenantId: Components.Parameters.TenantId
+                /// Creates a new `Path`.
+                ///
+                /// - Parameters:
+                ///   - tenantId: The tenant's id.
+                public init(tenantId: Components.Parameters.TenantId) {
+                    self.tenantId = tenantId
+                }
+            }
+            public var path: Operations.EraseTenant.Input.Path
+            /// - Remark: Generated from `#/paths/admin/v1/tenants/{tenantId}/DELETE/header`.
+            public struct Headers: Sendable, Hashable {
+                public var accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.EraseTenant.AcceptableContentType>]
+                /// Creates a new `Headers`.
+                ///
+                /// - Parameters:
+                ///   - accept:
+                public init(accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.EraseTenant.AcceptableContentType>] = .defaultValues()) {
+                    self.accept = accept
+                }
+            }
+            public var headers: Operations.EraseTenant.Input.Headers
+            /// Creates a new `Input`.
+            ///
+            /// - Parameters:
+            ///   - path:
+            ///   - headers:
+            public init(
+                path: Operations.EraseTenant.Input.Path,
+                headers: Operations.EraseTenant.Input.Headers = .init()
+            ) {
+                self.path = path
+                self.headers = headers
+            }
+        }
+        @frozen public enum Output: Sendable, Hashable {
+            public struct Accepted: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/admin/v1/tenants/{tenantId}/DELETE/responses/202/content`.
+                @frozen public enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/admin/v1/tenants/{tenantId}/DELETE/responses/202/content/application\/json`.
+                    case json(Components.Schemas.TenantErasure)
+                    /// The associated value of the enum case if `self` is `.json`.
+                    ///
+                    /// - Throws: An error if `self` is not `.json`.
+                    /// - SeeAlso: `.json`.
+                    public var json: Components.Schemas.TenantErasure {
+                        get throws {
+                            switch self {
+                            case let .json(body):
+                                return body
+                            }
+                        }
+                    }
+                }
+                /// Received HTTP response body
+                public var body: Operations.EraseTenant.Output.Accepted.Body
+                /// Creates a new `Accepted`.
+                ///
+                /// - Parameters:
+                ///   - body: Received HTTP response body
+                public init(body: Operations.EraseTenant.Output.Accepted.Body) {
+                    self.body = body
+                }
+            }
+            /// The erasure is under way (or done).
+            ///
+            /// - Remark: Generated from `#/paths//admin/v1/tenants/{tenantId}/delete(eraseTenant)/responses/202`.
+            ///
+            /// HTTP response code: `202 accepted`.
+            case accepted(Operations.EraseTenant.Output.Accepted)
+            /// The associated value of the enum case if `self` is `.accepted`.
+            ///
+            /// - Throws: An error if `self` is not `.accepted`.
+            /// - SeeAlso: `.accepted`.
+            public var accepted: Operations.EraseTenant.Output.Accepted {
+                get throws {
+                    switch self {
+                    case let .accepted(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "accepted",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Invalid request (`invalid_request`): bad JSON, a bad id, too many ids, wrong
+            /// types, or a value out of range. Nothing was changed.
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//admin/v1/tenants/{tenantId}/delete(eraseTenant)/responses/400`.
+            ///
+            /// HTTP response code: `400 badRequest`.
+            case badRequest(Components.Responses.BadRequest)
+            /// The associated value of the enum case if `self` is `.badRequest`.
+            ///
+            /// - Throws: An error if `self` is not `.badRequest`.
+            /// - SeeAlso: `.badRequest`.
+            public var badRequest: Components.Responses.BadRequest {
+                get throws {
+                    switch self {
+                    case let .badRequest(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "badRequest",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// A wrong or missing credential (`unauthorized`).
+            ///
+            /// - Remark: Generated from `#/paths//admin/v1/tenants/{tenantId}/delete(eraseTenant)/responses/401`.
+            ///
+            /// HTTP response code: `401 unauthorized`.
+            case unauthorized(Components.Responses.Unauthorized)
+            /// The associated value of the enum case if `self` is `.unauthorized`.
+            ///
+            /// - Throws: An error if `self` is not `.unauthorized`.
+            /// - SeeAlso: `.unauthorized`.
+            public var unauthorized: Components.Responses.Unauthorized {
+                get throws {
+                    switch self {
+                    case let .unauthorized(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "unauthorized",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Not found (`not_found`). Another tenant's chat looks exactly like a chat that
+            /// does not exist.
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//admin/v1/tenants/{tenantId}/delete(eraseTenant)/responses/404`.
+            ///
+            /// HTTP response code: `404 notFound`.
+            case notFound(Components.Responses.NotFound)
+            /// The associated value of the enum case if `self` is `.notFound`.
+            ///
+            /// - Throws: An error if `self` is not `.notFound`.
+            /// - SeeAlso: `.notFound`.
+            public var notFound: Components.Responses.NotFound {
+                get throws {
+                    switch self {
+                    case let .notFound(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "notFound",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// PostgreSQL is unreachable or did not answer within `RECEIPTS_DATABASE_TIMEOUT_SECONDS`
+            /// (`unavailable`). Nothing is known to have changed; retry (idempotent requests are
+            /// safe to repeat).
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//admin/v1/tenants/{tenantId}/delete(eraseTenant)/responses/503`.
+            ///
+            /// HTTP response code: `503 serviceUnavailable`.
+            case serviceUnavailable(Components.Responses.Unavailable)
+            /// The associated value of the enum case if `self` is `.serviceUnavailable`.
+            ///
+            /// - Throws: An error if `self` is not `.serviceUnavailable`.
+            /// - SeeAlso: `.serviceUnavailable`.
+            public var serviceUnavailable: Components.Responses.Unavailable {
+                get throws {
+                    switch self {
+                    case let .serviceUnavailable(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "serviceUnavailable",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Undocumented response.
+            ///
+            /// A response with a code that is not documented in the OpenAPI document.
+            case undocumented(statusCode: Swift.Int, OpenAPIRuntime.UndocumentedPayload)
+        }
+        @frozen public enum AcceptableContentType: AcceptableProtocol {
+            case json
+            case other(Swift.String)
+            public init?(rawValue: Swift.String) {
+                switch rawValue.lowercased() {
+                case "application/json":
+                    self = .json
+                default:
+                    self = .other(rawValue)
+                }
+            }
+            public var rawValue: Swift.String {
+                switch self {
+                case let .other(string):
+                    return string
+                case .json:
+                    return "application/json"
+                }
+            }
+            public static var allCases: [Self] {
+                [
+                    .json
+                ]
+            }
+        }
+    }
+    /// List a tenant's API keys
+    ///
+    /// The tenant's keys, oldest first: ids and times, never a key. `lastUsedAt` is
+    /// recorded within about 30 s of a use. Unknown tenant: 404.
+    ///
+    ///
+    /// - Remark: HTTP `GET /admin/v1/tenants/{tenantId}/keys`.
+    /// - Remark: Generated from `#/paths//admin/v1/tenants/{tenantId}/keys/get(listApiKeys)`.
+    public enum ListApiKeys {
+        public static let id: Swift.String = "listApiKeys"
+        public struct Input: Sendable, Hashable {
+            /// - Remark: Generated from `#/paths/admin/v1/tenants/{tenantId}/keys/GET/path`.
+            public struct Path: Sendable, Hashable {
+                /// The tenant's id.
+                ///
+                /// - Remark: Generated from `#/paths/admin/v1/tenants/{tenantId}/keys/GET/path/tenantId`.
+                public var tenantId: Components.Parameters.TenantId
+                /// Creates a new `Path`.
+                ///
+                /// - Parameters:
+                ///   - tenantId: The tenant's id.
+                public init(tenantId: Components.Parameters.TenantId) {
+                    self.tenantId = tenantId
+                }
+            }
+            public var path: Operations.ListApiKeys.Input.Path
+            /// - Remark: Generated from `#/paths/admin/v1/tenants/{tenantId}/keys/GET/header`.
+            public struct Headers: Sendable, Hashable {
+                public var accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.ListApiKeys.AcceptableContentType>]
+                /// Creates a new `Headers`.
+                ///
+                /// - Parameters:
+                ///   - accept:
+                public init(accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.ListApiKeys.AcceptableContentType>] = .defaultValues()) {
+                    self.accept = accept
+                }
+            }
+            public var headers: Operations.ListApiKeys.Input.Headers
+            /// Creates a new `Input`.
+            ///
+            /// - Parameters:
+            ///   - path:
+            ///   - headers:
+            public init(
+                path: Operations.ListApiKeys.Input.Path,
+                headers: Operations.ListApiKeys.Input.Headers = .init()
+            ) {
+                self.path = path
+                self.headers = headers
+            }
+        }
+        @frozen public enum Output: Sendable, Hashable {
+            public struct Ok: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/admin/v1/tenants/{tenantId}/keys/GET/responses/200/content`.
+                @frozen public enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/admin/v1/tenants/{tenantId}/keys/GET/responses/200/content/application\/json`.
+                    case json(Components.Schemas.ApiKeyList)
+                    /// The associated value of the enum case if `self` is `.json`.
+                    ///
+                    /// - Throws: An error if `self` is not `.json`.
+                    /// - SeeAlso: `.json`.
+                    public var json: Components.Schemas.ApiKeyList {
+                        get throws {
+                            switch self {
+                            case let .json(body):
+                                return body
+                            }
+                        }
+                    }
+                }
+                /// Received HTTP response body
+                public var body: Operations.ListApiKeys.Output.Ok.Body
+                /// Creates a new `Ok`.
+                ///
+                /// - Parameters:
+                ///   - body: Received HTTP response body
+                public init(body: Operations.ListApiKeys.Output.Ok.Body) {
+                    self.body = body
+                }
+            }
+            /// The keys.
+            ///
+            /// - Remark: Generated from `#/paths//admin/v1/tenants/{tenantId}/keys/get(listApiKeys)/responses/200`.
+            ///
+            /// HTTP response code: `200 ok`.
+            case ok(Operations.ListApiKeys.Output.Ok)
+            /// The associated value of the enum case if `self` is `.ok`.
+            ///
+            /// - Throws: An error if `self` is not `.ok`.
+            /// - SeeAlso: `.ok`.
+            public var ok: Operations.ListApiKeys.Output.Ok {
+                get throws {
+                    switch self {
+                    case let .ok(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "ok",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Invalid request (`invalid_request`): bad JSON, a bad id, too many ids, wrong
+            /// types, or a value out of range. Nothing was changed.
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//admin/v1/tenants/{tenantId}/keys/get(listApiKeys)/responses/400`.
+            ///
+            /// HTTP response code: `400 badRequest`.
+            case badRequest(Components.Responses.BadRequest)
+            /// The associated value of the enum case if `self` is `.badRequest`.
+            ///
+            /// - Throws: An error if `self` is not `.badRequest`.
+            /// - SeeAlso: `.badRequest`.
+            public var badRequest: Components.Responses.BadRequest {
+                get throws {
+                    switch self {
+                    case let .badRequest(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "badRequest",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// A wrong or missing credential (`unauthorized`).
+            ///
+            /// - Remark: Generated from `#/paths//admin/v1/tenants/{tenantId}/keys/get(listApiKeys)/responses/401`.
+            ///
+            /// HTTP response code: `401 unauthorized`.
+            case unauthorized(Components.Responses.Unauthorized)
+            /// The associated value of the enum case if `self` is `.unauthorized`.
+            ///
+            /// - Throws: An error if `self` is not `.unauthorized`.
+            /// - SeeAlso: `.unauthorized`.
+            public var unauthorized: Components.Responses.Unauthorized {
+                get throws {
+                    switch self {
+                    case let .unauthorized(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "unauthorized",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Not found (`not_found`). Another tenant's chat looks exactly like a chat that
+            /// does not exist.
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//admin/v1/tenants/{tenantId}/keys/get(listApiKeys)/responses/404`.
+            ///
+            /// HTTP response code: `404 notFound`.
+            case notFound(Components.Responses.NotFound)
+            /// The associated value of the enum case if `self` is `.notFound`.
+            ///
+            /// - Throws: An error if `self` is not `.notFound`.
+            /// - SeeAlso: `.notFound`.
+            public var notFound: Components.Responses.NotFound {
+                get throws {
+                    switch self {
+                    case let .notFound(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "notFound",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// PostgreSQL is unreachable or did not answer within `RECEIPTS_DATABASE_TIMEOUT_SECONDS`
+            /// (`unavailable`). Nothing is known to have changed; retry (idempotent requests are
+            /// safe to repeat).
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//admin/v1/tenants/{tenantId}/keys/get(listApiKeys)/responses/503`.
+            ///
+            /// HTTP response code: `503 serviceUnavailable`.
+            case serviceUnavailable(Components.Responses.Unavailable)
+            /// The associated value of the enum case if `self` is `.serviceUnavailable`.
+            ///
+            /// - Throws: An error if `self` is not `.serviceUnavailable`.
+            /// - SeeAlso: `.serviceUnavailable`.
+            public var serviceUnavailable: Components.Responses.Unavailable {
+                get throws {
+                    switch self {
+                    case let .serviceUnavailable(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "serviceUnavailable",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Undocumented response.
+            ///
+            /// A response with a code that is not documented in the OpenAPI document.
+            case undocumented(statusCode: Swift.Int, OpenAPIRuntime.UndocumentedPayload)
+        }
+        @frozen public enum AcceptableContentType: AcceptableProtocol {
+            case json
+            case other(Swift.String)
+            public init?(rawValue: Swift.String) {
+                switch rawValue.lowercased() {
+                case "application/json":
+                    self = .json
+                default:
+                    self = .other(rawValue)
+                }
+            }
+            public var rawValue: Swift.String {
+                switch self {
+                case let .other(string):
+                    return string
+                case .json:
+                    return "application/json"
+                }
+            }
+            public static var allCases: [Self] {
+                [
+                    .json
+                ]
+            }
+        }
+    }
+    /// Add an API key to a tenant
+    ///
+    /// Adds a key to the tenant and returns it, shown only in this response (stored
+    /// hashed). A tenant has 1-10 keys: an 11th is 409. Rotating a key is adding a new
+    /// one, moving the backend to it, and removing the old one. The change is logged
+    /// with who made it (never with a key). Unknown tenant: 404.
+    ///
+    ///
+    /// - Remark: HTTP `POST /admin/v1/tenants/{tenantId}/keys`.
+    /// - Remark: Generated from `#/paths//admin/v1/tenants/{tenantId}/keys/post(addApiKey)`.
+    public enum AddApiKey {
+        public static let id: Swift.String = "addApiKey"
+        public struct Input: Sendable, Hashable {
+            /// - Remark: Generated from `#/paths/admin/v1/tenants/{tenantId}/keys/POST/path`.
+            public struct Path: Sendable, Hashable {
+                /// The tenant's id.
+                ///
+                /// - Remark: Generated from `#/paths/admin/v1/tenants/{tenantId}/keys/POST/path/tenantId`.
+                public var tenantId: Components.Parameters.TenantId
+                /// Creates a new `Path`.
+                ///
+                /// - Parameters:
+                ///   - tenantId: The tenant's id.
+                public init(tenantId: Components.Parameters.TenantId) {
+                    self.tenantId = tenantId
+                }
+            }
+            public var path: Operations.AddApiKey.Input.Path
+            /// - Remark: Generated from `#/paths/admin/v1/tenants/{tenantId}/keys/POST/header`.
+            public struct Headers: Sendable, Hashable {
+                public var accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.AddApiKey.AcceptableContentType>]
+                /// Creates a new `Headers`.
+                ///
+                /// - Parameters:
+                ///   - accept:
+                public init(accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.AddApiKey.AcceptableContentType>] = .defaultValues()) {
+                    self.accept = accept
+                }
+            }
+            public var headers: Operations.AddApiKey.Input.Headers
+            /// Creates a new `Input`.
+            ///
+            /// - Parameters:
+            ///   - path:
+            ///   - headers:
+            public init(
+                path: Operations.AddApiKey.Input.Path,
+                headers: Operations.AddApiKey.Input.Headers = .init()
+            ) {
+                self.path = path
+                self.headers = headers
+            }
+        }
+        @frozen public enum Output: Sendable, Hashable {
+            public struct Created: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/admin/v1/tenants/{tenantId}/keys/POST/responses/201/content`.
+                @frozen public enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/admin/v1/tenants/{tenantId}/keys/POST/responses/201/content/application\/json`.
+                    case json(Components.Schemas.CreatedApiKey)
+                    /// The associated value of the enum case if `self` is `.json`.
+                    ///
+                    /// - Throws: An error if `self` is not `.json`.
+                    /// - SeeAlso: `.json`.
+                    public var json: Components.Schemas.CreatedApiKey {
+                        get throws {
+                            switch self {
+                            case let .json(body):
+                                return body
+                            }
+                        }
+                    }
+                }
+                /// Received HTTP response body
+                public var body: Operations.AddApiKey.Output.Created.Body
+                /// Creates a new `Created`.
+                ///
+                /// - Parameters:
+                ///   - body: Received HTTP response body
+                public init(body: Operations.AddApiKey.Output.Created.Body) {
+                    self.body = body
+                }
+            }
+            /// The key was added.
+            ///
+            /// - Remark: Generated from `#/paths//admin/v1/tenants/{tenantId}/keys/post(addApiKey)/responses/201`.
+            ///
+            /// HTTP response code: `201 created`.
+            case created(Operations.AddApiKey.Output.Created)
+            /// The associated value of the enum case if `self` is `.created`.
+            ///
+            /// - Throws: An error if `self` is not `.created`.
+            /// - SeeAlso: `.created`.
+            public var created: Operations.AddApiKey.Output.Created {
+                get throws {
+                    switch self {
+                    case let .created(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "created",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Invalid request (`invalid_request`): bad JSON, a bad id, too many ids, wrong
+            /// types, or a value out of range. Nothing was changed.
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//admin/v1/tenants/{tenantId}/keys/post(addApiKey)/responses/400`.
+            ///
+            /// HTTP response code: `400 badRequest`.
+            case badRequest(Components.Responses.BadRequest)
+            /// The associated value of the enum case if `self` is `.badRequest`.
+            ///
+            /// - Throws: An error if `self` is not `.badRequest`.
+            /// - SeeAlso: `.badRequest`.
+            public var badRequest: Components.Responses.BadRequest {
+                get throws {
+                    switch self {
+                    case let .badRequest(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "badRequest",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// A wrong or missing credential (`unauthorized`).
+            ///
+            /// - Remark: Generated from `#/paths//admin/v1/tenants/{tenantId}/keys/post(addApiKey)/responses/401`.
+            ///
+            /// HTTP response code: `401 unauthorized`.
+            case unauthorized(Components.Responses.Unauthorized)
+            /// The associated value of the enum case if `self` is `.unauthorized`.
+            ///
+            /// - Throws: An error if `self` is not `.unauthorized`.
+            /// - SeeAlso: `.unauthorized`.
+            public var unauthorized: Components.Responses.Unauthorized {
+                get throws {
+                    switch self {
+                    case let .unauthorized(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "unauthorized",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Not found (`not_found`). Another tenant's chat looks exactly like a chat that
+            /// does not exist.
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//admin/v1/tenants/{tenantId}/keys/post(addApiKey)/responses/404`.
+            ///
+            /// HTTP response code: `404 notFound`.
+            case notFound(Components.Responses.NotFound)
+            /// The associated value of the enum case if `self` is `.notFound`.
+            ///
+            /// - Throws: An error if `self` is not `.notFound`.
+            /// - SeeAlso: `.notFound`.
+            public var notFound: Components.Responses.NotFound {
+                get throws {
+                    switch self {
+                    case let .notFound(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "notFound",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The request conflicts with the current state (`conflict`).
+            ///
+            /// - Remark: Generated from `#/paths//admin/v1/tenants/{tenantId}/keys/post(addApiKey)/responses/409`.
+            ///
+            /// HTTP response code: `409 conflict`.
+            case conflict(Components.Responses.Conflict)
+            /// The associated value of the enum case if `self` is `.conflict`.
+            ///
+            /// - Throws: An error if `self` is not `.conflict`.
+            /// - SeeAlso: `.conflict`.
+            public var conflict: Components.Responses.Conflict {
+                get throws {
+                    switch self {
+                    case let .conflict(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "conflict",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// PostgreSQL is unreachable or did not answer within `RECEIPTS_DATABASE_TIMEOUT_SECONDS`
+            /// (`unavailable`). Nothing is known to have changed; retry (idempotent requests are
+            /// safe to repeat).
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//admin/v1/tenants/{tenantId}/keys/post(addApiKey)/responses/503`.
+            ///
+            /// HTTP response code: `503 serviceUnavailable`.
+            case serviceUnavailable(Components.Responses.Unavailable)
+            /// The associated value of the enum case if `self` is `.serviceUnavailable`.
+            ///
+            /// - Throws: An error if `self` is not `.serviceUnavailable`.
+            /// - SeeAlso: `.serviceUnavailable`.
+            public var serviceUnavailable: Components.Responses.Unavailable {
+                get throws {
+                    switch self {
+                    case let .serviceUnavailable(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "serviceUnavailable",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Undocumented response.
+            ///
+            /// A response with a code that is not documented in the OpenAPI document.
+            case undocumented(statusCode: Swift.Int, OpenAPIRuntime.UndocumentedPayload)
+        }
+        @frozen public enum AcceptableContentType: AcceptableProtocol {
+            case json
+            case other(Swift.String)
+            public init?(rawValue: Swift.String) {
+                switch rawValue.lowercased() {
+                case "application/json":
+                    self = .json
+                default:
+                    self = .other(rawValue)
+                }
+            }
+            public var rawValue: Swift.String {
+                switch self {
+                case let .other(string):
+                    return string
+                case .json:
+                    return "application/json"
+                }
+            }
+            public static var allCases: [Self] {
+                [
+                    .json
+                ]
+            }
+        }
+    }
+    /// Remove an API key
+    ///
+    /// Removes the key: within 1 s it answers 401 on every instance and the streams it
+    /// opened close (WebSocket 1008, SSE ends). The last key may be removed too: the
+    /// tenant is then locked out until a key is added. Unknown tenant or key: 404.
+    ///
+    ///
+    /// - Remark: HTTP `DELETE /admin/v1/tenants/{tenantId}/keys/{keyId}`.
+    /// - Remark: Generated from `#/paths//admin/v1/tenants/{tenantId}/keys/{keyId}/delete(removeApiKey)`.
+    public enum RemoveApiKey {
+        public static let id: Swift.String = "removeApiKey"
+        public struct Input: Sendable, Hashable {
+            /// - Remark: Generated from `#/paths/admin/v1/tenants/{tenantId}/keys/{keyId}/DELETE/path`.
+            public struct Path: Sendable, Hashable {
+                /// The tenant's id.
+                ///
+                /// - Remark: Generated from `#/paths/admin/v1/tenants/{tenantId}/keys/{keyId}/DELETE/path/tenantId`.
+                public var tenantId: Components.Parameters.TenantId
+                /// The API key's id (`keyId`), never the key itself.
+                ///
+                /// - Remark: Generated from `#/paths/admin/v1/tenants/{tenantId}/keys/{keyId}/DELETE/path/keyId`.
+                public var keyId: Components.Parameters.KeyId
+                /// Creates a new `Path`.
+                ///
+                /// - Parameters:
+                ///   - tenantId: The tenant's id.
+                ///   - keyId: The API key's id (`keyId`), never the key itself.
+                public init(
+                    tenantId: Components.Parameters.TenantId,
+                    keyId: Components.Parameters.KeyId
+                ) {
+                    self.tenantId = tenantId
+                    self.keyId = keyId
+                }
+            }
+            public var path: Operations.RemoveApiKey.Input.Path
+            /// - Remark: Generated from `#/paths/admin/v1/tenants/{tenantId}/keys/{keyId}/DELETE/header`.
+            public struct Headers: Sendable, Hashable {
+                public var accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.RemoveApiKey.AcceptableContentType>]
+                /// Creates a new `Headers`.
+                ///
+                /// - Parameters:
+                ///   - accept:
+                public init(accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.RemoveApiKey.AcceptableContentType>] = .defaultValues()) {
+                    self.accept = accept
+                }
+            }
+            public var headers: Operations.RemoveApiKey.Input.Headers
+            /// Creates a new `Input`.
+            ///
+            /// - Parameters:
+            ///   - path:
+            ///   - headers:
+            public init(
+                path: Operations.RemoveApiKey.Input.Path,
+                headers: Operations.RemoveApiKey.Input.Headers = .init()
+            ) {
+                self.path = path
+                self.headers = headers
+            }
+        }
+        @frozen public enum Output: Sendable, Hashable {
+            public struct NoContent: Sendable, Hashable {
+                /// Creates a new `NoContent`.
+                public init() {}
+            }
+            /// The key was removed.
+            ///
+            /// - Remark: Generated from `#/paths//admin/v1/tenants/{tenantId}/keys/{keyId}/delete(removeApiKey)/responses/204`.
+            ///
+            /// HTTP response code: `204 noContent`.
+            case noContent(Operations.RemoveApiKey.Output.NoContent)
+            /// The key was removed.
+            ///
+            /// - Remark: Generated from `#/paths//admin/v1/tenants/{tenantId}/keys/{keyId}/delete(removeApiKey)/responses/204`.
+            ///
+            /// HTTP response code: `204 noContent`.
+            public static var noContent: Self {
+                .noContent(.init())
+            }
+            /// The associated value of the enum case if `self` is `.noContent`.
+            ///
+            /// - Throws: An error if `self` is not `.noContent`.
+            /// - SeeAlso: `.noContent`.
+            public var noContent: Operations.RemoveApiKey.Output.NoContent {
+                get throws {
+                    switch self {
+                    case let .noContent(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "noContent",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Invalid request (`invalid_request`): bad JSON, a bad id, too many ids, wrong
+            /// types, or a value out of range. Nothing was changed.
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//admin/v1/tenants/{tenantId}/keys/{keyId}/delete(removeApiKey)/responses/400`.
+            ///
+            /// HTTP response code: `400 badRequest`.
+            case badRequest(Components.Responses.BadRequest)
+            /// The associated value of the enum case if `self` is `.badRequest`.
+            ///
+            /// - Throws: An error if `self` is not `.badRequest`.
+            /// - SeeAlso: `.badRequest`.
+            public var badRequest: Components.Responses.BadRequest {
+                get throws {
+                    switch self {
+                    case let .badRequest(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "badRequest",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// A wrong or missing credential (`unauthorized`).
+            ///
+            /// - Remark: Generated from `#/paths//admin/v1/tenants/{tenantId}/keys/{keyId}/delete(removeApiKey)/responses/401`.
+            ///
+            /// HTTP response code: `401 unauthorized`.
+            case unauthorized(Components.Responses.Unauthorized)
+            /// The associated value of the enum case if `self` is `.unauthorized`.
+            ///
+            /// - Throws: An error if `self` is not `.unauthorized`.
+            /// - SeeAlso: `.unauthorized`.
+            public var unauthorized: Components.Responses.Unauthorized {
+                get throws {
+                    switch self {
+                    case let .unauthorized(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "unauthorized",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Not found (`not_found`). Another tenant's chat looks exactly like a chat that
+            /// does not exist.
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//admin/v1/tenants/{tenantId}/keys/{keyId}/delete(removeApiKey)/responses/404`.
+            ///
+            /// HTTP response code: `404 notFound`.
+            case notFound(Components.Responses.NotFound)
+            /// The associated value of the enum case if `self` is `.notFound`.
+            ///
+            /// - Throws: An error if `self` is not `.notFound`.
+            /// - SeeAlso: `.notFound`.
+            public var notFound: Components.Responses.NotFound {
+                get throws {
+                    switch self {
+                    case let .notFound(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "notFound",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// PostgreSQL is unreachable or did not answer within `RECEIPTS_DATABASE_TIMEOUT_SECONDS`
+            /// (`unavailable`). Nothing is known to have changed; retry (idempotent requests are
+            /// safe to repeat).
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//admin/v1/tenants/{tenantId}/keys/{keyId}/delete(removeApiKey)/responses/503`.
+            ///
+            /// HTTP response code: `503 serviceUnavailable`.
+            case serviceUnavailable(Components.Responses.Unavailable)
+            /// The associated value of the enum case if `self` is `.serviceUnavailable`.
+            ///
+            /// - Throws: An error if `self` is not `.serviceUnavailable`.
+            /// - SeeAlso: `.serviceUnavailable`.
+            public var serviceUnavailable: Components.Responses.Unavailable {
+                get throws {
+                    switch self {
+                    case let .serviceUnavailable(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "serviceUnavailable",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Undocumented response.
+            ///
+            /// A response with a code that is not documented in the OpenAPI document.
+            case undocumented(statusCode: Swift.Int, OpenAPIRuntime.UndocumentedPayload)
+        }
+        @frozen public enum AcceptableContentType: AcceptableProtocol {
+            case json
+            case other(Swift.String)
+            public init?(rawValue: Swift.String) {
+                switch rawValue.lowercased() {
+                case "application/json":
+                    self = .json
+                default:
+                    self = .other(rawValue)
+                }
+            }
+            public var rawValue: Swift.String {
+                switch self {
+                case let .other(string):
+                    return string
+                case .json:
+                    return "application/json"
+                }
+            }
+            public static var allCases: [Self] {
+                [
+                    .json
+                ]
+            }
+        }
+    }
+    /// Rotate the secret that signs user tokens
+    ///
+    /// New user tokens are signed with a new secret; tokens signed with the previous one
+    /// keep working until they expire (at most 24 h). A second rotation retires the
+    /// previous secret at once: its tokens answer 401 within 1 s on every instance and
+    /// their streams close. Unknown tenant: 404.
+    ///
+    ///
+    /// - Remark: HTTP `POST /admin/v1/tenants/{tenantId}/token-secret/rotate`.
+    /// - Remark: Generated from `#/paths//admin/v1/tenants/{tenantId}/token-secret/rotate/post(rotateTokenSecret)`.
+    public enum RotateTokenSecret {
+        public static let id: Swift.String = "rotateTokenSecret"
+        public struct Input: Sendable, Hashable {
+            /// - Remark: Generated from `#/paths/admin/v1/tenants/{tenantId}/token-secret/rotate/POST/path`.
+            public struct Path: Sendable, Hashable {
+                /// The tenant's id.
+                ///
+                /// - Remark: Generated from `#/paths/admin/v1/tenants/{tenantId}/token-secret/rotate/POST/path/tenantId`.
+                public var tenantId: Components.Parameters.TenantId
+                /// Creates a new `Path`.
+                ///
+                /// - Parameters:
+                ///   - tenantId: The tenant's id.
+                public init(tenantId: Components.Parameters.TenantId) {
+                    self.tenantId = tenantId
+                }
+            }
+            public var path: Operations.RotateTokenSecret.Input.Path
+            /// - Remark: Generated from `#/paths/admin/v1/tenants/{tenantId}/token-secret/rotate/POST/header`.
+            public struct Headers: Sendable, Hashable {
+                public var accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.RotateTokenSecret.AcceptableContentType>]
+                /// Creates a new `Headers`.
+                ///
+                /// - Parameters:
+                ///   - accept:
+                public init(accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.RotateTokenSecret.AcceptableContentType>] = .defaultValues()) {
+                    self.accept = accept
+                }
+            }
+            public var headers: Operations.RotateTokenSecret.Input.Headers
+            /// Creates a new `Input`.
+            ///
+            /// - Parameters:
+            ///   - path:
+            ///   - headers:
+            public init(
+                path: Operations.RotateTokenSecret.Input.Path,
+                headers: Operations.RotateTokenSecret.Input.Headers = .init()
+            ) {
+                self.path = path
+                self.headers = headers
+            }
+        }
+        @frozen public enum Output: Sendable, Hashable {
+            public struct Ok: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/admin/v1/tenants/{tenantId}/token-secret/rotate/POST/responses/200/content`.
+                @frozen public enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/admin/v1/tenants/{tenantId}/token-secret/rotate/POST/responses/200/content/application\/json`.
+                    case json(Components.Schemas.RotatedSecret)
+                    /// The associated value of the enum case if `self` is `.json`.
+                    ///
+                    /// - Throws: An error if `self` is not `.json`.
+                    /// - SeeAlso: `.json`.
+                    public var json: Components.Schemas.RotatedSecret {
+                        get throws {
+                            switch self {
+                            case let .json(body):
+                                return body
+                            }
+                        }
+                    }
+                }
+                /// Received HTTP response body
+                public var body: Operations.RotateTokenSecret.Output.Ok.Body
+                /// Creates a new `Ok`.
+                ///
+                /// - Parameters:
+                ///   - body: Received HTTP response body
+                public init(body: Operations.RotateTokenSecret.Output.Ok.Body) {
+                    self.body = body
+                }
+            }
+            /// The secret was rotated.
+            ///
+            /// - Remark: Generated from `#/paths//admin/v1/tenants/{tenantId}/token-secret/rotate/post(rotateTokenSecret)/responses/200`.
+            ///
+            /// HTTP response code: `200 ok`.
+            case ok(Operations.RotateTokenSecret.Output.Ok)
+            /// The associated value of the enum case if `self` is `.ok`.
+            ///
+            /// - Throws: An error if `self` is not `.ok`.
+            /// - SeeAlso: `.ok`.
+            public var ok: Operations.RotateTokenSecret.Output.Ok {
+                get throws {
+                    switch self {
+                    case let .ok(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "ok",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Invalid request (`invalid_request`): bad JSON, a bad id, too many ids, wrong
+            /// types, or a value out of range. Nothing was changed.
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//admin/v1/tenants/{tenantId}/token-secret/rotate/post(rotateTokenSecret)/responses/400`.
+            ///
+            /// HTTP response code: `400 badRequest`.
+            case badRequest(Components.Responses.BadRequest)
+            /// The associated value of the enum case if `self` is `.badRequest`.
+            ///
+            /// - Throws: An error if `self` is not `.badRequest`.
+            /// - SeeAlso: `.badRequest`.
+            public var badRequest: Components.Responses.BadRequest {
+                get throws {
+                    switch self {
+                    case let .badRequest(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "badRequest",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// A wrong or missing credential (`unauthorized`).
+            ///
+            /// - Remark: Generated from `#/paths//admin/v1/tenants/{tenantId}/token-secret/rotate/post(rotateTokenSecret)/responses/401`.
+            ///
+            /// HTTP response code: `401 unauthorized`.
+            case unauthorized(Components.Responses.Unauthorized)
+            /// The associated value of the enum case if `self` is `.unauthorized`.
+            ///
+            /// - Throws: An error if `self` is not `.unauthorized`.
+            /// - SeeAlso: `.unauthorized`.
+            public var unauthorized: Components.Responses.Unauthorized {
+                get throws {
+                    switch self {
+                    case let .unauthorized(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "unauthorized",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Not found (`not_found`). Another tenant's chat looks exactly like a chat that
+            /// does not exist.
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//admin/v1/tenants/{tenantId}/token-secret/rotate/post(rotateTokenSecret)/responses/404`.
+            ///
+            /// HTTP response code: `404 notFound`.
+            case notFound(Components.Responses.NotFound)
+            /// The associated value of the enum case if `self` is `.notFound`.
+            ///
+            /// - Throws: An error if `self` is not `.notFound`.
+            /// - SeeAlso: `.notFound`.
+            public var notFound: Components.Responses.NotFound {
+                get throws {
+                    switch self {
+                    case let .notFound(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "notFound",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// PostgreSQL is unreachable or did not answer within `RECEIPTS_DATABASE_TIMEOUT_SECONDS`
+            /// (`unavailable`). Nothing is known to have changed; retry (idempotent requests are
+            /// safe to repeat).
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//admin/v1/tenants/{tenantId}/token-secret/rotate/post(rotateTokenSecret)/responses/503`.
+            ///
+            /// HTTP response code: `503 serviceUnavailable`.
+            case serviceUnavailable(Components.Responses.Unavailable)
+            /// The associated value of the enum case if `self` is `.serviceUnavailable`.
+            ///
+            /// - Throws: An error if `self` is not `.serviceUnavailable`.
+            /// - SeeAlso: `.serviceUnavailable`.
+            public var serviceUnavailable: Components.Responses.Unavailable {
+                get throws {
+                    switch self {
+                    case let .serviceUnavailable(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "serviceUnavailable",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Undocumented response.
+            ///
+            /// A response with a code that is not documented in the OpenAPI document.
+            case undocumented(statusCode: Swift.Int, OpenAPIRuntime.UndocumentedPayload)
+        }
+        @frozen public enum AcceptableContentType: AcceptableProtocol {
+            case json
+            case other(Swift.String)
+            public init?(rawValue: Swift.String) {
+                switch rawValue.lowercased() {
+                case "application/json":
+                    self = .json
+                default:
+                    self = .other(rawValue)
+                }
+            }
+            public var rawValue: Swift.String {
+                switch self {
+                case let .other(string):
+                    return string
+                case .json:
+                    return "application/json"
+                }
+            }
+            public static var allCases: [Self] {
+                [
+                    .json
+                ]
+            }
+        }
+    }
     /// Mint a user token
     ///
     /// Mints a short-lived user token (a JWT) for one user of the calling tenant. An
@@ -1091,6 +2279,252 @@ public enum Operations {
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/chats/{chatId}/put(putChat)/responses/503`.
+            ///
+            /// HTTP response code: `503 serviceUnavailable`.
+            case serviceUnavailable(Components.Responses.Unavailable)
+            /// The associated value of the enum case if `self` is `.serviceUnavailable`.
+            ///
+            /// - Throws: An error if `self` is not `.serviceUnavailable`.
+            /// - SeeAlso: `.serviceUnavailable`.
+            public var serviceUnavailable: Components.Responses.Unavailable {
+                get throws {
+                    switch self {
+                    case let .serviceUnavailable(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "serviceUnavailable",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Undocumented response.
+            ///
+            /// A response with a code that is not documented in the OpenAPI document.
+            case undocumented(statusCode: Swift.Int, OpenAPIRuntime.UndocumentedPayload)
+        }
+        @frozen public enum AcceptableContentType: AcceptableProtocol {
+            case json
+            case other(Swift.String)
+            public init?(rawValue: Swift.String) {
+                switch rawValue.lowercased() {
+                case "application/json":
+                    self = .json
+                default:
+                    self = .other(rawValue)
+                }
+            }
+            public var rawValue: Swift.String {
+                switch self {
+                case let .other(string):
+                    return string
+                case .json:
+                    return "application/json"
+                }
+            }
+            public static var allCases: [Self] {
+                [
+                    .json
+                ]
+            }
+        }
+    }
+    /// Delete a chat
+    ///
+    /// Deletes the chat with its members, messages and receipts. Its members' unread
+    /// counts drop at once; `chat.deleted` goes to the members it had and the tenant key,
+    /// `unread.changed` to each member whose count changed. The messages' rows go in the
+    /// background, unreachable meanwhile. The id may be used again by `PUT`, which starts
+    /// an empty chat. Needs the tenant key.
+    ///
+    ///
+    /// - Remark: HTTP `DELETE /v1/chats/{chatId}`.
+    /// - Remark: Generated from `#/paths//v1/chats/{chatId}/delete(deleteChat)`.
+    public enum DeleteChat {
+        public static let id: Swift.String = "deleteChat"
+        public struct Input: Sendable, Hashable {
+            /// - Remark: Generated from `#/paths/v1/chats/{chatId}/DELETE/path`.
+            public struct Path: Sendable, Hashable {
+                /// The chat's id.
+                ///
+                /// - Remark: Generated from `#/paths/v1/chats/{chatId}/DELETE/path/chatId`.
+                public var chatId: Components.Parameters.ChatId
+                /// Creates a new `Path`.
+                ///
+                /// - Parameters:
+                ///   - chatId: The chat's id.
+                public init(chatId: Components.Parameters.ChatId) {
+                    self.chatId = chatId
+                }
+            }
+            public var path: Operations.DeleteChat.Input.Path
+            /// - Remark: Generated from `#/paths/v1/chats/{chatId}/DELETE/header`.
+            public struct Headers: Sendable, Hashable {
+                public var accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.DeleteChat.AcceptableContentType>]
+                /// Creates a new `Headers`.
+                ///
+                /// - Parameters:
+                ///   - accept:
+                public init(accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.DeleteChat.AcceptableContentType>] = .defaultValues()) {
+                    self.accept = accept
+                }
+            }
+            public var headers: Operations.DeleteChat.Input.Headers
+            /// Creates a new `Input`.
+            ///
+            /// - Parameters:
+            ///   - path:
+            ///   - headers:
+            public init(
+                path: Operations.DeleteChat.Input.Path,
+                headers: Operations.DeleteChat.Input.Headers = .init()
+            ) {
+                self.path = path
+                self.headers = headers
+            }
+        }
+        @frozen public enum Output: Sendable, Hashable {
+            public struct NoContent: Sendable, Hashable {
+                /// Creates a new `NoContent`.
+                public init() {}
+            }
+            /// The chat was deleted.
+            ///
+            /// - Remark: Generated from `#/paths//v1/chats/{chatId}/delete(deleteChat)/responses/204`.
+            ///
+            /// HTTP response code: `204 noContent`.
+            case noContent(Operations.DeleteChat.Output.NoContent)
+            /// The chat was deleted.
+            ///
+            /// - Remark: Generated from `#/paths//v1/chats/{chatId}/delete(deleteChat)/responses/204`.
+            ///
+            /// HTTP response code: `204 noContent`.
+            public static var noContent: Self {
+                .noContent(.init())
+            }
+            /// The associated value of the enum case if `self` is `.noContent`.
+            ///
+            /// - Throws: An error if `self` is not `.noContent`.
+            /// - SeeAlso: `.noContent`.
+            public var noContent: Operations.DeleteChat.Output.NoContent {
+                get throws {
+                    switch self {
+                    case let .noContent(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "noContent",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Invalid request (`invalid_request`): bad JSON, a bad id, too many ids, wrong
+            /// types, or a value out of range. Nothing was changed.
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/chats/{chatId}/delete(deleteChat)/responses/400`.
+            ///
+            /// HTTP response code: `400 badRequest`.
+            case badRequest(Components.Responses.BadRequest)
+            /// The associated value of the enum case if `self` is `.badRequest`.
+            ///
+            /// - Throws: An error if `self` is not `.badRequest`.
+            /// - SeeAlso: `.badRequest`.
+            public var badRequest: Components.Responses.BadRequest {
+                get throws {
+                    switch self {
+                    case let .badRequest(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "badRequest",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// A wrong or missing credential (`unauthorized`).
+            ///
+            /// - Remark: Generated from `#/paths//v1/chats/{chatId}/delete(deleteChat)/responses/401`.
+            ///
+            /// HTTP response code: `401 unauthorized`.
+            case unauthorized(Components.Responses.Unauthorized)
+            /// The associated value of the enum case if `self` is `.unauthorized`.
+            ///
+            /// - Throws: An error if `self` is not `.unauthorized`.
+            /// - SeeAlso: `.unauthorized`.
+            public var unauthorized: Components.Responses.Unauthorized {
+                get throws {
+                    switch self {
+                    case let .unauthorized(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "unauthorized",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The credential may not do this (`forbidden`): a user token naming another user
+            /// or a chat it is not a member of, a user token where the tenant key is needed,
+            /// or a named user who is not a member of the chat.
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/chats/{chatId}/delete(deleteChat)/responses/403`.
+            ///
+            /// HTTP response code: `403 forbidden`.
+            case forbidden(Components.Responses.Forbidden)
+            /// The associated value of the enum case if `self` is `.forbidden`.
+            ///
+            /// - Throws: An error if `self` is not `.forbidden`.
+            /// - SeeAlso: `.forbidden`.
+            public var forbidden: Components.Responses.Forbidden {
+                get throws {
+                    switch self {
+                    case let .forbidden(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "forbidden",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Not found (`not_found`). Another tenant's chat looks exactly like a chat that
+            /// does not exist.
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/chats/{chatId}/delete(deleteChat)/responses/404`.
+            ///
+            /// HTTP response code: `404 notFound`.
+            case notFound(Components.Responses.NotFound)
+            /// The associated value of the enum case if `self` is `.notFound`.
+            ///
+            /// - Throws: An error if `self` is not `.notFound`.
+            /// - SeeAlso: `.notFound`.
+            public var notFound: Components.Responses.NotFound {
+                get throws {
+                    switch self {
+                    case let .notFound(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "notFound",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// PostgreSQL is unreachable or did not answer within `RECEIPTS_DATABASE_TIMEOUT_SECONDS`
+            /// (`unavailable`). Nothing is known to have changed; retry (idempotent requests are
+            /// safe to repeat).
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/chats/{chatId}/delete(deleteChat)/responses/503`.
             ///
             /// HTTP response code: `503 serviceUnavailable`.
             case serviceUnavailable(Components.Responses.Unavailable)
@@ -2755,6 +4189,263 @@ public enum Operations {
             }
         }
     }
+    /// Delete a message
+    ///
+    /// Deletes the message: it is gone from listings, from `GET` (404) and from every
+    /// unread count and badge at once; marking it is skipped (`marked` 0) and `upTo` it is
+    /// 404. Labels move on as if it had never been sent. Its id stays taken (sending it
+    /// again is 409). Deleting it again answers 204; an id that never existed is 404.
+    /// `message.deleted` goes to the chat's members and the tenant key, `unread.changed`
+    /// to each member whose count changed. The tenant key may delete any message, a user
+    /// token only its own (another's is 403).
+    ///
+    ///
+    /// - Remark: HTTP `DELETE /v1/chats/{chatId}/messages/{messageId}`.
+    /// - Remark: Generated from `#/paths//v1/chats/{chatId}/messages/{messageId}/delete(deleteMessage)`.
+    public enum DeleteMessage {
+        public static let id: Swift.String = "deleteMessage"
+        public struct Input: Sendable, Hashable {
+            /// - Remark: Generated from `#/paths/v1/chats/{chatId}/messages/{messageId}/DELETE/path`.
+            public struct Path: Sendable, Hashable {
+                /// The chat's id.
+                ///
+                /// - Remark: Generated from `#/paths/v1/chats/{chatId}/messages/{messageId}/DELETE/path/chatId`.
+                public var chatId: Components.Parameters.ChatId
+                /// The message's id.
+                ///
+                /// - Remark: Generated from `#/paths/v1/chats/{chatId}/messages/{messageId}/DELETE/path/messageId`.
+                public var messageId: Components.Parameters.MessageId
+                /// Creates a new `Path`.
+                ///
+                /// - Parameters:
+                ///   - chatId: The chat's id.
+                ///   - messageId: The message's id.
+                public init(
+                    chatId: Components.Parameters.ChatId,
+                    messageId: Components.Parameters.MessageId
+                ) {
+                    self.chatId = chatId
+                    self.messageId = messageId
+                }
+            }
+            public var path: Operations.DeleteMessage.Input.Path
+            /// - Remark: Generated from `#/paths/v1/chats/{chatId}/messages/{messageId}/DELETE/header`.
+            public struct Headers: Sendable, Hashable {
+                public var accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.DeleteMessage.AcceptableContentType>]
+                /// Creates a new `Headers`.
+                ///
+                /// - Parameters:
+                ///   - accept:
+                public init(accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.DeleteMessage.AcceptableContentType>] = .defaultValues()) {
+                    self.accept = accept
+                }
+            }
+            public var headers: Operations.DeleteMessage.Input.Headers
+            /// Creates a new `Input`.
+            ///
+            /// - Parameters:
+            ///   - path:
+            ///   - headers:
+            public init(
+                path: Operations.DeleteMessage.Input.Path,
+                headers: Operations.DeleteMessage.Input.Headers = .init()
+            ) {
+                self.path = path
+                self.headers = headers
+            }
+        }
+        @frozen public enum Output: Sendable, Hashable {
+            public struct NoContent: Sendable, Hashable {
+                /// Creates a new `NoContent`.
+                public init() {}
+            }
+            /// The message is deleted (now or before).
+            ///
+            /// - Remark: Generated from `#/paths//v1/chats/{chatId}/messages/{messageId}/delete(deleteMessage)/responses/204`.
+            ///
+            /// HTTP response code: `204 noContent`.
+            case noContent(Operations.DeleteMessage.Output.NoContent)
+            /// The message is deleted (now or before).
+            ///
+            /// - Remark: Generated from `#/paths//v1/chats/{chatId}/messages/{messageId}/delete(deleteMessage)/responses/204`.
+            ///
+            /// HTTP response code: `204 noContent`.
+            public static var noContent: Self {
+                .noContent(.init())
+            }
+            /// The associated value of the enum case if `self` is `.noContent`.
+            ///
+            /// - Throws: An error if `self` is not `.noContent`.
+            /// - SeeAlso: `.noContent`.
+            public var noContent: Operations.DeleteMessage.Output.NoContent {
+                get throws {
+                    switch self {
+                    case let .noContent(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "noContent",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Invalid request (`invalid_request`): bad JSON, a bad id, too many ids, wrong
+            /// types, or a value out of range. Nothing was changed.
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/chats/{chatId}/messages/{messageId}/delete(deleteMessage)/responses/400`.
+            ///
+            /// HTTP response code: `400 badRequest`.
+            case badRequest(Components.Responses.BadRequest)
+            /// The associated value of the enum case if `self` is `.badRequest`.
+            ///
+            /// - Throws: An error if `self` is not `.badRequest`.
+            /// - SeeAlso: `.badRequest`.
+            public var badRequest: Components.Responses.BadRequest {
+                get throws {
+                    switch self {
+                    case let .badRequest(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "badRequest",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// A wrong or missing credential (`unauthorized`).
+            ///
+            /// - Remark: Generated from `#/paths//v1/chats/{chatId}/messages/{messageId}/delete(deleteMessage)/responses/401`.
+            ///
+            /// HTTP response code: `401 unauthorized`.
+            case unauthorized(Components.Responses.Unauthorized)
+            /// The associated value of the enum case if `self` is `.unauthorized`.
+            ///
+            /// - Throws: An error if `self` is not `.unauthorized`.
+            /// - SeeAlso: `.unauthorized`.
+            public var unauthorized: Components.Responses.Unauthorized {
+                get throws {
+                    switch self {
+                    case let .unauthorized(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "unauthorized",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The credential may not do this (`forbidden`): a user token naming another user
+            /// or a chat it is not a member of, a user token where the tenant key is needed,
+            /// or a named user who is not a member of the chat.
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/chats/{chatId}/messages/{messageId}/delete(deleteMessage)/responses/403`.
+            ///
+            /// HTTP response code: `403 forbidden`.
+            case forbidden(Components.Responses.Forbidden)
+            /// The associated value of the enum case if `self` is `.forbidden`.
+            ///
+            /// - Throws: An error if `self` is not `.forbidden`.
+            /// - SeeAlso: `.forbidden`.
+            public var forbidden: Components.Responses.Forbidden {
+                get throws {
+                    switch self {
+                    case let .forbidden(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "forbidden",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Not found (`not_found`). Another tenant's chat looks exactly like a chat that
+            /// does not exist.
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/chats/{chatId}/messages/{messageId}/delete(deleteMessage)/responses/404`.
+            ///
+            /// HTTP response code: `404 notFound`.
+            case notFound(Components.Responses.NotFound)
+            /// The associated value of the enum case if `self` is `.notFound`.
+            ///
+            /// - Throws: An error if `self` is not `.notFound`.
+            /// - SeeAlso: `.notFound`.
+            public var notFound: Components.Responses.NotFound {
+                get throws {
+                    switch self {
+                    case let .notFound(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "notFound",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// PostgreSQL is unreachable or did not answer within `RECEIPTS_DATABASE_TIMEOUT_SECONDS`
+            /// (`unavailable`). Nothing is known to have changed; retry (idempotent requests are
+            /// safe to repeat).
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/chats/{chatId}/messages/{messageId}/delete(deleteMessage)/responses/503`.
+            ///
+            /// HTTP response code: `503 serviceUnavailable`.
+            case serviceUnavailable(Components.Responses.Unavailable)
+            /// The associated value of the enum case if `self` is `.serviceUnavailable`.
+            ///
+            /// - Throws: An error if `self` is not `.serviceUnavailable`.
+            /// - SeeAlso: `.serviceUnavailable`.
+            public var serviceUnavailable: Components.Responses.Unavailable {
+                get throws {
+                    switch self {
+                    case let .serviceUnavailable(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "serviceUnavailable",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Undocumented response.
+            ///
+            /// A response with a code that is not documented in the OpenAPI document.
+            case undocumented(statusCode: Swift.Int, OpenAPIRuntime.UndocumentedPayload)
+        }
+        @frozen public enum AcceptableContentType: AcceptableProtocol {
+            case json
+            case other(Swift.String)
+            public init?(rawValue: Swift.String) {
+                switch rawValue.lowercased() {
+                case "application/json":
+                    self = .json
+                default:
+                    self = .other(rawValue)
+                }
+            }
+            public var rawValue: Swift.String {
+                switch self {
+                case let .other(string):
+                    return string
+                case .json:
+                    return "application/json"
+                }
+            }
+            public static var allCases: [Self] {
+                [
+                    .json
+                ]
+            }
+        }
+    }
     /// Mark messages read
     ///
     /// Marks messages read by `userId`: the listed `messageIds`, or `upTo` and every
@@ -3637,6 +5328,529 @@ public enum Operations {
             }
         }
     }
+    /// Erase a user
+    ///
+    /// At once the user leaves every chat (as `DELETE …/members/{userId}` does), every
+    /// token and stream of theirs stops working, and they are no longer a recipient (Y) of
+    /// any message. Then, in the background, every read and delivery they made before the
+    /// request is removed from every message (`readBy`, `deliveredTo`, counts, times,
+    /// `recipients`), and every event naming them as `userId` is removed from the event log
+    /// (replays and webhooks no longer carry it); `user.erased` then goes to the tenant key.
+    /// `?messages=delete` also deletes every message they sent. The work is done in bounded
+    /// batches and survives restarts. The same id may join chats again at once: a new user
+    /// with no history, whose new receipts the erasure never touches. Asking again while it
+    /// is under way answers the same erasure. Needs the tenant key.
+    ///
+    ///
+    /// - Remark: HTTP `DELETE /v1/users/{userId}`.
+    /// - Remark: Generated from `#/paths//v1/users/{userId}/delete(eraseUser)`.
+    public enum EraseUser {
+        public static let id: Swift.String = "eraseUser"
+        public struct Input: Sendable, Hashable {
+            /// - Remark: Generated from `#/paths/v1/users/{userId}/DELETE/path`.
+            public struct Path: Sendable, Hashable {
+                /// The user's id.
+                ///
+                /// - Remark: Generated from `#/paths/v1/users/{userId}/DELETE/path/userId`.
+                public var userId: Components.Parameters.UserId
+                /// Creates a new `Path`.
+                ///
+                /// - Parameters:
+                ///   - userId: The user's id.
+                public init(userId: Components.Parameters.UserId) {
+                    self.userId = userId
+                }
+            }
+            public var path: Operations.EraseUser.Input.Path
+            /// - Remark: Generated from `#/paths/v1/users/{userId}/DELETE/query`.
+            public struct Query: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/users/{userId}/DELETE/query/messages`.
+                @frozen public enum MessagesPayload: String, Codable, Hashable, Sendable, CaseIterable {
+                    case delete = "delete"
+                }
+                /// `delete`: delete every message the user sent too.
+                ///
+                /// - Remark: Generated from `#/paths/v1/users/{userId}/DELETE/query/messages`.
+                public var messages: Operations.EraseUser.Input.Query.MessagesPayload?
+                /// Creates a new `Query`.
+                ///
+                /// - Parameters:
+                ///   - messages: `delete`: delete every message the user sent too.
+                public init(messages: Operations.EraseUser.Input.Query.MessagesPayload? = nil) {
+                    self.messages = messages
+                }
+            }
+            public var query: Operations.EraseUser.Input.Query
+            /// - Remark: Generated from `#/paths/v1/users/{userId}/DELETE/header`.
+            public struct Headers: Sendable, Hashable {
+                public var accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.EraseUser.AcceptableContentType>]
+                /// Creates a new `Headers`.
+                ///
+                /// - Parameters:
+                ///   - accept:
+                public init(accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.EraseUser.AcceptableContentType>] = .defaultValues()) {
+                    self.accept = accept
+                }
+            }
+            public var headers: Operations.EraseUser.Input.Headers
+            /// Creates a new `Input`.
+            ///
+            /// - Parameters:
+            ///   - path:
+            ///   - query:
+            ///   - headers:
+            public init(
+                path: Operations.EraseUser.Input.Path,
+                query: Operations.EraseUser.Input.Query = .init(),
+                headers: Operations.EraseUser.Input.Headers = .init()
+            ) {
+                self.path = path
+                self.query = query
+                self.headers = headers
+            }
+        }
+        @frozen public enum Output: Sendable, Hashable {
+            public struct Accepted: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/users/{userId}/DELETE/responses/202/content`.
+                @frozen public enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/v1/users/{userId}/DELETE/responses/202/content/application\/json`.
+                    case json(Components.Schemas.UserErasure)
+                    /// The associated value of the enum case if `self` is `.json`.
+                    ///
+                    /// - Throws: An error if `self` is not `.json`.
+                    /// - SeeAlso: `.json`.
+                    public var json: Components.Schemas.UserErasure {
+                        get throws {
+                            switch self {
+                            case let .json(body):
+                                return body
+                            }
+                        }
+                    }
+                }
+                /// Received HTTP response body
+                public var body: Operations.EraseUser.Output.Accepted.Body
+                /// Creates a new `Accepted`.
+                ///
+                /// - Parameters:
+                ///   - body: Received HTTP response body
+                public init(body: Operations.EraseUser.Output.Accepted.Body) {
+                    self.body = body
+                }
+            }
+            /// The erasure is under way.
+            ///
+            /// - Remark: Generated from `#/paths//v1/users/{userId}/delete(eraseUser)/responses/202`.
+            ///
+            /// HTTP response code: `202 accepted`.
+            case accepted(Operations.EraseUser.Output.Accepted)
+            /// The associated value of the enum case if `self` is `.accepted`.
+            ///
+            /// - Throws: An error if `self` is not `.accepted`.
+            /// - SeeAlso: `.accepted`.
+            public var accepted: Operations.EraseUser.Output.Accepted {
+                get throws {
+                    switch self {
+                    case let .accepted(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "accepted",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Invalid request (`invalid_request`): bad JSON, a bad id, too many ids, wrong
+            /// types, or a value out of range. Nothing was changed.
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/users/{userId}/delete(eraseUser)/responses/400`.
+            ///
+            /// HTTP response code: `400 badRequest`.
+            case badRequest(Components.Responses.BadRequest)
+            /// The associated value of the enum case if `self` is `.badRequest`.
+            ///
+            /// - Throws: An error if `self` is not `.badRequest`.
+            /// - SeeAlso: `.badRequest`.
+            public var badRequest: Components.Responses.BadRequest {
+                get throws {
+                    switch self {
+                    case let .badRequest(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "badRequest",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// A wrong or missing credential (`unauthorized`).
+            ///
+            /// - Remark: Generated from `#/paths//v1/users/{userId}/delete(eraseUser)/responses/401`.
+            ///
+            /// HTTP response code: `401 unauthorized`.
+            case unauthorized(Components.Responses.Unauthorized)
+            /// The associated value of the enum case if `self` is `.unauthorized`.
+            ///
+            /// - Throws: An error if `self` is not `.unauthorized`.
+            /// - SeeAlso: `.unauthorized`.
+            public var unauthorized: Components.Responses.Unauthorized {
+                get throws {
+                    switch self {
+                    case let .unauthorized(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "unauthorized",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The credential may not do this (`forbidden`): a user token naming another user
+            /// or a chat it is not a member of, a user token where the tenant key is needed,
+            /// or a named user who is not a member of the chat.
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/users/{userId}/delete(eraseUser)/responses/403`.
+            ///
+            /// HTTP response code: `403 forbidden`.
+            case forbidden(Components.Responses.Forbidden)
+            /// The associated value of the enum case if `self` is `.forbidden`.
+            ///
+            /// - Throws: An error if `self` is not `.forbidden`.
+            /// - SeeAlso: `.forbidden`.
+            public var forbidden: Components.Responses.Forbidden {
+                get throws {
+                    switch self {
+                    case let .forbidden(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "forbidden",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// PostgreSQL is unreachable or did not answer within `RECEIPTS_DATABASE_TIMEOUT_SECONDS`
+            /// (`unavailable`). Nothing is known to have changed; retry (idempotent requests are
+            /// safe to repeat).
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/users/{userId}/delete(eraseUser)/responses/503`.
+            ///
+            /// HTTP response code: `503 serviceUnavailable`.
+            case serviceUnavailable(Components.Responses.Unavailable)
+            /// The associated value of the enum case if `self` is `.serviceUnavailable`.
+            ///
+            /// - Throws: An error if `self` is not `.serviceUnavailable`.
+            /// - SeeAlso: `.serviceUnavailable`.
+            public var serviceUnavailable: Components.Responses.Unavailable {
+                get throws {
+                    switch self {
+                    case let .serviceUnavailable(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "serviceUnavailable",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Undocumented response.
+            ///
+            /// A response with a code that is not documented in the OpenAPI document.
+            case undocumented(statusCode: Swift.Int, OpenAPIRuntime.UndocumentedPayload)
+        }
+        @frozen public enum AcceptableContentType: AcceptableProtocol {
+            case json
+            case other(Swift.String)
+            public init?(rawValue: Swift.String) {
+                switch rawValue.lowercased() {
+                case "application/json":
+                    self = .json
+                default:
+                    self = .other(rawValue)
+                }
+            }
+            public var rawValue: Swift.String {
+                switch self {
+                case let .other(string):
+                    return string
+                case .json:
+                    return "application/json"
+                }
+            }
+            public static var allCases: [Self] {
+                [
+                    .json
+                ]
+            }
+        }
+    }
+    /// Where a user's erasure stands
+    ///
+    /// The user's latest erasure: `pending` while under way, `done` once everything is
+    /// removed. None asked: 404. Needs the tenant key.
+    ///
+    ///
+    /// - Remark: HTTP `GET /v1/users/{userId}/erasure`.
+    /// - Remark: Generated from `#/paths//v1/users/{userId}/erasure/get(getUserErasure)`.
+    public enum GetUserErasure {
+        public static let id: Swift.String = "getUserErasure"
+        public struct Input: Sendable, Hashable {
+            /// - Remark: Generated from `#/paths/v1/users/{userId}/erasure/GET/path`.
+            public struct Path: Sendable, Hashable {
+                /// The user's id.
+                ///
+                /// - Remark: Generated from `#/paths/v1/users/{userId}/erasure/GET/path/userId`.
+                public var userId: Components.Parameters.UserId
+                /// Creates a new `Path`.
+                ///
+                /// - Parameters:
+                ///   - userId: The user's id.
+                public init(userId: Components.Parameters.UserId) {
+                    self.userId = userId
+                }
+            }
+            public var path: Operations.GetUserErasure.Input.Path
+            /// - Remark: Generated from `#/paths/v1/users/{userId}/erasure/GET/header`.
+            public struct Headers: Sendable, Hashable {
+                public var accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.GetUserErasure.AcceptableContentType>]
+                /// Creates a new `Headers`.
+                ///
+                /// - Parameters:
+                ///   - accept:
+                public init(accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.GetUserErasure.AcceptableContentType>] = .defaultValues()) {
+                    self.accept = accept
+                }
+            }
+            public var headers: Operations.GetUserErasure.Input.Headers
+            /// Creates a new `Input`.
+            ///
+            /// - Parameters:
+            ///   - path:
+            ///   - headers:
+            public init(
+                path: Operations.GetUserErasure.Input.Path,
+                headers: Operations.GetUserErasure.Input.Headers = .init()
+            ) {
+                self.path = path
+                self.headers = headers
+            }
+        }
+        @frozen public enum Output: Sendable, Hashable {
+            public struct Ok: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/users/{userId}/erasure/GET/responses/200/content`.
+                @frozen public enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/v1/users/{userId}/erasure/GET/responses/200/content/application\/json`.
+                    case json(Components.Schemas.UserErasureStatus)
+                    /// The associated value of the enum case if `self` is `.json`.
+                    ///
+                    /// - Throws: An error if `self` is not `.json`.
+                    /// - SeeAlso: `.json`.
+                    public var json: Components.Schemas.UserErasureStatus {
+                        get throws {
+                            switch self {
+                            case let .json(body):
+                                return body
+                            }
+                        }
+                    }
+                }
+                /// Received HTTP response body
+                public var body: Operations.GetUserErasure.Output.Ok.Body
+                /// Creates a new `Ok`.
+                ///
+                /// - Parameters:
+                ///   - body: Received HTTP response body
+                public init(body: Operations.GetUserErasure.Output.Ok.Body) {
+                    self.body = body
+                }
+            }
+            /// The erasure.
+            ///
+            /// - Remark: Generated from `#/paths//v1/users/{userId}/erasure/get(getUserErasure)/responses/200`.
+            ///
+            /// HTTP response code: `200 ok`.
+            case ok(Operations.GetUserErasure.Output.Ok)
+            /// The associated value of the enum case if `self` is `.ok`.
+            ///
+            /// - Throws: An error if `self` is not `.ok`.
+            /// - SeeAlso: `.ok`.
+            public var ok: Operations.GetUserErasure.Output.Ok {
+                get throws {
+                    switch self {
+                    case let .ok(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "ok",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Invalid request (`invalid_request`): bad JSON, a bad id, too many ids, wrong
+            /// types, or a value out of range. Nothing was changed.
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/users/{userId}/erasure/get(getUserErasure)/responses/400`.
+            ///
+            /// HTTP response code: `400 badRequest`.
+            case badRequest(Components.Responses.BadRequest)
+            /// The associated value of the enum case if `self` is `.badRequest`.
+            ///
+            /// - Throws: An error if `self` is not `.badRequest`.
+            /// - SeeAlso: `.badRequest`.
+            public var badRequest: Components.Responses.BadRequest {
+                get throws {
+                    switch self {
+                    case let .badRequest(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "badRequest",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// A wrong or missing credential (`unauthorized`).
+            ///
+            /// - Remark: Generated from `#/paths//v1/users/{userId}/erasure/get(getUserErasure)/responses/401`.
+            ///
+            /// HTTP response code: `401 unauthorized`.
+            case unauthorized(Components.Responses.Unauthorized)
+            /// The associated value of the enum case if `self` is `.unauthorized`.
+            ///
+            /// - Throws: An error if `self` is not `.unauthorized`.
+            /// - SeeAlso: `.unauthorized`.
+            public var unauthorized: Components.Responses.Unauthorized {
+                get throws {
+                    switch self {
+                    case let .unauthorized(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "unauthorized",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The credential may not do this (`forbidden`): a user token naming another user
+            /// or a chat it is not a member of, a user token where the tenant key is needed,
+            /// or a named user who is not a member of the chat.
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/users/{userId}/erasure/get(getUserErasure)/responses/403`.
+            ///
+            /// HTTP response code: `403 forbidden`.
+            case forbidden(Components.Responses.Forbidden)
+            /// The associated value of the enum case if `self` is `.forbidden`.
+            ///
+            /// - Throws: An error if `self` is not `.forbidden`.
+            /// - SeeAlso: `.forbidden`.
+            public var forbidden: Components.Responses.Forbidden {
+                get throws {
+                    switch self {
+                    case let .forbidden(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "forbidden",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Not found (`not_found`). Another tenant's chat looks exactly like a chat that
+            /// does not exist.
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/users/{userId}/erasure/get(getUserErasure)/responses/404`.
+            ///
+            /// HTTP response code: `404 notFound`.
+            case notFound(Components.Responses.NotFound)
+            /// The associated value of the enum case if `self` is `.notFound`.
+            ///
+            /// - Throws: An error if `self` is not `.notFound`.
+            /// - SeeAlso: `.notFound`.
+            public var notFound: Components.Responses.NotFound {
+                get throws {
+                    switch self {
+                    case let .notFound(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "notFound",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// PostgreSQL is unreachable or did not answer within `RECEIPTS_DATABASE_TIMEOUT_SECONDS`
+            /// (`unavailable`). Nothing is known to have changed; retry (idempotent requests are
+            /// safe to repeat).
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/users/{userId}/erasure/get(getUserErasure)/responses/503`.
+            ///
+            /// HTTP response code: `503 serviceUnavailable`.
+            case serviceUnavailable(Components.Responses.Unavailable)
+            /// The associated value of the enum case if `self` is `.serviceUnavailable`.
+            ///
+            /// - Throws: An error if `self` is not `.serviceUnavailable`.
+            /// - SeeAlso: `.serviceUnavailable`.
+            public var serviceUnavailable: Components.Responses.Unavailable {
+                get throws {
+                    switch self {
+                    case let .serviceUnavailable(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "serviceUnavailable",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Undocumented response.
+            ///
+            /// A response with a code that is not documented in the OpenAPI document.
+            case undocumented(statusCode: Swift.Int, OpenAPIRuntime.UndocumentedPayload)
+        }
+        @frozen public enum AcceptableContentType: AcceptableProtocol {
+            case json
+            case other(Swift.String)
+            public init?(rawValue: Swift.String) {
+                switch rawValue.lowercased() {
+                case "application/json":
+                    self = .json
+                default:
+                    self = .other(rawValue)
+                }
+            }
+            public var rawValue: Swift.String {
+                switch self {
+                case let .other(string):
+                    return string
+                case .json:
+                    return "application/json"
+                }
+            }
+            public static var allCases: [Self] {
+                [
+                    .json
+                ]
+            }
+        }
+    }
     /// Unread counts of a user
     ///
     /// The user's chats whose `unreadCount` is above 0 or that are marked unread; a
@@ -4091,6 +6305,241 @@ public enum Operations {
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/users/{userId}/settings/put(putSettings)/responses/503`.
+            ///
+            /// HTTP response code: `503 serviceUnavailable`.
+            case serviceUnavailable(Components.Responses.Unavailable)
+            /// The associated value of the enum case if `self` is `.serviceUnavailable`.
+            ///
+            /// - Throws: An error if `self` is not `.serviceUnavailable`.
+            /// - SeeAlso: `.serviceUnavailable`.
+            public var serviceUnavailable: Components.Responses.Unavailable {
+                get throws {
+                    switch self {
+                    case let .serviceUnavailable(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "serviceUnavailable",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Undocumented response.
+            ///
+            /// A response with a code that is not documented in the OpenAPI document.
+            case undocumented(statusCode: Swift.Int, OpenAPIRuntime.UndocumentedPayload)
+        }
+        @frozen public enum AcceptableContentType: AcceptableProtocol {
+            case json
+            case other(Swift.String)
+            public init?(rawValue: Swift.String) {
+                switch rawValue.lowercased() {
+                case "application/json":
+                    self = .json
+                default:
+                    self = .other(rawValue)
+                }
+            }
+            public var rawValue: Swift.String {
+                switch self {
+                case let .other(string):
+                    return string
+                case .json:
+                    return "application/json"
+                }
+            }
+            public static var allCases: [Self] {
+                [
+                    .json
+                ]
+            }
+        }
+    }
+    /// Revoke a user's tokens
+    ///
+    /// Every token of the user issued up to now answers 401 within 1 s on every instance,
+    /// and the streams it opened close (WebSocket 1008, SSE ends); tokens issued later
+    /// work. Needs the tenant key.
+    ///
+    ///
+    /// - Remark: HTTP `POST /v1/users/{userId}/tokens/revoke`.
+    /// - Remark: Generated from `#/paths//v1/users/{userId}/tokens/revoke/post(revokeTokens)`.
+    public enum RevokeTokens {
+        public static let id: Swift.String = "revokeTokens"
+        public struct Input: Sendable, Hashable {
+            /// - Remark: Generated from `#/paths/v1/users/{userId}/tokens/revoke/POST/path`.
+            public struct Path: Sendable, Hashable {
+                /// The user's id.
+                ///
+                /// - Remark: Generated from `#/paths/v1/users/{userId}/tokens/revoke/POST/path/userId`.
+                public var userId: Components.Parameters.UserId
+                /// Creates a new `Path`.
+                ///
+                /// - Parameters:
+                ///   - userId: The user's id.
+                public init(userId: Components.Parameters.UserId) {
+                    self.userId = userId
+                }
+            }
+            public var path: Operations.RevokeTokens.Input.Path
+            /// - Remark: Generated from `#/paths/v1/users/{userId}/tokens/revoke/POST/header`.
+            public struct Headers: Sendable, Hashable {
+                public var accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.RevokeTokens.AcceptableContentType>]
+                /// Creates a new `Headers`.
+                ///
+                /// - Parameters:
+                ///   - accept:
+                public init(accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.RevokeTokens.AcceptableContentType>] = .defaultValues()) {
+                    self.accept = accept
+                }
+            }
+            public var headers: Operations.RevokeTokens.Input.Headers
+            /// Creates a new `Input`.
+            ///
+            /// - Parameters:
+            ///   - path:
+            ///   - headers:
+            public init(
+                path: Operations.RevokeTokens.Input.Path,
+                headers: Operations.RevokeTokens.Input.Headers = .init()
+            ) {
+                self.path = path
+                self.headers = headers
+            }
+        }
+        @frozen public enum Output: Sendable, Hashable {
+            public struct Ok: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/users/{userId}/tokens/revoke/POST/responses/200/content`.
+                @frozen public enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/v1/users/{userId}/tokens/revoke/POST/responses/200/content/application\/json`.
+                    case json(Components.Schemas.RevokedTokens)
+                    /// The associated value of the enum case if `self` is `.json`.
+                    ///
+                    /// - Throws: An error if `self` is not `.json`.
+                    /// - SeeAlso: `.json`.
+                    public var json: Components.Schemas.RevokedTokens {
+                        get throws {
+                            switch self {
+                            case let .json(body):
+                                return body
+                            }
+                        }
+                    }
+                }
+                /// Received HTTP response body
+                public var body: Operations.RevokeTokens.Output.Ok.Body
+                /// Creates a new `Ok`.
+                ///
+                /// - Parameters:
+                ///   - body: Received HTTP response body
+                public init(body: Operations.RevokeTokens.Output.Ok.Body) {
+                    self.body = body
+                }
+            }
+            /// The tokens issued up to `revokedBefore` are revoked.
+            ///
+            /// - Remark: Generated from `#/paths//v1/users/{userId}/tokens/revoke/post(revokeTokens)/responses/200`.
+            ///
+            /// HTTP response code: `200 ok`.
+            case ok(Operations.RevokeTokens.Output.Ok)
+            /// The associated value of the enum case if `self` is `.ok`.
+            ///
+            /// - Throws: An error if `self` is not `.ok`.
+            /// - SeeAlso: `.ok`.
+            public var ok: Operations.RevokeTokens.Output.Ok {
+                get throws {
+                    switch self {
+                    case let .ok(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "ok",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Invalid request (`invalid_request`): bad JSON, a bad id, too many ids, wrong
+            /// types, or a value out of range. Nothing was changed.
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/users/{userId}/tokens/revoke/post(revokeTokens)/responses/400`.
+            ///
+            /// HTTP response code: `400 badRequest`.
+            case badRequest(Components.Responses.BadRequest)
+            /// The associated value of the enum case if `self` is `.badRequest`.
+            ///
+            /// - Throws: An error if `self` is not `.badRequest`.
+            /// - SeeAlso: `.badRequest`.
+            public var badRequest: Components.Responses.BadRequest {
+                get throws {
+                    switch self {
+                    case let .badRequest(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "badRequest",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// A wrong or missing credential (`unauthorized`).
+            ///
+            /// - Remark: Generated from `#/paths//v1/users/{userId}/tokens/revoke/post(revokeTokens)/responses/401`.
+            ///
+            /// HTTP response code: `401 unauthorized`.
+            case unauthorized(Components.Responses.Unauthorized)
+            /// The associated value of the enum case if `self` is `.unauthorized`.
+            ///
+            /// - Throws: An error if `self` is not `.unauthorized`.
+            /// - SeeAlso: `.unauthorized`.
+            public var unauthorized: Components.Responses.Unauthorized {
+                get throws {
+                    switch self {
+                    case let .unauthorized(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "unauthorized",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The credential may not do this (`forbidden`): a user token naming another user
+            /// or a chat it is not a member of, a user token where the tenant key is needed,
+            /// or a named user who is not a member of the chat.
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/users/{userId}/tokens/revoke/post(revokeTokens)/responses/403`.
+            ///
+            /// HTTP response code: `403 forbidden`.
+            case forbidden(Components.Responses.Forbidden)
+            /// The associated value of the enum case if `self` is `.forbidden`.
+            ///
+            /// - Throws: An error if `self` is not `.forbidden`.
+            /// - SeeAlso: `.forbidden`.
+            public var forbidden: Components.Responses.Forbidden {
+                get throws {
+                    switch self {
+                    case let .forbidden(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "forbidden",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// PostgreSQL is unreachable or did not answer within `RECEIPTS_DATABASE_TIMEOUT_SECONDS`
+            /// (`unavailable`). Nothing is known to have changed; retry (idempotent requests are
+            /// safe to repeat).
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/users/{userId}/tokens/revoke/post(revokeTokens)/responses/503`.
             ///
             /// HTTP response code: `503 serviceUnavailable`.
             case serviceUnavailable(Components.Responses.Unavailable)

@@ -28,6 +28,58 @@ public protocol APIProtocol: Sendable {
     /// - Remark: HTTP `POST /admin/v1/tenants`.
     /// - Remark: Generated from `#/paths//admin/v1/tenants/post(createTenant)`.
     func createTenant(_ input: Operations.CreateTenant.Input) async throws -> Operations.CreateTenant.Output
+    /// Erase a tenant
+    ///
+    /// Erases the tenant and all its data. Its keys and tokens stop at once (401 within
+    /// 1 s on every instance, streams close); its rows are removed in the background, in
+    /// bounded batches that survive restarts. Asking again answers the same erasure
+    /// (`done` once the tenant is gone). Unknown tenant: 404.
+    ///
+    ///
+    /// - Remark: HTTP `DELETE /admin/v1/tenants/{tenantId}`.
+    /// - Remark: Generated from `#/paths//admin/v1/tenants/{tenantId}/delete(eraseTenant)`.
+    func eraseTenant(_ input: Operations.EraseTenant.Input) async throws -> Operations.EraseTenant.Output
+    /// List a tenant's API keys
+    ///
+    /// The tenant's keys, oldest first: ids and times, never a key. `lastUsedAt` is
+    /// recorded within about 30 s of a use. Unknown tenant: 404.
+    ///
+    ///
+    /// - Remark: HTTP `GET /admin/v1/tenants/{tenantId}/keys`.
+    /// - Remark: Generated from `#/paths//admin/v1/tenants/{tenantId}/keys/get(listApiKeys)`.
+    func listApiKeys(_ input: Operations.ListApiKeys.Input) async throws -> Operations.ListApiKeys.Output
+    /// Add an API key to a tenant
+    ///
+    /// Adds a key to the tenant and returns it, shown only in this response (stored
+    /// hashed). A tenant has 1-10 keys: an 11th is 409. Rotating a key is adding a new
+    /// one, moving the backend to it, and removing the old one. The change is logged
+    /// with who made it (never with a key). Unknown tenant: 404.
+    ///
+    ///
+    /// - Remark: HTTP `POST /admin/v1/tenants/{tenantId}/keys`.
+    /// - Remark: Generated from `#/paths//admin/v1/tenants/{tenantId}/keys/post(addApiKey)`.
+    func addApiKey(_ input: Operations.AddApiKey.Input) async throws -> Operations.AddApiKey.Output
+    /// Remove an API key
+    ///
+    /// Removes the key: within 1 s it answers 401 on every instance and the streams it
+    /// opened close (WebSocket 1008, SSE ends). The last key may be removed too: the
+    /// tenant is then locked out until a key is added. Unknown tenant or key: 404.
+    ///
+    ///
+    /// - Remark: HTTP `DELETE /admin/v1/tenants/{tenantId}/keys/{keyId}`.
+    /// - Remark: Generated from `#/paths//admin/v1/tenants/{tenantId}/keys/{keyId}/delete(removeApiKey)`.
+    func removeApiKey(_ input: Operations.RemoveApiKey.Input) async throws -> Operations.RemoveApiKey.Output
+    /// Rotate the secret that signs user tokens
+    ///
+    /// New user tokens are signed with a new secret; tokens signed with the previous one
+    /// keep working until they expire (at most 24 h). A second rotation retires the
+    /// previous secret at once: its tokens answer 401 within 1 s on every instance and
+    /// their streams close. Unknown tenant: 404.
+    ///
+    ///
+    /// - Remark: HTTP `POST /admin/v1/tenants/{tenantId}/token-secret/rotate`.
+    /// - Remark: Generated from `#/paths//admin/v1/tenants/{tenantId}/token-secret/rotate/post(rotateTokenSecret)`.
+    func rotateTokenSecret(_ input: Operations.RotateTokenSecret.Input) async throws -> Operations.RotateTokenSecret.Output
     /// Mint a user token
     ///
     /// Mints a short-lived user token (a JWT) for one user of the calling tenant. An
@@ -58,6 +110,18 @@ public protocol APIProtocol: Sendable {
     /// - Remark: HTTP `PUT /v1/chats/{chatId}`.
     /// - Remark: Generated from `#/paths//v1/chats/{chatId}/put(putChat)`.
     func putChat(_ input: Operations.PutChat.Input) async throws -> Operations.PutChat.Output
+    /// Delete a chat
+    ///
+    /// Deletes the chat with its members, messages and receipts. Its members' unread
+    /// counts drop at once; `chat.deleted` goes to the members it had and the tenant key,
+    /// `unread.changed` to each member whose count changed. The messages' rows go in the
+    /// background, unreachable meanwhile. The id may be used again by `PUT`, which starts
+    /// an empty chat. Needs the tenant key.
+    ///
+    ///
+    /// - Remark: HTTP `DELETE /v1/chats/{chatId}`.
+    /// - Remark: Generated from `#/paths//v1/chats/{chatId}/delete(deleteChat)`.
+    func deleteChat(_ input: Operations.DeleteChat.Input) async throws -> Operations.DeleteChat.Output
     /// Add a member (join)
     ///
     /// Adds the user to a group chat. Idempotent: adding a current member answers 200
@@ -112,6 +176,20 @@ public protocol APIProtocol: Sendable {
     /// - Remark: HTTP `GET /v1/chats/{chatId}/messages/{messageId}`.
     /// - Remark: Generated from `#/paths//v1/chats/{chatId}/messages/{messageId}/get(getMessage)`.
     func getMessage(_ input: Operations.GetMessage.Input) async throws -> Operations.GetMessage.Output
+    /// Delete a message
+    ///
+    /// Deletes the message: it is gone from listings, from `GET` (404) and from every
+    /// unread count and badge at once; marking it is skipped (`marked` 0) and `upTo` it is
+    /// 404. Labels move on as if it had never been sent. Its id stays taken (sending it
+    /// again is 409). Deleting it again answers 204; an id that never existed is 404.
+    /// `message.deleted` goes to the chat's members and the tenant key, `unread.changed`
+    /// to each member whose count changed. The tenant key may delete any message, a user
+    /// token only its own (another's is 403).
+    ///
+    ///
+    /// - Remark: HTTP `DELETE /v1/chats/{chatId}/messages/{messageId}`.
+    /// - Remark: Generated from `#/paths//v1/chats/{chatId}/messages/{messageId}/delete(deleteMessage)`.
+    func deleteMessage(_ input: Operations.DeleteMessage.Input) async throws -> Operations.DeleteMessage.Output
     /// Mark messages read
     ///
     /// Marks messages read by `userId`: the listed `messageIds`, or `upTo` and every
@@ -148,6 +226,32 @@ public protocol APIProtocol: Sendable {
     /// - Remark: HTTP `POST /v1/chats/{chatId}/unread`.
     /// - Remark: Generated from `#/paths//v1/chats/{chatId}/unread/post(markUnread)`.
     func markUnread(_ input: Operations.MarkUnread.Input) async throws -> Operations.MarkUnread.Output
+    /// Erase a user
+    ///
+    /// At once the user leaves every chat (as `DELETE …/members/{userId}` does), every
+    /// token and stream of theirs stops working, and they are no longer a recipient (Y) of
+    /// any message. Then, in the background, every read and delivery they made before the
+    /// request is removed from every message (`readBy`, `deliveredTo`, counts, times,
+    /// `recipients`), and every event naming them as `userId` is removed from the event log
+    /// (replays and webhooks no longer carry it); `user.erased` then goes to the tenant key.
+    /// `?messages=delete` also deletes every message they sent. The work is done in bounded
+    /// batches and survives restarts. The same id may join chats again at once: a new user
+    /// with no history, whose new receipts the erasure never touches. Asking again while it
+    /// is under way answers the same erasure. Needs the tenant key.
+    ///
+    ///
+    /// - Remark: HTTP `DELETE /v1/users/{userId}`.
+    /// - Remark: Generated from `#/paths//v1/users/{userId}/delete(eraseUser)`.
+    func eraseUser(_ input: Operations.EraseUser.Input) async throws -> Operations.EraseUser.Output
+    /// Where a user's erasure stands
+    ///
+    /// The user's latest erasure: `pending` while under way, `done` once everything is
+    /// removed. None asked: 404. Needs the tenant key.
+    ///
+    ///
+    /// - Remark: HTTP `GET /v1/users/{userId}/erasure`.
+    /// - Remark: Generated from `#/paths//v1/users/{userId}/erasure/get(getUserErasure)`.
+    func getUserErasure(_ input: Operations.GetUserErasure.Input) async throws -> Operations.GetUserErasure.Output
     /// Unread counts of a user
     ///
     /// The user's chats whose `unreadCount` is above 0 or that are marked unread; a
@@ -171,6 +275,16 @@ public protocol APIProtocol: Sendable {
     /// - Remark: HTTP `PUT /v1/users/{userId}/settings`.
     /// - Remark: Generated from `#/paths//v1/users/{userId}/settings/put(putSettings)`.
     func putSettings(_ input: Operations.PutSettings.Input) async throws -> Operations.PutSettings.Output
+    /// Revoke a user's tokens
+    ///
+    /// Every token of the user issued up to now answers 401 within 1 s on every instance,
+    /// and the streams it opened close (WebSocket 1008, SSE ends); tokens issued later
+    /// work. Needs the tenant key.
+    ///
+    ///
+    /// - Remark: HTTP `POST /v1/users/{userId}/tokens/revoke`.
+    /// - Remark: Generated from `#/paths//v1/users/{userId}/tokens/revoke/post(revokeTokens)`.
+    func revokeTokens(_ input: Operations.RevokeTokens.Input) async throws -> Operations.RevokeTokens.Output
     /// List the tenant's webhooks
     ///
     /// Every webhook of the tenant, by id, with where its delivery stands (never the secret).
@@ -289,6 +403,98 @@ extension APIProtocol {
             body: body
         ))
     }
+    /// Erase a tenant
+    ///
+    /// Erases the tenant and all its data. Its keys and tokens stop at once (401 within
+    /// 1 s on every instance, streams close); its rows are removed in the background, in
+    /// bounded batches that survive restarts. Asking again answers the same erasure
+    /// (`done` once the tenant is gone). Unknown tenant: 404.
+    ///
+    ///
+    /// - Remark: HTTP `DELETE /admin/v1/tenants/{tenantId}`.
+    /// - Remark: Generated from `#/paths//admin/v1/tenants/{tenantId}/delete(eraseTenant)`.
+    public func eraseTenant(
+        path: Operations.EraseTenant.Input.Path,
+        headers: Operations.EraseTenant.Input.Headers = .init()
+    ) async throws -> Operations.EraseTenant.Output {
+        try await eraseTenant(Operations.EraseTenant.Input(
+            path: path,
+            headers: headers
+        ))
+    }
+    /// List a tenant's API keys
+    ///
+    /// The tenant's keys, oldest first: ids and times, never a key. `lastUsedAt` is
+    /// recorded within about 30 s of a use. Unknown tenant: 404.
+    ///
+    ///
+    /// - Remark: HTTP `GET /admin/v1/tenants/{tenantId}/keys`.
+    /// - Remark: Generated from `#/paths//admin/v1/tenants/{tenantId}/keys/get(listApiKeys)`.
+    public func listApiKeys(
+        path: Operations.ListApiKeys.Input.Path,
+        headers: Operations.ListApiKeys.Input.Headers = .init()
+    ) async throws -> Operations.ListApiKeys.Output {
+        try await listApiKeys(Operations.ListApiKeys.Input(
+            path: path,
+            headers: headers
+        ))
+    }
+    /// Add an API key to a tenant
+    ///
+    /// Adds a key to the tenant and returns it, shown only in this response (stored
+    /// hashed). A tenant has 1-10 keys: an 11th is 409. Rotating a key is adding a new
+    /// one, moving the backend to it, and removing the old one. The change is logged
+    /// with who made it (never with a key). Unknown tenant: 404.
+    ///
+    ///
+    /// - Remark: HTTP `POST /admin/v1/tenants/{tenantId}/keys`.
+    /// - Remark: Generated from `#/paths//admin/v1/tenants/{tenantId}/keys/post(addApiKey)`.
+    public func addApiKey(
+        path: Operations.AddApiKey.Input.Path,
+        headers: Operations.AddApiKey.Input.Headers = .init()
+    ) async throws -> Operations.AddApiKey.Output {
+        try await addApiKey(Operations.AddApiKey.Input(
+            path: path,
+            headers: headers
+        ))
+    }
+    /// Remove an API key
+    ///
+    /// Removes the key: within 1 s it answers 401 on every instance and the streams it
+    /// opened close (WebSocket 1008, SSE ends). The last key may be removed too: the
+    /// tenant is then locked out until a key is added. Unknown tenant or key: 404.
+    ///
+    ///
+    /// - Remark: HTTP `DELETE /admin/v1/tenants/{tenantId}/keys/{keyId}`.
+    /// - Remark: Generated from `#/paths//admin/v1/tenants/{tenantId}/keys/{keyId}/delete(removeApiKey)`.
+    public func removeApiKey(
+        path: Operations.RemoveApiKey.Input.Path,
+        headers: Operations.RemoveApiKey.Input.Headers = .init()
+    ) async throws -> Operations.RemoveApiKey.Output {
+        try await removeApiKey(Operations.RemoveApiKey.Input(
+            path: path,
+            headers: headers
+        ))
+    }
+    /// Rotate the secret that signs user tokens
+    ///
+    /// New user tokens are signed with a new secret; tokens signed with the previous one
+    /// keep working until they expire (at most 24 h). A second rotation retires the
+    /// previous secret at once: its tokens answer 401 within 1 s on every instance and
+    /// their streams close. Unknown tenant: 404.
+    ///
+    ///
+    /// - Remark: HTTP `POST /admin/v1/tenants/{tenantId}/token-secret/rotate`.
+    /// - Remark: Generated from `#/paths//admin/v1/tenants/{tenantId}/token-secret/rotate/post(rotateTokenSecret)`.
+    public func rotateTokenSecret(
+        path: Operations.RotateTokenSecret.Input.Path,
+        headers: Operations.RotateTokenSecret.Input.Headers = .init()
+    ) async throws -> Operations.RotateTokenSecret.Output {
+        try await rotateTokenSecret(Operations.RotateTokenSecret.Input(
+            path: path,
+            headers: headers
+        ))
+    }
     /// Mint a user token
     ///
     /// Mints a short-lived user token (a JWT) for one user of the calling tenant. An
@@ -343,6 +549,26 @@ extension APIProtocol {
             path: path,
             headers: headers,
             body: body
+        ))
+    }
+    /// Delete a chat
+    ///
+    /// Deletes the chat with its members, messages and receipts. Its members' unread
+    /// counts drop at once; `chat.deleted` goes to the members it had and the tenant key,
+    /// `unread.changed` to each member whose count changed. The messages' rows go in the
+    /// background, unreachable meanwhile. The id may be used again by `PUT`, which starts
+    /// an empty chat. Needs the tenant key.
+    ///
+    ///
+    /// - Remark: HTTP `DELETE /v1/chats/{chatId}`.
+    /// - Remark: Generated from `#/paths//v1/chats/{chatId}/delete(deleteChat)`.
+    public func deleteChat(
+        path: Operations.DeleteChat.Input.Path,
+        headers: Operations.DeleteChat.Input.Headers = .init()
+    ) async throws -> Operations.DeleteChat.Output {
+        try await deleteChat(Operations.DeleteChat.Input(
+            path: path,
+            headers: headers
         ))
     }
     /// Add a member (join)
@@ -447,6 +673,28 @@ extension APIProtocol {
             headers: headers
         ))
     }
+    /// Delete a message
+    ///
+    /// Deletes the message: it is gone from listings, from `GET` (404) and from every
+    /// unread count and badge at once; marking it is skipped (`marked` 0) and `upTo` it is
+    /// 404. Labels move on as if it had never been sent. Its id stays taken (sending it
+    /// again is 409). Deleting it again answers 204; an id that never existed is 404.
+    /// `message.deleted` goes to the chat's members and the tenant key, `unread.changed`
+    /// to each member whose count changed. The tenant key may delete any message, a user
+    /// token only its own (another's is 403).
+    ///
+    ///
+    /// - Remark: HTTP `DELETE /v1/chats/{chatId}/messages/{messageId}`.
+    /// - Remark: Generated from `#/paths//v1/chats/{chatId}/messages/{messageId}/delete(deleteMessage)`.
+    public func deleteMessage(
+        path: Operations.DeleteMessage.Input.Path,
+        headers: Operations.DeleteMessage.Input.Headers = .init()
+    ) async throws -> Operations.DeleteMessage.Output {
+        try await deleteMessage(Operations.DeleteMessage.Input(
+            path: path,
+            headers: headers
+        ))
+    }
     /// Mark messages read
     ///
     /// Marks messages read by `userId`: the listed `messageIds`, or `upTo` and every
@@ -513,6 +761,50 @@ extension APIProtocol {
             body: body
         ))
     }
+    /// Erase a user
+    ///
+    /// At once the user leaves every chat (as `DELETE …/members/{userId}` does), every
+    /// token and stream of theirs stops working, and they are no longer a recipient (Y) of
+    /// any message. Then, in the background, every read and delivery they made before the
+    /// request is removed from every message (`readBy`, `deliveredTo`, counts, times,
+    /// `recipients`), and every event naming them as `userId` is removed from the event log
+    /// (replays and webhooks no longer carry it); `user.erased` then goes to the tenant key.
+    /// `?messages=delete` also deletes every message they sent. The work is done in bounded
+    /// batches and survives restarts. The same id may join chats again at once: a new user
+    /// with no history, whose new receipts the erasure never touches. Asking again while it
+    /// is under way answers the same erasure. Needs the tenant key.
+    ///
+    ///
+    /// - Remark: HTTP `DELETE /v1/users/{userId}`.
+    /// - Remark: Generated from `#/paths//v1/users/{userId}/delete(eraseUser)`.
+    public func eraseUser(
+        path: Operations.EraseUser.Input.Path,
+        query: Operations.EraseUser.Input.Query = .init(),
+        headers: Operations.EraseUser.Input.Headers = .init()
+    ) async throws -> Operations.EraseUser.Output {
+        try await eraseUser(Operations.EraseUser.Input(
+            path: path,
+            query: query,
+            headers: headers
+        ))
+    }
+    /// Where a user's erasure stands
+    ///
+    /// The user's latest erasure: `pending` while under way, `done` once everything is
+    /// removed. None asked: 404. Needs the tenant key.
+    ///
+    ///
+    /// - Remark: HTTP `GET /v1/users/{userId}/erasure`.
+    /// - Remark: Generated from `#/paths//v1/users/{userId}/erasure/get(getUserErasure)`.
+    public func getUserErasure(
+        path: Operations.GetUserErasure.Input.Path,
+        headers: Operations.GetUserErasure.Input.Headers = .init()
+    ) async throws -> Operations.GetUserErasure.Output {
+        try await getUserErasure(Operations.GetUserErasure.Input(
+            path: path,
+            headers: headers
+        ))
+    }
     /// Unread counts of a user
     ///
     /// The user's chats whose `unreadCount` is above 0 or that are marked unread; a
@@ -552,6 +844,24 @@ extension APIProtocol {
             path: path,
             headers: headers,
             body: body
+        ))
+    }
+    /// Revoke a user's tokens
+    ///
+    /// Every token of the user issued up to now answers 401 within 1 s on every instance,
+    /// and the streams it opened close (WebSocket 1008, SSE ends); tokens issued later
+    /// work. Needs the tenant key.
+    ///
+    ///
+    /// - Remark: HTTP `POST /v1/users/{userId}/tokens/revoke`.
+    /// - Remark: Generated from `#/paths//v1/users/{userId}/tokens/revoke/post(revokeTokens)`.
+    public func revokeTokens(
+        path: Operations.RevokeTokens.Input.Path,
+        headers: Operations.RevokeTokens.Input.Headers = .init()
+    ) async throws -> Operations.RevokeTokens.Output {
+        try await revokeTokens(Operations.RevokeTokens.Input(
+            path: path,
+            headers: headers
         ))
     }
     /// List the tenant's webhooks

@@ -2,7 +2,7 @@ import Hummingbird
 import Logging
 import ReceiptsStore
 
-/// Changing credentials (DESIGN.md, "Deleting, erasing and credentials"): a tenant's API keys
+/// Changing credentials (docs/api.md, "Deleting, erasing and credentials"): a tenant's API keys
 /// and token secret (admin token), a user's tokens (tenant key).
 ///
 /// Each change reaches every instance within about a second (`CredentialChanges`) and is

@@ -3,7 +3,7 @@ import Hummingbird
 import Logging
 import ReceiptsStore
 
-/// Erasing users (tenant key) and tenants (admin token): DESIGN.md, "Deleting, erasing and
+/// Erasing users (tenant key) and tenants (admin token): docs/api.md, "Deleting, erasing and
 /// credentials". The request does at once what must hold at once; the rest is the
 /// `ErasureService`'s, which this wakes.
 struct ErasureController {

@@ -86,7 +86,7 @@ struct WebhookController {
 
     /// The filter: a non-empty list of known types without repeats; all of them when absent.
     static func events(_ events: [String]?) throws -> [String] {
-        guard let events else { return WebhookEventTypes.known }
+        guard let events else { return WebhookEventTypes.byDefault }
         guard !events.isEmpty else { throw APIError.invalidRequest("events must name at least one event type") }
         guard Set(events).count == events.count else { throw APIError.invalidRequest("events must not repeat a type") }
         if let unknown = events.first(where: { !WebhookEventTypes.known.contains($0) }) {

@@ -1,7 +1,7 @@
 import Foundation
 import NIOCore
 
-/// Which network addresses a webhook may be delivered to (DESIGN.md: not loopback, private,
+/// Which network addresses a webhook may be delivered to (docs/api.md, "Webhooks": not loopback, private,
 /// link-local, multicast or unspecified, unless `RECEIPTS_WEBHOOK_ALLOW_PRIVATE_NETWORKS=true`).
 ///
 /// A webhook's URL comes from a tenant, and the service sits inside a network: without this
@@ -73,12 +73,13 @@ struct WebhookAddressPolicy: Sendable {
 
     private static func bytes(of address: SocketAddress) -> [UInt8]? {
         switch address {
+        // The address bytes at their place in the socket address (after the 2-byte family
+        // and the 2-byte port; for IPv6 also the 4-byte flow label), read as bytes so that no
+        // C module's field names are needed.
         case .v4(let address):
-            var raw = address.address.sin_addr
-            return withUnsafeBytes(of: &raw) { Array($0) }
+            return withUnsafeBytes(of: address.address) { Array($0[4..<8]) }
         case .v6(let address):
-            var raw = address.address.sin6_addr
-            return withUnsafeBytes(of: &raw) { Array($0) }
+            return withUnsafeBytes(of: address.address) { Array($0[8..<24]) }
         case .unixDomainSocket:
             return nil
         }

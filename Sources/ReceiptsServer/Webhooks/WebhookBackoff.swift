@@ -1,5 +1,5 @@
 /// When a failed batch is tried again: after `base` for the first failure, doubling with each
-/// failure up to `maximum` (DESIGN.md: 1 s doubling to 5 min), each delay scaled by a random
+/// failure up to `maximum` (docs/api.md: 1 s doubling to 5 min), each delay scaled by a random
 /// factor in 0.8–1.2 so that webhooks that failed together (a receiver's outage) do not all
 /// come back in the same instant. Consecutive delays still grow (2 × 0.8 > 1.2) until the cap,
 /// which the jitter never exceeds.

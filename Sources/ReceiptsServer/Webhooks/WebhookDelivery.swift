@@ -24,7 +24,7 @@ import ReceiptsStore
 /// and a deleted webhook stops the delivery. The dispatcher stops it too (`stop()`), within
 /// a claim interval, when its lease is gone.
 final class WebhookDelivery: Sendable {
-    /// Events per delivery, at most (DESIGN.md).
+    /// Events per delivery, at most (docs/api.md, "Webhooks").
     static let maximumBatch = 100
     /// Skipped events' position is written at most this often (a filter that takes few types
     /// must not cost a write per event it skips; after a restart at most this much is read

@@ -24,7 +24,7 @@ public final class WebhookDispatcher: Service, Sendable {
         /// Loopback and private receivers allowed (`RECEIPTS_WEBHOOK_ALLOW_PRIVATE_NETWORKS`).
         public var allowsPrivateNetworks: Bool
         /// The first retry's delay, doubled for each further failure
-        /// (`RECEIPTS_WEBHOOK_RETRY_BASE_MILLISECONDS`, default 1 s as DESIGN.md says; a
+        /// (`RECEIPTS_WEBHOOK_RETRY_BASE_MILLISECONDS`, default 1 s as docs/api.md says; a
         /// smaller one is for tests).
         public var retryBase: Duration
         /// The longest delay between attempts (5 min).
