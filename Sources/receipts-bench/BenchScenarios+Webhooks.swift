@@ -54,7 +54,7 @@ extension BenchScenarios {
     private func writePathWithWebhook(receiver: BenchWebhookReceiver, into results: inout BenchResults) async throws {
         let key = self.tenant.apiKey
         let seconds = max(2.0, 10 * self.scale)
-        let pairs = 2
+        let pairs = 3
         // Enough messages for 10,000 reads/s per run.
         let perChat = max(200, Int(10_000 * seconds) / self.concurrency)
         let runs = (1...pairs).flatMap { ["plain\($0)", "hooked\($0)"] } + ["paced"]

@@ -34,6 +34,12 @@ final class WebhookDelivery: Sendable {
     static let lagRefreshInterval = Duration.seconds(1)
     /// The pause after the database or the hub could not be reached.
     static let unavailablePause = Duration.seconds(1)
+    /// Attempts start at least this far apart: under a sustained stream of events the next
+    /// batch waits for the rest of this time, gathering what arrives meanwhile, so that each
+    /// round trip (a POST, the acknowledgement's statement) carries more events and costs the
+    /// write path less: at most 200 a second, instead of one per handful of events. The first
+    /// batch after a quiet moment goes out at once, so an idle receiver's latency is unchanged.
+    static let minimumAttemptSpacing = Duration.milliseconds(5)
 
     struct Settings: Sendable {
         var owner: String
@@ -116,6 +122,8 @@ final class WebhookDelivery: Sendable {
         /// another round trip when it starts without waiting in between (the next batch was
         /// already there), as late a read as a separate call would make. Dropped before any wait.
         var settingsOfLastAcknowledgement: WebhookAttemptSettings?
+        /// When the last attempt started (`minimumAttemptSpacing`).
+        var lastAttemptStarted: ContinuousClock.Instant?
 
         init(delivery: WebhookDelivery) {
             self.delivery = delivery
@@ -142,6 +150,15 @@ final class WebhookDelivery: Sendable {
             while !Task.isCancelled {
                 if self.pending.count < WebhookDelivery.maximumBatch, self.pending.isEmpty || self.hubHasMore {
                     guard await self.receive(current) else { continue }
+                }
+                if !self.pending.isEmpty, self.pending.count < WebhookDelivery.maximumBatch, let last = self.lastAttemptStarted,
+                    last + WebhookDelivery.minimumAttemptSpacing > .now
+                {
+                    // Events keep coming: gather what arrives until the spacing has passed. The
+                    // acknowledgement's read of the webhook is then no longer the latest.
+                    try? await Task.sleep(until: last + WebhookDelivery.minimumAttemptSpacing)
+                    self.settingsOfLastAcknowledgement = nil
+                    _ = await self.receive(current)
                 }
                 let batch = self.batch(for: current.events)
                 if batch.entries.isEmpty {
@@ -337,6 +354,7 @@ final class WebhookDelivery: Sendable {
                     name: WebhookSignature.headerName,
                     value: WebhookSignature.header(secret: current.secret, timestamp: Int64(Date().timeIntervalSince1970), body: body))
                 let started = ContinuousClock.now
+                self.lastAttemptStarted = started
                 let outcome = await self.sender.send(body, headers: headers, to: target)
                 guard !Task.isCancelled else { return nil }
                 switch outcome {
