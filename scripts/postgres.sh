@@ -326,7 +326,7 @@ receipts_pg_initdb() {
 # --- added by scripts/postgres.sh (Receipts) ---
 listen_addresses = '127.0.0.1'
 unix_socket_directories = ''
-max_connections = 300
+max_connections = 1000
 shared_buffers = 256MB
 log_min_messages = warning
 EOF
