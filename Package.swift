@@ -101,9 +101,15 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
             // The contract, `openapi.yaml` at the repository root (a link to this file: a
-            // resource must sit inside its target). Embedded in the binary rather than copied
-            // as a bundle beside it, so a `receiptsd` copied anywhere still serves it.
-            resources: [.embedInCode("Resources/openapi.yaml")],
+            // resource must sit inside its target), and the demo page's files. Embedded in the
+            // binary rather than copied as a bundle beside it, so a `receiptsd` copied
+            // anywhere still serves them.
+            resources: [
+                .embedInCode("Resources/openapi.yaml"),
+                .embedInCode("Resources/demo/index.html"),
+                .embedInCode("Resources/demo/demo.js"),
+                .embedInCode("Resources/demo/demo.css"),
+            ],
             swiftSettings: swiftSettings
         ),
         .executableTarget(

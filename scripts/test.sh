@@ -2,8 +2,9 @@
 # Runs the whole test suite against a local PostgreSQL.
 #
 # On a fresh Debian machine it first installs what is missing (postgresql, libpq-dev,
-# pkg-config, docker-compose for the compose-file check, and python3-venv with the OpenAPI
-# linter from PyPI: scripts/openapi-tools.sh), starts a PostgreSQL cluster
+# pkg-config, docker-compose for the compose-file check, chromium and chromium-driver for
+# the browser tests (BrowserTests), and python3-venv with the OpenAPI linter from PyPI:
+# scripts/openapi-tools.sh), starts a PostgreSQL cluster
 # under .receipts/ (see scripts/postgres.sh), builds everything, and runs every test.
 # Extra arguments go to `swift test` (e.g. --filter PostgresTests).
 set -euo pipefail
@@ -17,6 +18,19 @@ if ! command -v docker-compose >/dev/null 2>&1; then
     [[ "$(id -u)" != 0 ]] && sudo=(sudo)
     "${sudo[@]}" apt-get update >&2
     "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends docker-compose >&2
+fi
+
+# A real browser for BrowserTests, driven through chromedriver. Without it those tests fail
+# (they never skip): a failed install stops here, saying so.
+if ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null 2>&1; then
+    echo "test.sh: installing chromium and chromium-driver (for the browser tests)" >&2
+    sudo=()
+    [[ "$(id -u)" != 0 ]] && sudo=(sudo)
+    "${sudo[@]}" apt-get update >&2
+    "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends chromium chromium-driver >&2 || {
+        echo "test.sh: error: could not install chromium and chromium-driver; the browser tests need them" >&2
+        exit 1
+    }
 fi
 
 # The OpenAPI linter for ContractConformanceTests (it skips, saying why, when PyPI is out of reach).

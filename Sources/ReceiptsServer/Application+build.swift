@@ -91,6 +91,8 @@ public struct ServiceComponents: Sendable {
     let userTokens: UserTokens
     /// The stream caps, the shutdown flag and the credential checks of every stream.
     let streamGuards: StreamGuards
+    /// Which web origins may use which tenant's credentials.
+    let origins: OriginPolicy
     /// Wakes the purge of deleted chats' messages.
     let deletedChats = WorkSignal()
     /// Wakes the erasure worker.
@@ -112,11 +114,13 @@ public struct ServiceComponents: Sendable {
         self.metrics = metrics
         self.userTokens = UserTokens(store: store)
         self.authenticator = Authenticator(store: store, userTokens: self.userTokens)
+        self.origins = OriginPolicy(server: configuration.allowedOrigins, directory: store.credentials)
         self.streamGuards = StreamGuards(
             authenticator: self.authenticator,
             limiter: StreamLimiter(
                 maximumPerUser: configuration.maximumStreamsPerUser, maximumPerTenant: configuration.maximumStreamsPerTenant),
             shutdown: StreamShutdown(),
+            origins: self.origins,
             credentialCheckInterval: configuration.streamCredentialCheckInterval
         )
         self.databaseHealth = DatabaseHealthMonitor(pool: pool, logger: store.logger)
@@ -130,6 +134,8 @@ public struct ServiceComponents: Sendable {
 public func buildRouter(_ components: ServiceComponents) -> Router<ReceiptsRequestContext> {
     let router = Router(context: ReceiptsRequestContext.self)
     router.add(middleware: RequestMetricsMiddleware(metrics: components.metrics))
+    // Outside ErrorMiddleware: it adds the CORS headers to every answer, errors included.
+    router.add(middleware: CrossOriginMiddleware(policy: components.origins))
     router.add(middleware: ErrorMiddleware())
     router.add(middleware: DatabaseDeadlineMiddleware(timeout: components.configuration.databaseTimeout))
     router.add(middleware: BodyLimitMiddleware(readsBody: false))
@@ -142,13 +148,14 @@ public func buildRouter(_ components: ServiceComponents) -> Router<ReceiptsReque
         .add(middleware: BodyLimitMiddleware(readsBody: true))
     AdminController(registration: TenantRegistration(store: components.store)).addRoutes(to: admin)
     let api = router.group("v1")
-        .add(middleware: AuthenticationMiddleware(authenticator: components.authenticator))
+        .add(middleware: AuthenticationMiddleware(authenticator: components.authenticator, origins: components.origins))
         .add(middleware: BodyLimitMiddleware(readsBody: true))
     TokenController(userTokens: components.userTokens).addRoutes(to: api)
     ChatController(store: components.store, deletedChats: components.deletedChats).addRoutes(to: api)
     MessageController(store: components.store).addRoutes(to: api)
     MarkingController(store: components.store).addRoutes(to: api)
     UserController(store: components.store).addRoutes(to: api)
+    TenantSettingsController(store: components.store).addRoutes(to: api)
     // Deleting, erasing and credentials.
     let credentials = CredentialsController(
         store: components.store, changes: components.authenticator.changes, logger: components.store.logger)
@@ -164,8 +171,12 @@ public func buildRouter(_ components: ServiceComponents) -> Router<ReceiptsReque
     ).addRoutes(to: api)
     EventStreamController(hub: components.hub, guards: components.streamGuards).addRoutes(
         to: router.group("v1/events").add(
-            middleware: AuthenticationMiddleware(authenticator: components.authenticator, acceptsTokenParameter: true))
+            middleware: AuthenticationMiddleware(
+                authenticator: components.authenticator, origins: components.origins, acceptsTokenParameter: true))
     )
+    if let demoTenant = components.configuration.demoTenant {
+        DemoController(tenant: demoTenant, store: components.store, userTokens: components.userTokens).addRoutes(to: router)
+    }
     // A WebSocket upgrade goes to the WebSocket router; a plain GET of the stream lands here.
     router.get("v1/stream") { _, _ -> Response in throw WebSocketStream.upgradeRequired }
     // Last, so that it wraps only the not-found answer: 405 for a route's other methods. Not

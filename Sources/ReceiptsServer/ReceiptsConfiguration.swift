@@ -62,6 +62,12 @@ public struct ReceiptsConfiguration: Sendable {
     /// Longest a keep-alive connection may stay idle between requests (default 60 seconds;
     /// not read from the environment).
     public var idleConnectionTimeout: Duration = .seconds(60)
+    /// Web origins allowed for every tenant (`RECEIPTS_ALLOWED_ORIGINS`, default none); each
+    /// tenant adds its own (`PUT /v1/settings`), and the service's own origin is allowed.
+    public var allowedOrigins = AllowedOrigins.none
+    /// The tenant of the demo page at `/demo` (`RECEIPTS_DEMO=true`, tenant
+    /// `RECEIPTS_DEMO_TENANT`, default `demo`); nil, the default, serves no demo.
+    public var demoTenant: String?
     /// Webhook delivery: the address check, retries, attempt time and leases
     /// (`RECEIPTS_WEBHOOK_*`; see `WebhookDispatcher.Options`).
     public var webhooks = WebhookDispatcher.Options()

@@ -2,9 +2,10 @@ import Foundation
 import Postgres
 import Synchronization
 
-/// Every tenant's id with the hashes of its API keys and its token secret's generation, and
-/// the token revocations of the last 24 hours, held in memory and reloaded from the database
-/// (`receipts.credential_directory()`, `receipts.current_token_revocations()`) as a whole.
+/// Every tenant's id with the hashes of its API keys and its token secret's generation, the
+/// token revocations of the last 24 hours, and the web origins tenants allow, held in memory and reloaded from the database
+/// (`receipts.credential_directory()`, `receipts.current_token_revocations()`,
+/// `receipts.tenant_allowed_origins()`) as a whole.
 ///
 /// Credentials are checked on every request, and most guessed ones are new each time: a
 /// cache of answers per credential would not stop a flood of random API keys, or of forged
@@ -49,6 +50,8 @@ public final class CredentialDirectory: Sendable {
         var secretGenerations: [String: Int] = [:]
         /// Per tenant and user: their tokens issued up to then are revoked.
         var revocations: [String: [String: Date]] = [:]
+        /// The web origins of tenants that named some (`PUT /v1/settings`).
+        var allowedOrigins: [String: [String]] = [:]
         var loadedAt: ContinuousClock.Instant
 
         mutating func record(tenant: String, apiKeyHash: [UInt8], replacingKeys: Bool) {
@@ -111,6 +114,13 @@ public final class CredentialDirectory: Sendable {
     /// `secretGeneration`, without reloading for a user that has none.
     public func tokensRevokedBefore(tenant: String, user: String) async throws -> Date? {
         try await self.lookUp(reloadsOnMiss: false) { $0.revocations[tenant]?[user] }
+    }
+
+    /// The web origins the tenant's credentials may be used from, as stored (empty when it
+    /// named none). Answers from the same snapshot as the credentials, without reloading for a
+    /// tenant that has none: a browser request checks them each time.
+    public func allowedOrigins(of tenant: String) async throws -> [String] {
+        try await self.lookUp(reloadsOnMiss: false) { $0.allowedOrigins[tenant] } ?? []
     }
 
     /// Notes a tenant created, or its keys replaced, by this process.
@@ -251,6 +261,9 @@ public final class CredentialDirectory: Sendable {
         for row in try await self.pool.query("SELECT tenant_id, user_id, revoked_before FROM receipts.current_token_revocations()") {
             snapshot.revocations[try row.decode(String.self, column: 0), default: [:]][try row.decode(String.self, column: 1)] =
                 try row.decode(Date.self, column: 2)
+        }
+        for row in try await self.pool.query("SELECT tenant_id, allowed_origins FROM receipts.tenant_allowed_origins()") {
+            snapshot.allowedOrigins[try row.decode(String.self, column: 0)] = try row.decode([String].self, column: 1)
         }
         return snapshot
     }

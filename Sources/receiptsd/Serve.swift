@@ -42,6 +42,19 @@ struct Serve: AsyncParsableCommand {
         configuration.webhooks.retryBase = .milliseconds(
             try environment.integer("RECEIPTS_WEBHOOK_RETRY_BASE_MILLISECONDS", default: 1000, in: 1...300_000))
         configuration.webhooks.lease = .seconds(try environment.integer("RECEIPTS_WEBHOOK_LEASE_SECONDS", default: 20, in: 11...3600))
+        if let origins = environment["RECEIPTS_ALLOWED_ORIGINS"] {
+            do {
+                configuration.allowedOrigins = try AllowedOrigins(parsing: origins)
+            } catch {
+                throw ConfigurationError("RECEIPTS_ALLOWED_ORIGINS: \(error.description)")
+            }
+        }
+        if try environment.boolean("RECEIPTS_DEMO", default: false) {
+            configuration.demoTenant = environment["RECEIPTS_DEMO_TENANT"] ?? "demo"
+            logger.notice(
+                "demo page on: it hands out tokens of the demo tenant's demo users to anyone who can reach it",
+                metadata: ["receipts.tenant_id": "\(configuration.demoTenant!)", "path": "/demo"])
+        }
         let app = try await buildApplication(configuration, logger: logger)
         try await ServiceGroup(configuration: .receiptsd(running: app, gracePeriod: configuration.shutdownGracePeriod, logger: logger)).run()
     }

@@ -87,10 +87,13 @@ final class Authenticator: Sendable {
     }
 }
 
-/// Authenticates every `/v1` request and stores the caller in the context.
+/// Authenticates every `/v1` request and stores the caller in the context; refuses (403) a
+/// browser's request from an origin the caller's tenant does not allow, before any handler
+/// runs (`CrossOriginMiddleware` shares the answers to the origins it allows).
 struct AuthenticationMiddleware: RouterMiddleware {
     typealias Context = ReceiptsRequestContext
     let authenticator: Authenticator
+    let origins: OriginPolicy
     /// Whether `?token=` is accepted too: only for the event stream, as EventSource cannot
     /// set headers.
     var acceptsTokenParameter = false
@@ -101,7 +104,14 @@ struct AuthenticationMiddleware: RouterMiddleware {
             throw APIError.unauthorized("missing bearer credential")
         }
         var context = context
-        context.principal = try await self.authenticator.principal(for: credential)
+        let principal = try await self.authenticator.principal(for: credential)
+        if let browser = context.browserOrigin, !browser.isAllowed {
+            guard try await self.origins.allowedByTenant(browser.origin, tenant: principal.tenantId) else {
+                throw OriginPolicy.refusal(of: browser.origin)
+            }
+            browser.allow()
+        }
+        context.principal = principal
         return try await next(request, context)
     }
 }

@@ -7,10 +7,14 @@ public struct ReceiptsRequestContext: RequestContext {
     public var coreContext: CoreRequestContextStorage
     /// The caller of a `/v1` route (nil before authentication and on public routes).
     public var principal: Principal?
+    /// The origin of a browser's request (`Origin`) and whether it is allowed, set by
+    /// `CrossOriginMiddleware`; nil for requests without `Origin`.
+    var browserOrigin: BrowserOrigin?
 
     public init(source: Source) {
         self.coreContext = .init(source: source)
         self.principal = nil
+        self.browserOrigin = nil
     }
 
     /// Bodies over 1 MiB are refused with 413 (the OpenAPI document, `info`).

@@ -38,6 +38,8 @@ struct StreamGuards: Sendable {
     let authenticator: Authenticator
     let limiter: StreamLimiter
     let shutdown: StreamShutdown
+    /// The web origins each tenant allows: a browser's upgrade from another is refused.
+    let origins: OriginPolicy
     /// How often a stream's credential is checked again (see `StreamCredential`).
     let credentialCheckInterval: Duration
 }
@@ -198,8 +200,10 @@ struct WebSocketStream {
 }
 
 /// Authenticates a stream request (`Authorization`, or `?token=` with a user token, as browsers
-/// cannot set headers on WebSocket), takes its place under the stream caps, and resolves where
-/// it starts (`?after=`); any refusal is answered before the upgrade.
+/// cannot set headers on WebSocket), refuses a browser's upgrade from an origin the tenant
+/// does not allow (403: browsers apply no CORS to WebSocket, the server must), takes its
+/// place under the stream caps, and resolves where it starts (`?after=`); any refusal is
+/// answered before the upgrade.
 struct StreamStartMiddleware: RouterMiddleware {
     typealias Context = ReceiptsWebSocketContext
     let guards: StreamGuards
@@ -211,6 +215,11 @@ struct StreamStartMiddleware: RouterMiddleware {
         }
         var context = context
         let principal = try await self.guards.authenticator.principal(for: credential)
+        if let origin = request.headers[.origin],
+            try await !self.guards.origins.allows(origin, authority: request.head.authority, tenant: principal.tenantId)
+        {
+            throw OriginPolicy.refusal(of: origin)
+        }
         let permit = try self.guards.limiter.admit(principal)
         let start = try await self.hub.start(tenant: principal.tenantId, after: request.uri.queryParameters.get("after"))
         context.stream = OpeningStream(

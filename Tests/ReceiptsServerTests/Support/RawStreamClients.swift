@@ -24,8 +24,9 @@ struct RawUpgrade {
     }
 
     /// Sends `GET <path>` with the WebSocket upgrade headers (and `Authorization: Bearer` when
-    /// `credential` is given), and reads the answer's head, and its body when it has one.
-    static func open(port: Int, path: String, credential: String? = nil) async throws -> RawUpgrade {
+    /// `credential` is given, `Origin` when `origin` is), and reads the answer's head, and its
+    /// body when it has one.
+    static func open(port: Int, path: String, credential: String? = nil, origin: String? = nil) async throws -> RawUpgrade {
         let received = ReceivedBytes()
         let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .channelInitializer { channel in
@@ -35,6 +36,7 @@ struct RawUpgrade {
         var request = "GET \(path) HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
         request += "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n"
         if let credential { request += "Authorization: Bearer \(credential)\r\n" }
+        if let origin { request += "Origin: \(origin)\r\n" }
         request += "\r\n"
         try await channel.writeAndFlush(ByteBuffer(string: request)).get()
         let deadline = ContinuousClock.now + .seconds(10)

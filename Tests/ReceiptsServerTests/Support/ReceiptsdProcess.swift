@@ -15,13 +15,14 @@ struct ReceiptsdProcess {
     ///
     /// The port is taken below Linux's ephemeral range (32768–60999), from which the tests'
     /// own outgoing connections and port-0 listeners take theirs. A port some other program
-    /// holds makes receiptsd exit at once; then another port is tried.
+    /// holds makes receiptsd exit at once; then another port is tried. With `port` (a restart
+    /// on the port of a stopped one) only that port is tried.
     static func start(
-        arguments: [String], environment: [String: String], executable: String = TestDatabase.receiptsdExecutable
+        arguments: [String], environment: [String: String], executable: String = TestDatabase.receiptsdExecutable, port: Int? = nil
     ) async throws -> ReceiptsdProcess {
         var exits: [String] = []
-        for _ in 0..<5 {
-            let port = Int.random(in: 20_000...32_000)
+        for _ in 0..<(port == nil ? 5 : 1) {
+            let port = port ?? Int.random(in: 20_000...32_000)
             let process = Process()
             process.executableURL = URL(fileURLWithPath: executable)
             process.arguments = ["serve", "--port", String(port)] + arguments
