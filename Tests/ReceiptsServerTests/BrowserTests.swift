@@ -1,5 +1,6 @@
 import AsyncHTTPClient
 import Foundation
+import HTTPTypes
 import NIOCore
 import NIOHTTP1
 import TestSupport
@@ -80,8 +81,7 @@ struct BrowserTests {
         let adminToken = TestDatabase.uniqueName("admin")
         let environment = ["DATABASE_URL": TestDatabase.url, "RECEIPTS_ADMIN_TOKEN": adminToken, "LOG_LEVEL": "error"]
         let first = try await ReceiptsdProcess.start(arguments: ["--no-migrate"], environment: environment)
-        var running = [first]
-        defer { for service in running { service.kill() } }
+        defer { first.kill() }
         let receipts = first.baseURL
 
         let apiKey = try #require(try await Self.send(.POST, receipts + "/admin/v1/tenants", as: adminToken, json: ["name": "restart"])["apiKey"] as? String)
@@ -110,7 +110,7 @@ struct BrowserTests {
                 try #require(!first.process.isRunning, "receiptsd still runs 15 s after SIGTERM")
 
                 let second = try await ReceiptsdProcess.start(arguments: ["--no-migrate"], environment: environment, port: first.port)
-                running.append(second)
+                defer { second.kill() }
                 // Sent at once, before the streams are back: they come with the resume.
                 sent.append(try await Self.sendMessage(receipts, apiKey, "right after the restart"))
                 try await browser.waitUntil(

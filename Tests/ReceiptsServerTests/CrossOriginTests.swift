@@ -2,6 +2,7 @@ import AsyncHTTPClient
 import Foundation
 import HTTPTypes
 import NIOCore
+import NIOHTTP1
 import ReceiptsServer
 import TestSupport
 import Testing

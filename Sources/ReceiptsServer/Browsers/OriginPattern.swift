@@ -1,3 +1,5 @@
+import Foundation
+
 /// One entry of a list of allowed web origins: `scheme://host[:port]`, or
 /// `scheme://*.domain[:port]` for every subdomain of `domain` (DESIGN.md, "Browsers").
 ///

@@ -16,11 +16,7 @@ enum WebClientPage {
         }
         router.get("favicon.ico") { _, _ in HTTPResponse.Status.noContent }
         let app = Application(router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)))
-        var result: Result?
-        try await app.test(.live) { client in
-            result = try await body(client.port!)
-        }
-        return result!
+        return try await app.test(.live) { client in try await body(client.port!) }
     }
 
     /// The page. `startStreams(base, token)` opens an EventSource and a WebSocket on Receipts
