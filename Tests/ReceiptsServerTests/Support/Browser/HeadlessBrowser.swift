@@ -65,8 +65,7 @@ final class HeadlessBrowser: @unchecked Sendable {
             try process.run()
             let driverURL = "http://127.0.0.1:\(port)"
             guard await Self.waitUntilReady(driverURL, process: process) else {
-                if process.isRunning { process.terminate() }
-                process.waitUntilExit()
+                Self.stop(process)
                 failures.append("port \(port): chromedriver did not become ready")
                 continue
             }
@@ -91,8 +90,7 @@ final class HeadlessBrowser: @unchecked Sendable {
                 _ = try await browser.command(.POST, "timeouts", body: ["script": 15_000, "pageLoad": 15_000])
                 return browser
             } catch {
-                process.terminate()
-                process.waitUntilExit()
+                Self.stop(process)
                 throw error
             }
         }
@@ -113,8 +111,14 @@ final class HeadlessBrowser: @unchecked Sendable {
     /// Ends the session (closing the browser) and chromedriver.
     func quit() async {
         _ = try? await Self.command(.DELETE, "\(self.driverURL)/session/\(self.session)")
-        if self.driver.isRunning { self.driver.terminate() }
-        self.driver.waitUntilExit()
+        Self.stop(self.driver)
+    }
+
+    /// Ends chromedriver: SIGKILL, as it does not end on SIGTERM (its browser, if any, is gone
+    /// with the session, or ends when the driver's pipe closes).
+    private static func stop(_ driver: Process) {
+        if driver.isRunning { kill(driver.processIdentifier, SIGKILL) }
+        driver.waitUntilExit()
     }
 
     /// Loads a page and waits for its load event.
