@@ -66,6 +66,8 @@ struct ClientOperationsTests {
             try await receipts.revokeTokens(of: "nobody")
             #expect(try await receipts.erase(user: "nobody", deletingMessages: true).erasure == .pending)
             #expect(try await receipts.erasure(of: "nobody").userId == "nobody")
+            #expect(try await receipts.setAllowedOrigins(["HTTPS://Chat.Example.com/", "https://*.example.com"]) == ["https://chat.example.com", "https://*.example.com"])
+            #expect(try await receipts.allowedOrigins() == ["https://chat.example.com", "https://*.example.com"])
 
             // The rest through the generated client, with the same credential and errors.
             #expect(try await receipts.generated.healthz().ok.body.json.status == "ok")

@@ -77,6 +77,8 @@ struct MigrationCatalogueTests {
             "send_each", "send_message", "tenant_for_api_key", "tenant_token_secret", "tenant_token_secrets",
             "request_user_erasure", "user_erasure", "request_tenant_erasure", "erase_user_step", "erase_tenant_step", "erasure_step",
         ].map { "receipts.\($0)(" },
+        // A tenant's allowed web origins (a column of tenants, covered above by "tenants.").
+        "0004_allowed_origins": ["set_allowed_origins", "tenant_allowed_origins"].map { "receipts.\($0)(" },
     ]
 
     /// Whether a difference is one a migration after the baseline made.

@@ -1346,6 +1346,50 @@ extension Components {
                 ])
             }
         }
+        /// - Remark: Generated from `#/components/schemas/TenantSettingsRequest`.
+        public struct TenantSettingsRequest: Codable, Hashable, Sendable {
+            /// The web origins the tenant's web client runs on.
+            ///
+            /// - Remark: Generated from `#/components/schemas/TenantSettingsRequest/allowedOrigins`.
+            public var allowedOrigins: [Swift.String]
+            /// Creates a new `TenantSettingsRequest`.
+            ///
+            /// - Parameters:
+            ///   - allowedOrigins: The web origins the tenant's web client runs on.
+            public init(allowedOrigins: [Swift.String]) {
+                self.allowedOrigins = allowedOrigins
+            }
+            public enum CodingKeys: String, CodingKey {
+                case allowedOrigins
+            }
+            public init(from decoder: any Swift.Decoder) throws {
+                let container = try decoder.container(keyedBy: CodingKeys.self)
+                self.allowedOrigins = try container.decode(
+                    [Swift.String].self,
+                    forKey: .allowedOrigins
+                )
+                try decoder.ensureNoAdditionalProperties(knownKeys: [
+                    "allowedOrigins"
+                ])
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/TenantSettings`.
+        public struct TenantSettings: Codable, Hashable, Sendable {
+            /// The web origins the tenant's credentials may be used from in a browser, as stored.
+            ///
+            /// - Remark: Generated from `#/components/schemas/TenantSettings/allowedOrigins`.
+            public var allowedOrigins: [Swift.String]
+            /// Creates a new `TenantSettings`.
+            ///
+            /// - Parameters:
+            ///   - allowedOrigins: The web origins the tenant's credentials may be used from in a browser, as stored.
+            public init(allowedOrigins: [Swift.String]) {
+                self.allowedOrigins = allowedOrigins
+            }
+            public enum CodingKeys: String, CodingKey {
+                case allowedOrigins
+            }
+        }
         /// - Remark: Generated from `#/components/schemas/Settings`.
         public struct Settings: Codable, Hashable, Sendable {
             /// - Remark: Generated from `#/components/schemas/Settings/userId`.

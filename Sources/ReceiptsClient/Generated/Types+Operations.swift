@@ -138,7 +138,10 @@ public enum Operations {
                     }
                 }
             }
-            /// A wrong or missing credential (`unauthorized`).
+            /// A wrong or missing credential (`unauthorized`). To a browser it carries
+            /// `Access-Control-Allow-Origin` whatever its origin, so that a web client can tell
+            /// an expired token from a network failure.
+            ///
             ///
             /// - Remark: Generated from `#/paths//admin/v1/tenants/post(createTenant)/responses/401`.
             ///
@@ -422,7 +425,10 @@ public enum Operations {
                     }
                 }
             }
-            /// A wrong or missing credential (`unauthorized`).
+            /// A wrong or missing credential (`unauthorized`). To a browser it carries
+            /// `Access-Control-Allow-Origin` whatever its origin, so that a web client can tell
+            /// an expired token from a network failure.
+            ///
             ///
             /// - Remark: Generated from `#/paths//admin/v1/tenants/{tenantId}/delete(eraseTenant)/responses/401`.
             ///
@@ -655,7 +661,10 @@ public enum Operations {
                     }
                 }
             }
-            /// A wrong or missing credential (`unauthorized`).
+            /// A wrong or missing credential (`unauthorized`). To a browser it carries
+            /// `Access-Control-Allow-Origin` whatever its origin, so that a web client can tell
+            /// an expired token from a network failure.
+            ///
             ///
             /// - Remark: Generated from `#/paths//admin/v1/tenants/{tenantId}/keys/get(listApiKeys)/responses/401`.
             ///
@@ -890,7 +899,10 @@ public enum Operations {
                     }
                 }
             }
-            /// A wrong or missing credential (`unauthorized`).
+            /// A wrong or missing credential (`unauthorized`). To a browser it carries
+            /// `Access-Control-Allow-Origin` whatever its origin, so that a web client can tell
+            /// an expired token from a network failure.
+            ///
             ///
             /// - Remark: Generated from `#/paths//admin/v1/tenants/{tenantId}/keys/post(addApiKey)/responses/401`.
             ///
@@ -1140,7 +1152,10 @@ public enum Operations {
                     }
                 }
             }
-            /// A wrong or missing credential (`unauthorized`).
+            /// A wrong or missing credential (`unauthorized`). To a browser it carries
+            /// `Access-Control-Allow-Origin` whatever its origin, so that a web client can tell
+            /// an expired token from a network failure.
+            ///
             ///
             /// - Remark: Generated from `#/paths//admin/v1/tenants/{tenantId}/keys/{keyId}/delete(removeApiKey)/responses/401`.
             ///
@@ -1375,7 +1390,10 @@ public enum Operations {
                     }
                 }
             }
-            /// A wrong or missing credential (`unauthorized`).
+            /// A wrong or missing credential (`unauthorized`). To a browser it carries
+            /// `Access-Control-Allow-Origin` whatever its origin, so that a web client can tell
+            /// an expired token from a network failure.
+            ///
             ///
             /// - Remark: Generated from `#/paths//admin/v1/tenants/{tenantId}/token-secret/rotate/post(rotateTokenSecret)/responses/401`.
             ///
@@ -1600,7 +1618,10 @@ public enum Operations {
                     }
                 }
             }
-            /// A wrong or missing credential (`unauthorized`).
+            /// A wrong or missing credential (`unauthorized`). To a browser it carries
+            /// `Access-Control-Allow-Origin` whatever its origin, so that a web client can tell
+            /// an expired token from a network failure.
+            ///
             ///
             /// - Remark: Generated from `#/paths//v1/tokens/post(createToken)/responses/401`.
             ///
@@ -1625,7 +1646,8 @@ public enum Operations {
             }
             /// The credential may not do this (`forbidden`): a user token naming another user
             /// or a chat it is not a member of, a user token where the tenant key is needed,
-            /// or a named user who is not a member of the chat.
+            /// a named user who is not a member of the chat, or a browser's request from an
+            /// origin the credential's tenant does not allow.
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/tokens/post(createToken)/responses/403`.
@@ -1857,7 +1879,10 @@ public enum Operations {
                     }
                 }
             }
-            /// A wrong or missing credential (`unauthorized`).
+            /// A wrong or missing credential (`unauthorized`). To a browser it carries
+            /// `Access-Control-Allow-Origin` whatever its origin, so that a web client can tell
+            /// an expired token from a network failure.
+            ///
             ///
             /// - Remark: Generated from `#/paths//v1/chats/{chatId}/get(getChat)/responses/401`.
             ///
@@ -1882,7 +1907,8 @@ public enum Operations {
             }
             /// The credential may not do this (`forbidden`): a user token naming another user
             /// or a chat it is not a member of, a user token where the tenant key is needed,
-            /// or a named user who is not a member of the chat.
+            /// a named user who is not a member of the chat, or a browser's request from an
+            /// origin the credential's tenant does not allow.
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/chats/{chatId}/get(getChat)/responses/403`.
@@ -2178,7 +2204,10 @@ public enum Operations {
                     }
                 }
             }
-            /// A wrong or missing credential (`unauthorized`).
+            /// A wrong or missing credential (`unauthorized`). To a browser it carries
+            /// `Access-Control-Allow-Origin` whatever its origin, so that a web client can tell
+            /// an expired token from a network failure.
+            ///
             ///
             /// - Remark: Generated from `#/paths//v1/chats/{chatId}/put(putChat)/responses/401`.
             ///
@@ -2203,7 +2232,8 @@ public enum Operations {
             }
             /// The credential may not do this (`forbidden`): a user token naming another user
             /// or a chat it is not a member of, a user token where the tenant key is needed,
-            /// or a named user who is not a member of the chat.
+            /// a named user who is not a member of the chat, or a browser's request from an
+            /// origin the credential's tenant does not allow.
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/chats/{chatId}/put(putChat)/responses/403`.
@@ -2445,7 +2475,10 @@ public enum Operations {
                     }
                 }
             }
-            /// A wrong or missing credential (`unauthorized`).
+            /// A wrong or missing credential (`unauthorized`). To a browser it carries
+            /// `Access-Control-Allow-Origin` whatever its origin, so that a web client can tell
+            /// an expired token from a network failure.
+            ///
             ///
             /// - Remark: Generated from `#/paths//v1/chats/{chatId}/delete(deleteChat)/responses/401`.
             ///
@@ -2470,7 +2503,8 @@ public enum Operations {
             }
             /// The credential may not do this (`forbidden`): a user token naming another user
             /// or a chat it is not a member of, a user token where the tenant key is needed,
-            /// or a named user who is not a member of the chat.
+            /// a named user who is not a member of the chat, or a browser's request from an
+            /// origin the credential's tenant does not allow.
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/chats/{chatId}/delete(deleteChat)/responses/403`.
@@ -2715,7 +2749,10 @@ public enum Operations {
                     }
                 }
             }
-            /// A wrong or missing credential (`unauthorized`).
+            /// A wrong or missing credential (`unauthorized`). To a browser it carries
+            /// `Access-Control-Allow-Origin` whatever its origin, so that a web client can tell
+            /// an expired token from a network failure.
+            ///
             ///
             /// - Remark: Generated from `#/paths//v1/chats/{chatId}/members/post(addMember)/responses/401`.
             ///
@@ -2740,7 +2777,8 @@ public enum Operations {
             }
             /// The credential may not do this (`forbidden`): a user token naming another user
             /// or a chat it is not a member of, a user token where the tenant key is needed,
-            /// or a named user who is not a member of the chat.
+            /// a named user who is not a member of the chat, or a browser's request from an
+            /// origin the credential's tenant does not allow.
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/chats/{chatId}/members/post(addMember)/responses/403`.
@@ -3031,7 +3069,10 @@ public enum Operations {
                     }
                 }
             }
-            /// A wrong or missing credential (`unauthorized`).
+            /// A wrong or missing credential (`unauthorized`). To a browser it carries
+            /// `Access-Control-Allow-Origin` whatever its origin, so that a web client can tell
+            /// an expired token from a network failure.
+            ///
             ///
             /// - Remark: Generated from `#/paths//v1/chats/{chatId}/members/{userId}/delete(removeMember)/responses/401`.
             ///
@@ -3056,7 +3097,8 @@ public enum Operations {
             }
             /// The credential may not do this (`forbidden`): a user token naming another user
             /// or a chat it is not a member of, a user token where the tenant key is needed,
-            /// or a named user who is not a member of the chat.
+            /// a named user who is not a member of the chat, or a browser's request from an
+            /// origin the credential's tenant does not allow.
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/chats/{chatId}/members/{userId}/delete(removeMember)/responses/403`.
@@ -3364,7 +3406,10 @@ public enum Operations {
                     }
                 }
             }
-            /// A wrong or missing credential (`unauthorized`).
+            /// A wrong or missing credential (`unauthorized`). To a browser it carries
+            /// `Access-Control-Allow-Origin` whatever its origin, so that a web client can tell
+            /// an expired token from a network failure.
+            ///
             ///
             /// - Remark: Generated from `#/paths//v1/chats/{chatId}/messages/get(listMessages)/responses/401`.
             ///
@@ -3389,7 +3434,8 @@ public enum Operations {
             }
             /// The credential may not do this (`forbidden`): a user token naming another user
             /// or a chat it is not a member of, a user token where the tenant key is needed,
-            /// or a named user who is not a member of the chat.
+            /// a named user who is not a member of the chat, or a browser's request from an
+            /// origin the credential's tenant does not allow.
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/chats/{chatId}/messages/get(listMessages)/responses/403`.
@@ -3686,7 +3732,10 @@ public enum Operations {
                     }
                 }
             }
-            /// A wrong or missing credential (`unauthorized`).
+            /// A wrong or missing credential (`unauthorized`). To a browser it carries
+            /// `Access-Control-Allow-Origin` whatever its origin, so that a web client can tell
+            /// an expired token from a network failure.
+            ///
             ///
             /// - Remark: Generated from `#/paths//v1/chats/{chatId}/messages/post(sendMessage)/responses/401`.
             ///
@@ -3711,7 +3760,8 @@ public enum Operations {
             }
             /// The credential may not do this (`forbidden`): a user token naming another user
             /// or a chat it is not a member of, a user token where the tenant key is needed,
-            /// or a named user who is not a member of the chat.
+            /// a named user who is not a member of the chat, or a browser's request from an
+            /// origin the credential's tenant does not allow.
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/chats/{chatId}/messages/post(sendMessage)/responses/403`.
@@ -4058,7 +4108,10 @@ public enum Operations {
                     }
                 }
             }
-            /// A wrong or missing credential (`unauthorized`).
+            /// A wrong or missing credential (`unauthorized`). To a browser it carries
+            /// `Access-Control-Allow-Origin` whatever its origin, so that a web client can tell
+            /// an expired token from a network failure.
+            ///
             ///
             /// - Remark: Generated from `#/paths//v1/chats/{chatId}/messages/{messageId}/get(getMessage)/responses/401`.
             ///
@@ -4083,7 +4136,8 @@ public enum Operations {
             }
             /// The credential may not do this (`forbidden`): a user token naming another user
             /// or a chat it is not a member of, a user token where the tenant key is needed,
-            /// or a named user who is not a member of the chat.
+            /// a named user who is not a member of the chat, or a browser's request from an
+            /// origin the credential's tenant does not allow.
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/chats/{chatId}/messages/{messageId}/get(getMessage)/responses/403`.
@@ -4315,7 +4369,10 @@ public enum Operations {
                     }
                 }
             }
-            /// A wrong or missing credential (`unauthorized`).
+            /// A wrong or missing credential (`unauthorized`). To a browser it carries
+            /// `Access-Control-Allow-Origin` whatever its origin, so that a web client can tell
+            /// an expired token from a network failure.
+            ///
             ///
             /// - Remark: Generated from `#/paths//v1/chats/{chatId}/messages/{messageId}/delete(deleteMessage)/responses/401`.
             ///
@@ -4340,7 +4397,8 @@ public enum Operations {
             }
             /// The credential may not do this (`forbidden`): a user token naming another user
             /// or a chat it is not a member of, a user token where the tenant key is needed,
-            /// or a named user who is not a member of the chat.
+            /// a named user who is not a member of the chat, or a browser's request from an
+            /// origin the credential's tenant does not allow.
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/chats/{chatId}/messages/{messageId}/delete(deleteMessage)/responses/403`.
@@ -4589,7 +4647,10 @@ public enum Operations {
                     }
                 }
             }
-            /// A wrong or missing credential (`unauthorized`).
+            /// A wrong or missing credential (`unauthorized`). To a browser it carries
+            /// `Access-Control-Allow-Origin` whatever its origin, so that a web client can tell
+            /// an expired token from a network failure.
+            ///
             ///
             /// - Remark: Generated from `#/paths//v1/chats/{chatId}/read/post(markRead)/responses/401`.
             ///
@@ -4614,7 +4675,8 @@ public enum Operations {
             }
             /// The credential may not do this (`forbidden`): a user token naming another user
             /// or a chat it is not a member of, a user token where the tenant key is needed,
-            /// or a named user who is not a member of the chat.
+            /// a named user who is not a member of the chat, or a browser's request from an
+            /// origin the credential's tenant does not allow.
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/chats/{chatId}/read/post(markRead)/responses/403`.
@@ -4882,7 +4944,10 @@ public enum Operations {
                     }
                 }
             }
-            /// A wrong or missing credential (`unauthorized`).
+            /// A wrong or missing credential (`unauthorized`). To a browser it carries
+            /// `Access-Control-Allow-Origin` whatever its origin, so that a web client can tell
+            /// an expired token from a network failure.
+            ///
             ///
             /// - Remark: Generated from `#/paths//v1/chats/{chatId}/delivered/post(markDelivered)/responses/401`.
             ///
@@ -4907,7 +4972,8 @@ public enum Operations {
             }
             /// The credential may not do this (`forbidden`): a user token naming another user
             /// or a chat it is not a member of, a user token where the tenant key is needed,
-            /// or a named user who is not a member of the chat.
+            /// a named user who is not a member of the chat, or a browser's request from an
+            /// origin the credential's tenant does not allow.
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/chats/{chatId}/delivered/post(markDelivered)/responses/403`.
@@ -5174,7 +5240,10 @@ public enum Operations {
                     }
                 }
             }
-            /// A wrong or missing credential (`unauthorized`).
+            /// A wrong or missing credential (`unauthorized`). To a browser it carries
+            /// `Access-Control-Allow-Origin` whatever its origin, so that a web client can tell
+            /// an expired token from a network failure.
+            ///
             ///
             /// - Remark: Generated from `#/paths//v1/chats/{chatId}/unread/post(markUnread)/responses/401`.
             ///
@@ -5199,7 +5268,8 @@ public enum Operations {
             }
             /// The credential may not do this (`forbidden`): a user token naming another user
             /// or a chat it is not a member of, a user token where the tenant key is needed,
-            /// or a named user who is not a member of the chat.
+            /// a named user who is not a member of the chat, or a browser's request from an
+            /// origin the credential's tenant does not allow.
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/chats/{chatId}/unread/post(markUnread)/responses/403`.
@@ -5486,7 +5556,10 @@ public enum Operations {
                     }
                 }
             }
-            /// A wrong or missing credential (`unauthorized`).
+            /// A wrong or missing credential (`unauthorized`). To a browser it carries
+            /// `Access-Control-Allow-Origin` whatever its origin, so that a web client can tell
+            /// an expired token from a network failure.
+            ///
             ///
             /// - Remark: Generated from `#/paths//v1/users/{userId}/delete(eraseUser)/responses/401`.
             ///
@@ -5511,7 +5584,8 @@ public enum Operations {
             }
             /// The credential may not do this (`forbidden`): a user token naming another user
             /// or a chat it is not a member of, a user token where the tenant key is needed,
-            /// or a named user who is not a member of the chat.
+            /// a named user who is not a member of the chat, or a browser's request from an
+            /// origin the credential's tenant does not allow.
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/users/{userId}/delete(eraseUser)/responses/403`.
@@ -5720,7 +5794,10 @@ public enum Operations {
                     }
                 }
             }
-            /// A wrong or missing credential (`unauthorized`).
+            /// A wrong or missing credential (`unauthorized`). To a browser it carries
+            /// `Access-Control-Allow-Origin` whatever its origin, so that a web client can tell
+            /// an expired token from a network failure.
+            ///
             ///
             /// - Remark: Generated from `#/paths//v1/users/{userId}/erasure/get(getUserErasure)/responses/401`.
             ///
@@ -5745,7 +5822,8 @@ public enum Operations {
             }
             /// The credential may not do this (`forbidden`): a user token naming another user
             /// or a chat it is not a member of, a user token where the tenant key is needed,
-            /// or a named user who is not a member of the chat.
+            /// a named user who is not a member of the chat, or a browser's request from an
+            /// origin the credential's tenant does not allow.
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/users/{userId}/erasure/get(getUserErasure)/responses/403`.
@@ -5980,7 +6058,10 @@ public enum Operations {
                     }
                 }
             }
-            /// A wrong or missing credential (`unauthorized`).
+            /// A wrong or missing credential (`unauthorized`). To a browser it carries
+            /// `Access-Control-Allow-Origin` whatever its origin, so that a web client can tell
+            /// an expired token from a network failure.
+            ///
             ///
             /// - Remark: Generated from `#/paths//v1/users/{userId}/unread/get(getUnread)/responses/401`.
             ///
@@ -6005,7 +6086,8 @@ public enum Operations {
             }
             /// The credential may not do this (`forbidden`): a user token naming another user
             /// or a chat it is not a member of, a user token where the tenant key is needed,
-            /// or a named user who is not a member of the chat.
+            /// a named user who is not a member of the chat, or a browser's request from an
+            /// origin the credential's tenant does not allow.
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/users/{userId}/unread/get(getUnread)/responses/403`.
@@ -6227,7 +6309,10 @@ public enum Operations {
                     }
                 }
             }
-            /// A wrong or missing credential (`unauthorized`).
+            /// A wrong or missing credential (`unauthorized`). To a browser it carries
+            /// `Access-Control-Allow-Origin` whatever its origin, so that a web client can tell
+            /// an expired token from a network failure.
+            ///
             ///
             /// - Remark: Generated from `#/paths//v1/users/{userId}/settings/put(putSettings)/responses/401`.
             ///
@@ -6252,7 +6337,8 @@ public enum Operations {
             }
             /// The credential may not do this (`forbidden`): a user token naming another user
             /// or a chat it is not a member of, a user token where the tenant key is needed,
-            /// or a named user who is not a member of the chat.
+            /// a named user who is not a member of the chat, or a browser's request from an
+            /// origin the credential's tenant does not allow.
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/users/{userId}/settings/put(putSettings)/responses/403`.
@@ -6485,7 +6571,10 @@ public enum Operations {
                     }
                 }
             }
-            /// A wrong or missing credential (`unauthorized`).
+            /// A wrong or missing credential (`unauthorized`). To a browser it carries
+            /// `Access-Control-Allow-Origin` whatever its origin, so that a web client can tell
+            /// an expired token from a network failure.
+            ///
             ///
             /// - Remark: Generated from `#/paths//v1/users/{userId}/tokens/revoke/post(revokeTokens)/responses/401`.
             ///
@@ -6510,7 +6599,8 @@ public enum Operations {
             }
             /// The credential may not do this (`forbidden`): a user token naming another user
             /// or a chat it is not a member of, a user token where the tenant key is needed,
-            /// or a named user who is not a member of the chat.
+            /// a named user who is not a member of the chat, or a browser's request from an
+            /// origin the credential's tenant does not allow.
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/users/{userId}/tokens/revoke/post(revokeTokens)/responses/403`.
@@ -6540,6 +6630,455 @@ public enum Operations {
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/users/{userId}/tokens/revoke/post(revokeTokens)/responses/503`.
+            ///
+            /// HTTP response code: `503 serviceUnavailable`.
+            case serviceUnavailable(Components.Responses.Unavailable)
+            /// The associated value of the enum case if `self` is `.serviceUnavailable`.
+            ///
+            /// - Throws: An error if `self` is not `.serviceUnavailable`.
+            /// - SeeAlso: `.serviceUnavailable`.
+            public var serviceUnavailable: Components.Responses.Unavailable {
+                get throws {
+                    switch self {
+                    case let .serviceUnavailable(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "serviceUnavailable",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Undocumented response.
+            ///
+            /// A response with a code that is not documented in the OpenAPI document.
+            case undocumented(statusCode: Swift.Int, OpenAPIRuntime.UndocumentedPayload)
+        }
+        @frozen public enum AcceptableContentType: AcceptableProtocol {
+            case json
+            case other(Swift.String)
+            public init?(rawValue: Swift.String) {
+                switch rawValue.lowercased() {
+                case "application/json":
+                    self = .json
+                default:
+                    self = .other(rawValue)
+                }
+            }
+            public var rawValue: Swift.String {
+                switch self {
+                case let .other(string):
+                    return string
+                case .json:
+                    return "application/json"
+                }
+            }
+            public static var allCases: [Self] {
+                [
+                    .json
+                ]
+            }
+        }
+    }
+    /// The tenant's settings
+    ///
+    /// The web origins the tenant's credentials may be used from in a browser (`allowedOrigins`).
+    ///
+    /// - Remark: HTTP `GET /v1/settings`.
+    /// - Remark: Generated from `#/paths//v1/settings/get(getTenantSettings)`.
+    public enum GetTenantSettings {
+        public static let id: Swift.String = "getTenantSettings"
+        public struct Input: Sendable, Hashable {
+            /// - Remark: Generated from `#/paths/v1/settings/GET/header`.
+            public struct Headers: Sendable, Hashable {
+                public var accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.GetTenantSettings.AcceptableContentType>]
+                /// Creates a new `Headers`.
+                ///
+                /// - Parameters:
+                ///   - accept:
+                public init(accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.GetTenantSettings.AcceptableContentType>] = .defaultValues()) {
+                    self.accept = accept
+                }
+            }
+            public var headers: Operations.GetTenantSettings.Input.Headers
+            /// Creates a new `Input`.
+            ///
+            /// - Parameters:
+            ///   - headers:
+            public init(headers: Operations.GetTenantSettings.Input.Headers = .init()) {
+                self.headers = headers
+            }
+        }
+        @frozen public enum Output: Sendable, Hashable {
+            public struct Ok: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/settings/GET/responses/200/content`.
+                @frozen public enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/v1/settings/GET/responses/200/content/application\/json`.
+                    case json(Components.Schemas.TenantSettings)
+                    /// The associated value of the enum case if `self` is `.json`.
+                    ///
+                    /// - Throws: An error if `self` is not `.json`.
+                    /// - SeeAlso: `.json`.
+                    public var json: Components.Schemas.TenantSettings {
+                        get throws {
+                            switch self {
+                            case let .json(body):
+                                return body
+                            }
+                        }
+                    }
+                }
+                /// Received HTTP response body
+                public var body: Operations.GetTenantSettings.Output.Ok.Body
+                /// Creates a new `Ok`.
+                ///
+                /// - Parameters:
+                ///   - body: Received HTTP response body
+                public init(body: Operations.GetTenantSettings.Output.Ok.Body) {
+                    self.body = body
+                }
+            }
+            /// The tenant's settings.
+            ///
+            /// - Remark: Generated from `#/paths//v1/settings/get(getTenantSettings)/responses/200`.
+            ///
+            /// HTTP response code: `200 ok`.
+            case ok(Operations.GetTenantSettings.Output.Ok)
+            /// The associated value of the enum case if `self` is `.ok`.
+            ///
+            /// - Throws: An error if `self` is not `.ok`.
+            /// - SeeAlso: `.ok`.
+            public var ok: Operations.GetTenantSettings.Output.Ok {
+                get throws {
+                    switch self {
+                    case let .ok(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "ok",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// A wrong or missing credential (`unauthorized`). To a browser it carries
+            /// `Access-Control-Allow-Origin` whatever its origin, so that a web client can tell
+            /// an expired token from a network failure.
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/settings/get(getTenantSettings)/responses/401`.
+            ///
+            /// HTTP response code: `401 unauthorized`.
+            case unauthorized(Components.Responses.Unauthorized)
+            /// The associated value of the enum case if `self` is `.unauthorized`.
+            ///
+            /// - Throws: An error if `self` is not `.unauthorized`.
+            /// - SeeAlso: `.unauthorized`.
+            public var unauthorized: Components.Responses.Unauthorized {
+                get throws {
+                    switch self {
+                    case let .unauthorized(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "unauthorized",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The credential may not do this (`forbidden`): a user token naming another user
+            /// or a chat it is not a member of, a user token where the tenant key is needed,
+            /// a named user who is not a member of the chat, or a browser's request from an
+            /// origin the credential's tenant does not allow.
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/settings/get(getTenantSettings)/responses/403`.
+            ///
+            /// HTTP response code: `403 forbidden`.
+            case forbidden(Components.Responses.Forbidden)
+            /// The associated value of the enum case if `self` is `.forbidden`.
+            ///
+            /// - Throws: An error if `self` is not `.forbidden`.
+            /// - SeeAlso: `.forbidden`.
+            public var forbidden: Components.Responses.Forbidden {
+                get throws {
+                    switch self {
+                    case let .forbidden(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "forbidden",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// PostgreSQL is unreachable or did not answer within `RECEIPTS_DATABASE_TIMEOUT_SECONDS`
+            /// (`unavailable`). Nothing is known to have changed; retry (idempotent requests are
+            /// safe to repeat).
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/settings/get(getTenantSettings)/responses/503`.
+            ///
+            /// HTTP response code: `503 serviceUnavailable`.
+            case serviceUnavailable(Components.Responses.Unavailable)
+            /// The associated value of the enum case if `self` is `.serviceUnavailable`.
+            ///
+            /// - Throws: An error if `self` is not `.serviceUnavailable`.
+            /// - SeeAlso: `.serviceUnavailable`.
+            public var serviceUnavailable: Components.Responses.Unavailable {
+                get throws {
+                    switch self {
+                    case let .serviceUnavailable(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "serviceUnavailable",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Undocumented response.
+            ///
+            /// A response with a code that is not documented in the OpenAPI document.
+            case undocumented(statusCode: Swift.Int, OpenAPIRuntime.UndocumentedPayload)
+        }
+        @frozen public enum AcceptableContentType: AcceptableProtocol {
+            case json
+            case other(Swift.String)
+            public init?(rawValue: Swift.String) {
+                switch rawValue.lowercased() {
+                case "application/json":
+                    self = .json
+                default:
+                    self = .other(rawValue)
+                }
+            }
+            public var rawValue: Swift.String {
+                switch self {
+                case let .other(string):
+                    return string
+                case .json:
+                    return "application/json"
+                }
+            }
+            public static var allCases: [Self] {
+                [
+                    .json
+                ]
+            }
+        }
+    }
+    /// Set the tenant's settings
+    ///
+    /// Replaces the tenant's `allowedOrigins`: 0-50 origins, each
+    /// `scheme://host[:port]` or `scheme://*.domain[:port]` (every subdomain of
+    /// `domain`, not `domain` itself), with at most a trailing `/` after the port.
+    /// Scheme and host compare case-insensitively; the origins are answered as stored:
+    /// lowercased, without a default port (80 for http, 443 for https) or the trailing
+    /// `/`, repeats dropped. An entry with a path, query, fragment or user information
+    /// is 400, and so is anything else that names no origin. Every instance follows
+    /// within about a second. Needs the tenant key.
+    ///
+    ///
+    /// - Remark: HTTP `PUT /v1/settings`.
+    /// - Remark: Generated from `#/paths//v1/settings/put(putTenantSettings)`.
+    public enum PutTenantSettings {
+        public static let id: Swift.String = "putTenantSettings"
+        public struct Input: Sendable, Hashable {
+            /// - Remark: Generated from `#/paths/v1/settings/PUT/header`.
+            public struct Headers: Sendable, Hashable {
+                public var accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.PutTenantSettings.AcceptableContentType>]
+                /// Creates a new `Headers`.
+                ///
+                /// - Parameters:
+                ///   - accept:
+                public init(accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.PutTenantSettings.AcceptableContentType>] = .defaultValues()) {
+                    self.accept = accept
+                }
+            }
+            public var headers: Operations.PutTenantSettings.Input.Headers
+            /// - Remark: Generated from `#/paths/v1/settings/PUT/requestBody`.
+            @frozen public enum Body: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/settings/PUT/requestBody/content/application\/json`.
+                case json(Components.Schemas.TenantSettingsRequest)
+            }
+            public var body: Operations.PutTenantSettings.Input.Body
+            /// Creates a new `Input`.
+            ///
+            /// - Parameters:
+            ///   - headers:
+            ///   - body:
+            public init(
+                headers: Operations.PutTenantSettings.Input.Headers = .init(),
+                body: Operations.PutTenantSettings.Input.Body
+            ) {
+                self.headers = headers
+                self.body = body
+            }
+        }
+        @frozen public enum Output: Sendable, Hashable {
+            public struct Ok: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/settings/PUT/responses/200/content`.
+                @frozen public enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/v1/settings/PUT/responses/200/content/application\/json`.
+                    case json(Components.Schemas.TenantSettings)
+                    /// The associated value of the enum case if `self` is `.json`.
+                    ///
+                    /// - Throws: An error if `self` is not `.json`.
+                    /// - SeeAlso: `.json`.
+                    public var json: Components.Schemas.TenantSettings {
+                        get throws {
+                            switch self {
+                            case let .json(body):
+                                return body
+                            }
+                        }
+                    }
+                }
+                /// Received HTTP response body
+                public var body: Operations.PutTenantSettings.Output.Ok.Body
+                /// Creates a new `Ok`.
+                ///
+                /// - Parameters:
+                ///   - body: Received HTTP response body
+                public init(body: Operations.PutTenantSettings.Output.Ok.Body) {
+                    self.body = body
+                }
+            }
+            /// The tenant's settings, as stored.
+            ///
+            /// - Remark: Generated from `#/paths//v1/settings/put(putTenantSettings)/responses/200`.
+            ///
+            /// HTTP response code: `200 ok`.
+            case ok(Operations.PutTenantSettings.Output.Ok)
+            /// The associated value of the enum case if `self` is `.ok`.
+            ///
+            /// - Throws: An error if `self` is not `.ok`.
+            /// - SeeAlso: `.ok`.
+            public var ok: Operations.PutTenantSettings.Output.Ok {
+                get throws {
+                    switch self {
+                    case let .ok(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "ok",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Invalid request (`invalid_request`): bad JSON, a bad id, too many ids, wrong
+            /// types, or a value out of range. Nothing was changed.
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/settings/put(putTenantSettings)/responses/400`.
+            ///
+            /// HTTP response code: `400 badRequest`.
+            case badRequest(Components.Responses.BadRequest)
+            /// The associated value of the enum case if `self` is `.badRequest`.
+            ///
+            /// - Throws: An error if `self` is not `.badRequest`.
+            /// - SeeAlso: `.badRequest`.
+            public var badRequest: Components.Responses.BadRequest {
+                get throws {
+                    switch self {
+                    case let .badRequest(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "badRequest",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// A wrong or missing credential (`unauthorized`). To a browser it carries
+            /// `Access-Control-Allow-Origin` whatever its origin, so that a web client can tell
+            /// an expired token from a network failure.
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/settings/put(putTenantSettings)/responses/401`.
+            ///
+            /// HTTP response code: `401 unauthorized`.
+            case unauthorized(Components.Responses.Unauthorized)
+            /// The associated value of the enum case if `self` is `.unauthorized`.
+            ///
+            /// - Throws: An error if `self` is not `.unauthorized`.
+            /// - SeeAlso: `.unauthorized`.
+            public var unauthorized: Components.Responses.Unauthorized {
+                get throws {
+                    switch self {
+                    case let .unauthorized(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "unauthorized",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The credential may not do this (`forbidden`): a user token naming another user
+            /// or a chat it is not a member of, a user token where the tenant key is needed,
+            /// a named user who is not a member of the chat, or a browser's request from an
+            /// origin the credential's tenant does not allow.
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/settings/put(putTenantSettings)/responses/403`.
+            ///
+            /// HTTP response code: `403 forbidden`.
+            case forbidden(Components.Responses.Forbidden)
+            /// The associated value of the enum case if `self` is `.forbidden`.
+            ///
+            /// - Throws: An error if `self` is not `.forbidden`.
+            /// - SeeAlso: `.forbidden`.
+            public var forbidden: Components.Responses.Forbidden {
+                get throws {
+                    switch self {
+                    case let .forbidden(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "forbidden",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The request body is over 1 MiB (`payload_too_large`), whatever it contains.
+            ///
+            /// - Remark: Generated from `#/paths//v1/settings/put(putTenantSettings)/responses/413`.
+            ///
+            /// HTTP response code: `413 contentTooLarge`.
+            case contentTooLarge(Components.Responses.PayloadTooLarge)
+            /// The associated value of the enum case if `self` is `.contentTooLarge`.
+            ///
+            /// - Throws: An error if `self` is not `.contentTooLarge`.
+            /// - SeeAlso: `.contentTooLarge`.
+            public var contentTooLarge: Components.Responses.PayloadTooLarge {
+                get throws {
+                    switch self {
+                    case let .contentTooLarge(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "contentTooLarge",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// PostgreSQL is unreachable or did not answer within `RECEIPTS_DATABASE_TIMEOUT_SECONDS`
+            /// (`unavailable`). Nothing is known to have changed; retry (idempotent requests are
+            /// safe to repeat).
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/settings/put(putTenantSettings)/responses/503`.
             ///
             /// HTTP response code: `503 serviceUnavailable`.
             case serviceUnavailable(Components.Responses.Unavailable)
@@ -6672,7 +7211,10 @@ public enum Operations {
                     }
                 }
             }
-            /// A wrong or missing credential (`unauthorized`).
+            /// A wrong or missing credential (`unauthorized`). To a browser it carries
+            /// `Access-Control-Allow-Origin` whatever its origin, so that a web client can tell
+            /// an expired token from a network failure.
+            ///
             ///
             /// - Remark: Generated from `#/paths//v1/webhooks/get(listWebhooks)/responses/401`.
             ///
@@ -6697,7 +7239,8 @@ public enum Operations {
             }
             /// The credential may not do this (`forbidden`): a user token naming another user
             /// or a chat it is not a member of, a user token where the tenant key is needed,
-            /// or a named user who is not a member of the chat.
+            /// a named user who is not a member of the chat, or a browser's request from an
+            /// origin the credential's tenant does not allow.
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/webhooks/get(listWebhooks)/responses/403`.
@@ -6902,7 +7445,10 @@ public enum Operations {
                     }
                 }
             }
-            /// A wrong or missing credential (`unauthorized`).
+            /// A wrong or missing credential (`unauthorized`). To a browser it carries
+            /// `Access-Control-Allow-Origin` whatever its origin, so that a web client can tell
+            /// an expired token from a network failure.
+            ///
             ///
             /// - Remark: Generated from `#/paths//v1/webhooks/{webhookId}/get(getWebhook)/responses/401`.
             ///
@@ -6927,7 +7473,8 @@ public enum Operations {
             }
             /// The credential may not do this (`forbidden`): a user token naming another user
             /// or a chat it is not a member of, a user token where the tenant key is needed,
-            /// or a named user who is not a member of the chat.
+            /// a named user who is not a member of the chat, or a browser's request from an
+            /// origin the credential's tenant does not allow.
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/webhooks/{webhookId}/get(getWebhook)/responses/403`.
@@ -7230,7 +7777,10 @@ public enum Operations {
                     }
                 }
             }
-            /// A wrong or missing credential (`unauthorized`).
+            /// A wrong or missing credential (`unauthorized`). To a browser it carries
+            /// `Access-Control-Allow-Origin` whatever its origin, so that a web client can tell
+            /// an expired token from a network failure.
+            ///
             ///
             /// - Remark: Generated from `#/paths//v1/webhooks/{webhookId}/put(putWebhook)/responses/401`.
             ///
@@ -7255,7 +7805,8 @@ public enum Operations {
             }
             /// The credential may not do this (`forbidden`): a user token naming another user
             /// or a chat it is not a member of, a user token where the tenant key is needed,
-            /// or a named user who is not a member of the chat.
+            /// a named user who is not a member of the chat, or a browser's request from an
+            /// origin the credential's tenant does not allow.
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/webhooks/{webhookId}/put(putWebhook)/responses/403`.
@@ -7492,7 +8043,10 @@ public enum Operations {
                     }
                 }
             }
-            /// A wrong or missing credential (`unauthorized`).
+            /// A wrong or missing credential (`unauthorized`). To a browser it carries
+            /// `Access-Control-Allow-Origin` whatever its origin, so that a web client can tell
+            /// an expired token from a network failure.
+            ///
             ///
             /// - Remark: Generated from `#/paths//v1/webhooks/{webhookId}/delete(deleteWebhook)/responses/401`.
             ///
@@ -7517,7 +8071,8 @@ public enum Operations {
             }
             /// The credential may not do this (`forbidden`): a user token naming another user
             /// or a chat it is not a member of, a user token where the tenant key is needed,
-            /// or a named user who is not a member of the chat.
+            /// a named user who is not a member of the chat, or a browser's request from an
+            /// origin the credential's tenant does not allow.
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/webhooks/{webhookId}/delete(deleteWebhook)/responses/403`.
@@ -7641,7 +8196,8 @@ public enum Operations {
     /// The stream closes with a reason so that clients resume: 1008 when the client fell
     /// too far behind or its credential stopped being valid (a user token at its expiry,
     /// an API key that was replaced), 1001 when the server shuts down. A refused upgrade
-    /// answers with the error JSON (401, 429, 503) before switching protocols.
+    /// answers with the error JSON (401, 429, 503; 403 for a browser whose origin the
+    /// tenant does not allow) before switching protocols.
     ///
     ///
     /// - Remark: HTTP `GET /v1/stream`.
@@ -7812,7 +8368,10 @@ public enum Operations {
                     }
                 }
             }
-            /// A wrong or missing credential (`unauthorized`).
+            /// A wrong or missing credential (`unauthorized`). To a browser it carries
+            /// `Access-Control-Allow-Origin` whatever its origin, so that a web client can tell
+            /// an expired token from a network failure.
+            ///
             ///
             /// - Remark: Generated from `#/paths//v1/stream/get(streamEvents)/responses/401`.
             ///
@@ -7830,6 +8389,33 @@ public enum Operations {
                     default:
                         try throwUnexpectedResponseStatus(
                             expectedStatus: "unauthorized",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The credential may not do this (`forbidden`): a user token naming another user
+            /// or a chat it is not a member of, a user token where the tenant key is needed,
+            /// a named user who is not a member of the chat, or a browser's request from an
+            /// origin the credential's tenant does not allow.
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/stream/get(streamEvents)/responses/403`.
+            ///
+            /// HTTP response code: `403 forbidden`.
+            case forbidden(Components.Responses.Forbidden)
+            /// The associated value of the enum case if `self` is `.forbidden`.
+            ///
+            /// - Throws: An error if `self` is not `.forbidden`.
+            /// - SeeAlso: `.forbidden`.
+            public var forbidden: Components.Responses.Forbidden {
+                get throws {
+                    switch self {
+                    case let .forbidden(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "forbidden",
                             response: self
                         )
                     }
@@ -8046,7 +8632,10 @@ public enum Operations {
                     }
                 }
             }
-            /// A wrong or missing credential (`unauthorized`).
+            /// A wrong or missing credential (`unauthorized`). To a browser it carries
+            /// `Access-Control-Allow-Origin` whatever its origin, so that a web client can tell
+            /// an expired token from a network failure.
+            ///
             ///
             /// - Remark: Generated from `#/paths//v1/events/get(eventSource)/responses/401`.
             ///
@@ -8064,6 +8653,33 @@ public enum Operations {
                     default:
                         try throwUnexpectedResponseStatus(
                             expectedStatus: "unauthorized",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The credential may not do this (`forbidden`): a user token naming another user
+            /// or a chat it is not a member of, a user token where the tenant key is needed,
+            /// a named user who is not a member of the chat, or a browser's request from an
+            /// origin the credential's tenant does not allow.
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/events/get(eventSource)/responses/403`.
+            ///
+            /// HTTP response code: `403 forbidden`.
+            case forbidden(Components.Responses.Forbidden)
+            /// The associated value of the enum case if `self` is `.forbidden`.
+            ///
+            /// - Throws: An error if `self` is not `.forbidden`.
+            /// - SeeAlso: `.forbidden`.
+            public var forbidden: Components.Responses.Forbidden {
+                get throws {
+                    switch self {
+                    case let .forbidden(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "forbidden",
                             response: self
                         )
                     }

@@ -285,6 +285,28 @@ public protocol APIProtocol: Sendable {
     /// - Remark: HTTP `POST /v1/users/{userId}/tokens/revoke`.
     /// - Remark: Generated from `#/paths//v1/users/{userId}/tokens/revoke/post(revokeTokens)`.
     func revokeTokens(_ input: Operations.RevokeTokens.Input) async throws -> Operations.RevokeTokens.Output
+    /// The tenant's settings
+    ///
+    /// The web origins the tenant's credentials may be used from in a browser (`allowedOrigins`).
+    ///
+    /// - Remark: HTTP `GET /v1/settings`.
+    /// - Remark: Generated from `#/paths//v1/settings/get(getTenantSettings)`.
+    func getTenantSettings(_ input: Operations.GetTenantSettings.Input) async throws -> Operations.GetTenantSettings.Output
+    /// Set the tenant's settings
+    ///
+    /// Replaces the tenant's `allowedOrigins`: 0-50 origins, each
+    /// `scheme://host[:port]` or `scheme://*.domain[:port]` (every subdomain of
+    /// `domain`, not `domain` itself), with at most a trailing `/` after the port.
+    /// Scheme and host compare case-insensitively; the origins are answered as stored:
+    /// lowercased, without a default port (80 for http, 443 for https) or the trailing
+    /// `/`, repeats dropped. An entry with a path, query, fragment or user information
+    /// is 400, and so is anything else that names no origin. Every instance follows
+    /// within about a second. Needs the tenant key.
+    ///
+    ///
+    /// - Remark: HTTP `PUT /v1/settings`.
+    /// - Remark: Generated from `#/paths//v1/settings/put(putTenantSettings)`.
+    func putTenantSettings(_ input: Operations.PutTenantSettings.Input) async throws -> Operations.PutTenantSettings.Output
     /// List the tenant's webhooks
     ///
     /// Every webhook of the tenant, by id, with where its delivery stands (never the secret).
@@ -340,7 +362,8 @@ public protocol APIProtocol: Sendable {
     /// The stream closes with a reason so that clients resume: 1008 when the client fell
     /// too far behind or its credential stopped being valid (a user token at its expiry,
     /// an API key that was replaced), 1001 when the server shuts down. A refused upgrade
-    /// answers with the error JSON (401, 429, 503) before switching protocols.
+    /// answers with the error JSON (401, 429, 503; 403 for a browser whose origin the
+    /// tenant does not allow) before switching protocols.
     ///
     ///
     /// - Remark: HTTP `GET /v1/stream`.
@@ -864,6 +887,38 @@ extension APIProtocol {
             headers: headers
         ))
     }
+    /// The tenant's settings
+    ///
+    /// The web origins the tenant's credentials may be used from in a browser (`allowedOrigins`).
+    ///
+    /// - Remark: HTTP `GET /v1/settings`.
+    /// - Remark: Generated from `#/paths//v1/settings/get(getTenantSettings)`.
+    public func getTenantSettings(headers: Operations.GetTenantSettings.Input.Headers = .init()) async throws -> Operations.GetTenantSettings.Output {
+        try await getTenantSettings(Operations.GetTenantSettings.Input(headers: headers))
+    }
+    /// Set the tenant's settings
+    ///
+    /// Replaces the tenant's `allowedOrigins`: 0-50 origins, each
+    /// `scheme://host[:port]` or `scheme://*.domain[:port]` (every subdomain of
+    /// `domain`, not `domain` itself), with at most a trailing `/` after the port.
+    /// Scheme and host compare case-insensitively; the origins are answered as stored:
+    /// lowercased, without a default port (80 for http, 443 for https) or the trailing
+    /// `/`, repeats dropped. An entry with a path, query, fragment or user information
+    /// is 400, and so is anything else that names no origin. Every instance follows
+    /// within about a second. Needs the tenant key.
+    ///
+    ///
+    /// - Remark: HTTP `PUT /v1/settings`.
+    /// - Remark: Generated from `#/paths//v1/settings/put(putTenantSettings)`.
+    public func putTenantSettings(
+        headers: Operations.PutTenantSettings.Input.Headers = .init(),
+        body: Operations.PutTenantSettings.Input.Body
+    ) async throws -> Operations.PutTenantSettings.Output {
+        try await putTenantSettings(Operations.PutTenantSettings.Input(
+            headers: headers,
+            body: body
+        ))
+    }
     /// List the tenant's webhooks
     ///
     /// Every webhook of the tenant, by id, with where its delivery stands (never the secret).
@@ -947,7 +1002,8 @@ extension APIProtocol {
     /// The stream closes with a reason so that clients resume: 1008 when the client fell
     /// too far behind or its credential stopped being valid (a user token at its expiry,
     /// an API key that was replaced), 1001 when the server shuts down. A refused upgrade
-    /// answers with the error JSON (401, 429, 503) before switching protocols.
+    /// answers with the error JSON (401, 429, 503; 403 for a browser whose origin the
+    /// tenant does not allow) before switching protocols.
     ///
     ///
     /// - Remark: HTTP `GET /v1/stream`.
