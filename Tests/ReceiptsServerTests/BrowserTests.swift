@@ -134,6 +134,10 @@ struct BrowserTests {
                     let ids = settled[stream] as? [String] ?? []
                     #expect(Set(ids).count == ids.count, "\(stream) delivered an event twice: \(ids)")
                 }
+
+                // When the token stops being valid (revoked), the WebSocket closes with 1008.
+                _ = try await Self.send(.POST, receipts + "/v1/users/alice/tokens/revoke", as: apiKey, json: [:])
+                try await browser.waitUntil("the WebSocket to close with 1008", "return client.wsCloses.some((close) => close.code === 1008)")
                 try await browser.run("stopStreams()")
             }
         }
