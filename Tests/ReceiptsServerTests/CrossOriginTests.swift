@@ -107,6 +107,10 @@ struct CrossOriginTests {
             let own = try await RawUpgrade.open(port: api.port, path: "/v1/stream?token=\(token)", origin: "http://127.0.0.1:\(api.port)")
             await own.close()
             #expect(own.status == 101, "the service's own origin (the demo page) is allowed")
+            // WebSocket client libraries (not browsers) send `ws://host`: no page's origin.
+            let library = try await RawUpgrade.open(port: api.port, path: "/v1/stream?token=\(token)", origin: "ws://127.0.0.1")
+            await library.close()
+            #expect(library.status == 101, "an Origin of scheme ws is a client library's, not a web page's")
         }
     }
 

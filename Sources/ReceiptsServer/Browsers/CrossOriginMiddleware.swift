@@ -14,7 +14,8 @@ import NIOCore
 ///   which `AuthenticationMiddleware` decides (403 for a refused one, before any handler). A
 ///   401 carries them for any origin: it reveals nothing, and lets a web client tell an
 ///   expired token from a network failure. Never `Allow-Credentials`: no cookies are used.
-/// - Requests without `Origin` (backends, curl, mobile apps) pass untouched.
+/// - Requests without `Origin` (backends, curl, mobile apps) pass untouched, and so do those
+///   whose `Origin` is no web page's (`OriginPolicy.browserOrigin`).
 ///
 /// Hummingbird's `CORSMiddleware` is the model, but it decides a request's origin once,
 /// before the route runs, from a fixed list; here the decision for most requests waits for
@@ -36,7 +37,7 @@ struct CrossOriginMiddleware: RouterMiddleware {
     static let preflightMaximumAge = 600
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
-        guard let origin = request.headers[.origin] else {
+        guard let origin = OriginPolicy.browserOrigin(of: request.headers) else {
             return try await next(request, context)
         }
         if request.method == .options, Self.isAPI(request.uri.path) {

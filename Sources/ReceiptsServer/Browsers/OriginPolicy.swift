@@ -1,3 +1,4 @@
+import HTTPTypes
 import ReceiptsStore
 
 /// Decides which web origins may use a tenant's credentials from a browser (DESIGN.md,
@@ -10,6 +11,16 @@ import ReceiptsStore
 struct OriginPolicy: Sendable {
     let server: AllowedOrigins
     let directory: CredentialDirectory
+
+    /// The `Origin` of a request made by a web page; nil for requests without one, and for the
+    /// `ws://host` and `wss://host` that WebSocket client libraries (swift-websocket's among
+    /// them) send: no web page has such an origin (a browser's WebSocket sends its page's), so
+    /// those clients are treated as any backend is.
+    static func browserOrigin(of headers: HTTPFields) -> String? {
+        guard let origin = headers[.origin] else { return nil }
+        let scheme = origin.prefix(while: { $0 != ":" }).lowercased()
+        return scheme == "ws" || scheme == "wss" ? nil : origin
+    }
 
     /// Whether `origin` is allowed whoever the caller: by the server's list, or as the
     /// service's own origin (`authority`: the `Host` the request reached it at).

@@ -215,7 +215,7 @@ struct StreamStartMiddleware: RouterMiddleware {
         }
         var context = context
         let principal = try await self.guards.authenticator.principal(for: credential)
-        if let origin = request.headers[.origin],
+        if let origin = OriginPolicy.browserOrigin(of: request.headers),
             try await !self.guards.origins.allows(origin, authority: request.head.authority, tenant: principal.tenantId)
         {
             throw OriginPolicy.refusal(of: origin)
