@@ -56,7 +56,8 @@ import HTTPTypes
 /// `Access-Control-Max-Age: 600` and `Vary: Origin`. A request with an `Origin` that the
 /// credential's tenant does not allow is 403 `forbidden` and changes nothing (a WebSocket
 /// upgrade: 403 before the upgrade). Requests without `Origin` (backends, curl, mobile
-/// apps) are unaffected.
+/// apps), or with an `Origin` of scheme `ws` or `wss` (which WebSocket client libraries
+/// send, never a web page), are unaffected.
 ///
 public struct Client: APIProtocol {
     /// The underlying HTTP client.
