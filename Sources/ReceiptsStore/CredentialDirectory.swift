@@ -3,9 +3,9 @@ import Postgres
 import Synchronization
 
 /// Every tenant's id with the hashes of its API keys and its token secret's generation, the
-/// token revocations of the last 24 hours, and the web origins tenants allow, held in memory and reloaded from the database
-/// (`receipts.credential_directory()`, `receipts.current_token_revocations()`,
-/// `receipts.tenant_allowed_origins()`) as a whole.
+/// token revocations of the last 24 hours, and the web origins tenants allow, held in memory
+/// and reloaded from the database (`receipts.credential_directory()`,
+/// `receipts.current_token_revocations()`, `receipts.tenant_allowed_origins()`) as a whole.
 ///
 /// Credentials are checked on every request, and most guessed ones are new each time: a
 /// cache of answers per credential would not stop a flood of random API keys, or of forged
