@@ -40,5 +40,10 @@ ensure_openapi_tools || echo "test.sh: could not install the OpenAPI tools from 
 DATABASE_URL="$(scripts/postgres.sh url)"
 export DATABASE_URL
 
+# At most this many tests at once (swift-testing starts every test together otherwise): many
+# tests start a service of their own and some time what it answers, and a few hundred
+# services starting together on a machine of two cores time nothing but the machine.
+export SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH="${SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH:-12}"
+
 swift build --build-tests
 swift test --skip-build "$@"

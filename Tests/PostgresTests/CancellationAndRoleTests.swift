@@ -8,7 +8,9 @@ import Testing
 struct CancellationAndRoleTests {
     /// A table of its own, and a connection holding an exclusive lock on it until `body` ends.
     func withLockedTable(_ body: (String) async throws -> Void) async throws {
-        let table = TestDatabase.uniqueName("locked")
+        // In `public`: the test role's search path starts with its own schema, `receipts`,
+        // whose tables a catalogue test checks.
+        let table = "public." + TestDatabase.uniqueName("locked")
         // The table name is an identifier made by uniqueName ([a-z0-9_]), not a value.
         try await TestDatabase.pool.withConnection { _ = try await $0.executeScript("CREATE TABLE \(table) (id int)") }
         let holder = try await PostgresConnection.connect(to: TestDatabase.configuration, logger: TestDatabase.logger)

@@ -9,7 +9,9 @@ struct StatementTests {
 
     /// Creates a table only this test uses, and drops it afterwards.
     func withScratchTable(_ body: (String) async throws -> Void) async throws {
-        let table = TestDatabase.uniqueName("scratch")
+        // In `public`: the test role's search path starts with its own schema, `receipts`,
+        // whose tables a catalogue test checks.
+        let table = "public." + TestDatabase.uniqueName("scratch")
         // A table name is an identifier, not a value; uniqueName yields only [a-z0-9_].
         try await pool.withConnection { try await $0.executeScript("CREATE TABLE \(table) (id int PRIMARY KEY, note text)") }
         do {
@@ -31,7 +33,7 @@ struct StatementTests {
             #expect(error?.code == .server)
             #expect(error?.sqlState == PostgresError.SQLState.uniqueViolation)
             #expect(error?.isUniqueViolation == true)
-            #expect(error?.constraint == "\(table)_pkey")
+            #expect(error?.constraint == "\(table.dropFirst("public.".count))_pkey")
             #expect(error?.detail?.contains("(id)=(1)") == true)
         }
     }

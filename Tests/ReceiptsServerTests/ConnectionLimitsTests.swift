@@ -113,7 +113,7 @@ struct ConnectionLimitsTests {
                 #expect(try await writer.answer()?.status == 201)
                 #expect((await stream.next())?["type"] as? String == "message.created", "the WebSocket no longer delivers")
             }
-            #expect(sse.pendingText.contains("message.created"))
+            #expect(try await sse.waitUntilReceived("message.created"), "the SSE stream no longer delivers")
             sse.close()
         }
     }

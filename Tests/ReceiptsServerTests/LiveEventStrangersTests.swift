@@ -46,7 +46,10 @@ struct LiveEventStrangersTests {
                                     let event = await stream.next(within: .seconds(5))
                                     let took = ContinuousClock.now - sent
                                     #expect(event?["messageIds"] as? [String] == [id])
-                                    #expect(took < .milliseconds(500), "round \(round): the event took \(took)")
+                                    // Held back, it would wait the 5 s after which the hub
+                                    // abandons a gap; live, it comes in milliseconds (up to a
+                                    // second or so when the whole suite loads the machine).
+                                    #expect(took < .seconds(2), "round \(round): the event took \(took)")
                                 }
                             }
                         }

@@ -75,6 +75,27 @@ struct MigrationTests {
         }
     }
 
+    @Test("a replica starting against an up-to-date database does not wait for the migration lock")
+    func upToDateNeedsNoLock() async throws {
+        try await TestDatabase.withFreshDatabase { url in
+            _ = try await migrate(url)
+            try await withConnection(to: url) { holder in
+                // Another runner holds the lock (MigrationRunner.advisoryLockKey) for as long
+                // as it likes; a watchdog lets go after 15 s so that a failure ends.
+                try await holder.execute("SELECT pg_advisory_lock($1)", [7_305_146_321_220_001])
+                let watchdog = Task {
+                    try await Task.sleep(for: .seconds(15))
+                    try await holder.execute("SELECT pg_advisory_unlock($1)", [7_305_146_321_220_001])
+                }
+                let started = ContinuousClock.now
+                let second = try await migrate(url)
+                watchdog.cancel()
+                #expect(second.output == "Database is up to date.")
+                #expect(ContinuousClock.now - started < .seconds(10), "waited \(ContinuousClock.now - started) for the lock")
+            }
+        }
+    }
+
     @Test("every table and column of the schema carries a comment, and tenant tables have RLS")
     func schemaIsDocumentedAndIsolated() async throws {
         try await TestDatabase.withFreshDatabase { url in

@@ -82,6 +82,15 @@ final class RawConnection: Sendable {
         self.received.withLockedValue { String(decoding: $0, as: UTF8.self) }
     }
 
+    /// Waits until what was received contains `text`; false if it does not within `limit`.
+    func waitUntilReceived(_ text: String, within limit: Duration = .seconds(5)) async throws -> Bool {
+        let deadline = ContinuousClock.now + limit
+        while !self.pendingText.contains(text), ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        return self.pendingText.contains(text)
+    }
+
     func close() {
         self.channel.close(promise: nil)
     }
