@@ -6,8 +6,8 @@ import NIOHTTP1
 import TestSupport
 import Testing
 
-/// Web clients in a real browser (headless Chromium through chromedriver; DESIGN.md,
-/// "Browsers"): a chat app's page on its own origin follows Receipts on another, and the demo
+/// Web clients in a real browser (headless Chromium through chromedriver;
+/// docs/web-clients.md): a chat app's page on its own origin follows Receipts on another, and the demo
 /// page works. One browser at a time (each test starts its own): the machine running the
 /// suite has few cores.
 @Suite("Web clients in a real browser", .serialized)

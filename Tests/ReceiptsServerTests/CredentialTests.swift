@@ -9,7 +9,7 @@ import HummingbirdWSClient
 import TestSupport
 import Testing
 
-/// DESIGN.md, "Deleting, erasing and credentials": API keys, token revocation, token-secret
+/// docs/api.md, "Deleting, erasing and credentials": API keys, token revocation, token-secret
 /// rotation, through HTTP, on one instance and across two.
 @Suite("Credentials")
 struct CredentialTests {

@@ -7,7 +7,7 @@ import ReceiptsServer
 import TestSupport
 import Testing
 
-/// CORS and allowed origins, as the contract has them (DESIGN.md, "Browsers"), over HTTP:
+/// CORS and allowed origins, as the contract has them (docs/web-clients.md), over HTTP:
 /// the exact headers, the 403 that changes nothing, and the settings. `BrowserTests` checks
 /// the same with a real browser.
 @Suite("Browsers: allowed origins and CORS")

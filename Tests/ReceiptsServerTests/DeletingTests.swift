@@ -4,7 +4,7 @@ import Postgres
 import TestSupport
 import Testing
 
-/// DESIGN.md, "Deleting, erasing and credentials": deleting messages and chats, through HTTP,
+/// docs/api.md, "Deleting, erasing and credentials": deleting messages and chats, through HTTP,
 /// with streams open.
 @Suite("Deleting messages and chats")
 struct DeletingTests {

@@ -9,7 +9,7 @@ import Postgres
 import TestSupport
 import Testing
 
-/// DESIGN.md, "Deleting, erasing and credentials": erasing users and tenants, through HTTP,
+/// docs/api.md, "Deleting, erasing and credentials": erasing users and tenants, through HTTP,
 /// with streams open, and across a `kill -9`.
 @Suite("Erasing users and tenants")
 struct ErasureTests {

@@ -1,4 +1,4 @@
--- Deleting a message or a chat (DESIGN.md, "Deleting, erasing and credentials").
+-- Deleting a message or a chat (docs/api.md, "Deleting, erasing and credentials").
 --
 -- Counts stay arithmetic (sql/views/unread.sql): a member's count is the seqs above their
 -- watermark sent while a member, less their own messages there, less reads_above. A deleted

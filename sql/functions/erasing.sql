@@ -1,4 +1,4 @@
--- Erasing a user or a tenant (DESIGN.md, "Deleting, erasing and credentials").
+-- Erasing a user or a tenant (docs/api.md, "Deleting, erasing and credentials").
 --
 -- A request (receipts.request_user_erasure) does at once what must hold at once: the user
 -- leaves every chat and their memberships are forgotten (so they are no recipient of any

@@ -1,4 +1,4 @@
--- 0004: browsers (DESIGN.md, "Browsers (web chat clients)"). A tenant names the web origins
+-- 0004: browsers (docs/web-clients.md). A tenant names the web origins
 -- its web client runs on; a request from a browser on another origin is refused (403)
 -- before it changes anything, and the answers to an allowed one carry CORS headers. The
 -- list is checked on every browser request, on every instance: the service keeps it with

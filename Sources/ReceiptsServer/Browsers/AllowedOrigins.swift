@@ -1,8 +1,8 @@
 import Foundation
 
 /// The web origins the whole server allows, for every tenant (`RECEIPTS_ALLOWED_ORIGINS`):
-/// comma-separated entries of the tenants' forms, or `*` for any origin (DESIGN.md,
-/// "Browsers"). Empty by default: then only each tenant's own list, and the service's own
+/// comma-separated entries of the tenants' forms, or `*` for any origin
+/// (docs/web-clients.md). Empty by default: then only each tenant's own list, and the service's own
 /// origin, are allowed.
 public struct AllowedOrigins: Sendable, Equatable {
     /// `*`: every origin, `null` included.

@@ -2,7 +2,7 @@ import HTTPTypes
 import Hummingbird
 import NIOCore
 
-/// Cross-origin resource sharing for web chat clients (DESIGN.md, "Browsers"; docs/web-clients.md).
+/// Cross-origin resource sharing for web chat clients (docs/web-clients.md).
 ///
 /// - A preflight (`OPTIONS` with `Origin`) on any `/v1/*` path answers 204 with the methods,
 ///   headers and max-age every route takes, and the origin it came from: it carries no

@@ -1,7 +1,7 @@
 import Foundation
 
 /// One entry of a list of allowed web origins: `scheme://host[:port]`, or
-/// `scheme://*.domain[:port]` for every subdomain of `domain` (DESIGN.md, "Browsers").
+/// `scheme://*.domain[:port]` for every subdomain of `domain` (docs/web-clients.md).
 ///
 /// Scheme and host compare case-insensitively, so they are kept lowercased; a scheme's
 /// default port (80 for http, 443 for https) is the same origin as no port, as browsers

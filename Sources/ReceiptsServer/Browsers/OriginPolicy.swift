@@ -1,8 +1,8 @@
 import HTTPTypes
 import ReceiptsStore
 
-/// Decides which web origins may use a tenant's credentials from a browser (DESIGN.md,
-/// "Browsers"): those of the server's list (`RECEIPTS_ALLOWED_ORIGINS`), the service's own
+/// Decides which web origins may use a tenant's credentials from a browser
+/// (docs/web-clients.md): those of the server's list (`RECEIPTS_ALLOWED_ORIGINS`), the service's own
 /// origin (a page it serves, such as the demo), and the tenant's own `allowedOrigins`.
 ///
 /// The tenants' lists are read from the `CredentialDirectory`, in memory: a browser request

@@ -2,7 +2,7 @@ import Hummingbird
 import ReceiptsStore
 
 /// `/v1/settings`: a tenant's settings, for now the web origins its web client runs on
-/// (`allowedOrigins`; DESIGN.md, "Browsers"). Tenant key only: a user token cannot widen
+/// (`allowedOrigins`; docs/web-clients.md). Tenant key only: a user token cannot widen
 /// where its own tenant's credentials may be used from.
 struct TenantSettingsController {
     /// Most entries of `allowedOrigins`.
