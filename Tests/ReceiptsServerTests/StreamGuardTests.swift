@@ -127,9 +127,13 @@ struct StreamGuardTests {
             let tenant = try await client.createTenant()
             try await tenant.createChat("g", members: ["a", "b"])
             let replaced = NIOLockedValueBox<ContinuousClock.Instant?>(nil)
-            async let webSocket = WebSocketProbe.closeFrame(port: client.port, credential: tenant.apiKey, within: .seconds(20)) { _, received in
-                _ = await received.event(at: 0, before: .now + .seconds(10))
-            }
+            // The close frame and when it came (not when the SSE part below is done with).
+            async let webSocket = {
+                let frame = try await WebSocketProbe.closeFrame(port: client.port, credential: tenant.apiKey, within: .seconds(20)) { _, received in
+                    _ = await received.event(at: 0, before: .now + .seconds(10))
+                }
+                return (frame: frame, at: ContinuousClock.now)
+            }()
             var sseEnded: Duration?
             try await StreamClients.withEventSource(port: client.port, credential: tenant.apiKey) { stream in
                 let id = try await tenant.send(in: "g", from: "b")
@@ -144,8 +148,8 @@ struct StreamGuardTests {
                 #expect(await stream.next(within: .seconds(15)) == nil)
                 sseEnded = ContinuousClock.now - at
             }
-            let frame = try await webSocket
-            let webSocketEnded = replaced.withLockedValue { $0 }.map { ContinuousClock.now - $0 }
+            let (frame, closedAt) = try await webSocket
+            let webSocketEnded = replaced.withLockedValue { $0 }.map { closedAt - $0 }
             print("replaced key: SSE ended \(sseEnded.map { "\($0)" } ?? "never"), WebSocket closed \(webSocketEnded.map { "\($0)" } ?? "?") after")
             #expect(frame?.closeCode == .policyViolation)
             // The re-check interval (1 s here) and the directory's reload, plus 1 s for a loaded machine.
