@@ -6,9 +6,9 @@ import ServiceLifecycle
 ///
 /// A delete answers as soon as the chat and its members are gone (every count and list is
 /// right then); the messages are unreachable, and this removes them: one transaction of at
-/// most `batchSize` messages at a time, with a pause after each of twice as long as it took
-/// (at least `pause`), so that other chats' requests keep their latency. State is in PostgreSQL (`receipts.chat_purges`), so a purge
-/// survives restarts; several instances share the work, never one chat at once (the purge row
+/// most `batchSize` messages at a time, paced (`PacedWork`) so that other chats' requests keep
+/// their latency. State is in PostgreSQL (`receipts.chat_purges`), so a purge survives
+/// restarts; several instances share the work, never one chat at once (the purge row
 /// is locked, SKIP LOCKED, by the batch that holds it).
 struct ChatPurgeService: Service {
     struct Options: Sendable {
@@ -28,22 +28,13 @@ struct ChatPurgeService: Service {
     let logger: Logger
 
     func run() async throws {
-        await cancelWhenGracefulShutdown {
-            while !Task.isCancelled {
-                do {
-                    while !Task.isCancelled {
-                        let started = ContinuousClock.now
-                        guard let removed = try await self.store.purgeDeletedChatBatch(limit: self.options.batchSize) else { break }
-                        if removed > 0 {
-                            self.logger.debug("purged messages of a deleted chat", metadata: ["receipts.messages": "\(removed)"])
-                        }
-                        try? await Task.sleep(for: max(self.options.pause, (ContinuousClock.now - started) * self.options.pauseFactor))
-                    }
-                } catch {
-                    self.logger.warning("purging deleted chats failed", metadata: ["error": "\(error)"])
-                }
-                await self.signal.wait(atMost: self.options.pollInterval)
+        let pacing = PacedWork(pause: self.options.pause, pauseFactor: self.options.pauseFactor, pollInterval: self.options.pollInterval)
+        await pacing.run(signal: self.signal, logger: self.logger, failure: "purging deleted chats failed") {
+            guard let removed = try await self.store.purgeDeletedChatBatch(limit: self.options.batchSize) else { return false }
+            if removed > 0 {
+                self.logger.debug("purged messages of a deleted chat", metadata: ["receipts.messages": "\(removed)"])
             }
+            return true
         }
     }
 }

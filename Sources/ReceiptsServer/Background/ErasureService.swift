@@ -3,9 +3,9 @@ import ReceiptsStore
 import ServiceLifecycle
 
 /// Erases users and tenants in the background (sql/functions/erasing.sql): one bounded step
-/// a transaction, with a pause after each step of twice as long as it took (at least
-/// `pause`), so that the work takes at most about a third of the database's time and the
-/// requests of others keep their latency.
+/// a transaction, paced (`PacedWork`: a pause after each step twice as long as it took) so
+/// that the work takes at most about a third of the database's time and the requests of
+/// others keep their latency.
 ///
 /// One instance at a time does the work: each step takes or renews the lease `erasure` in
 /// PostgreSQL for this instance; the others look every `pollInterval` and take over once a
@@ -35,25 +35,16 @@ struct ErasureService: Service {
     let logger: Logger
 
     func run() async throws {
-        await cancelWhenGracefulShutdown {
-            while !Task.isCancelled {
-                do {
-                    while !Task.isCancelled {
-                        let started = ContinuousClock.now
-                        let step = try await self.store.erasureStep(holder: self.holder, lease: self.options.lease, batchSize: self.options.batchSize)
-                        guard case .worked(let tenant, let user, let finished) = step else { break }
-                        if finished {
-                            self.logger.info(
-                                user == nil ? "tenant erased" : "user erased",
-                                metadata: ["receipts.tenant_id": "\(tenant)", "receipts.user_id": "\(user ?? "")"])
-                        }
-                        try? await Task.sleep(for: max(self.options.pause, (ContinuousClock.now - started) * self.options.pauseFactor))
-                    }
-                } catch {
-                    self.logger.warning("an erasure step failed; it is tried again", metadata: ["error": "\(error)"])
-                }
-                await self.signal.wait(atMost: self.options.pollInterval)
+        let pacing = PacedWork(pause: self.options.pause, pauseFactor: self.options.pauseFactor, pollInterval: self.options.pollInterval)
+        await pacing.run(signal: self.signal, logger: self.logger, failure: "an erasure step failed; it is tried again") {
+            let step = try await self.store.erasureStep(holder: self.holder, lease: self.options.lease, batchSize: self.options.batchSize)
+            guard case .worked(let tenant, let user, let finished) = step else { return false }
+            if finished {
+                self.logger.info(
+                    user == nil ? "tenant erased" : "user erased",
+                    metadata: ["receipts.tenant_id": "\(tenant)", "receipts.user_id": "\(user ?? "")"])
             }
+            return true
         }
     }
 }
