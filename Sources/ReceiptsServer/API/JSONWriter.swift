@@ -15,9 +15,6 @@ struct JSONWriter {
     /// `ByteBuffer`, a large page spent a quarter of the service's time on it; with the array,
     /// 14 %); the answer is copied into a buffer once at the end.
     private(set) var bytes: [UInt8] = []
-    /// Formatted dates of this answer: a read-all stamps one time on many receipts (and a
-    /// read's delivery has its time), so one answer repeats few distinct times.
-    private var timestamps: [Date: String] = [:]
 
     /// A writer whose buffer starts with room for `capacity` bytes (it grows as needed).
     init(capacity: Int) {
@@ -78,11 +75,30 @@ struct JSONWriter {
     /// The contract's timestamp as a JSON string, or `null`.
     mutating func timestamp(_ date: Date?) {
         guard let date else { return self.raw("null") }
-        if let text = self.timestamps[date] {
-            return self.string(text)
+        self.bytes.append(UInt8(ascii: "\""))
+        JSONCoding.appendTimestamp(date, to: &self.bytes)
+        self.bytes.append(UInt8(ascii: "\""))
+    }
+
+    /// The members of the JSON object `object` (text as PostgreSQL writes a `jsonb`), each
+    /// after a comma, as they are: for an object being written whose closing brace is still
+    /// to come. Nothing for an empty object or a text that is not an object.
+    mutating func members(of object: String) {
+        var object = object
+        object.withUTF8 { utf8 in
+            func isSpace(_ byte: UInt8) -> Bool { byte == 0x20 || byte == 0x09 || byte == 0x0A || byte == 0x0D }
+            var start = utf8.startIndex
+            var end = utf8.endIndex
+            while start < end, isSpace(utf8[start]) { start += 1 }
+            while end > start, isSpace(utf8[end - 1]) { end -= 1 }
+            guard end - start >= 2, utf8[start] == UInt8(ascii: "{"), utf8[end - 1] == UInt8(ascii: "}") else { return }
+            start += 1
+            end -= 1
+            while start < end, isSpace(utf8[start]) { start += 1 }
+            while end > start, isSpace(utf8[end - 1]) { end -= 1 }
+            guard start < end else { return }
+            self.bytes.append(UInt8(ascii: ","))
+            self.bytes.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[start..<end]))
         }
-        let text = JSONCoding.timestamp(date)
-        if self.timestamps.count < 10_000 { self.timestamps[date] = text }
-        self.string(text)
     }
 }

@@ -50,8 +50,9 @@ struct LiveEvent: Sendable {
         }
         json.raw(#","at":"#)
         json.timestamp(event.occurredAt)
+        json.members(of: event.data.text)
         json.raw("}")
-        self.json = Self.merging(json.text, with: event.data.text)
+        self.json = json.text
         self.estimatedBytes = 128 + self.json.utf8.count + self.audience.reduce(0) { $0 + 48 + $1.utf8.count }
     }
 
@@ -65,13 +66,5 @@ struct LiveEvent: Sendable {
     /// expired; the client should reload state and continue from the current id.
     static func resyncRequired(currentId: Int64) -> String {
         #"{"id":"\#(currentId)","type":"resync.required"}"#
-    }
-
-    /// Adds the fields of the JSON object `extra` (the event's type-specific data) to the
-    /// JSON object `object`.
-    private static func merging(_ object: String, with extra: String) -> String {
-        let inner = extra.trimmingCharacters(in: .whitespaces).dropFirst().dropLast().trimmingCharacters(in: .whitespaces)
-        guard object.hasSuffix("}"), !inner.isEmpty else { return object }
-        return object.dropLast() + "," + inner + "}"
     }
 }

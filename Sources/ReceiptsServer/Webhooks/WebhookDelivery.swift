@@ -34,12 +34,19 @@ final class WebhookDelivery: Sendable {
     static let lagRefreshInterval = Duration.seconds(1)
     /// The pause after the database or the hub could not be reached.
     static let unavailablePause = Duration.seconds(1)
-    /// Attempts start at least this far apart: under a sustained stream of events the next
+    /// Under a sustained stream of events, attempts start at least this far apart: the next
     /// batch waits for the rest of this time, gathering what arrives meanwhile, so that each
-    /// round trip (a POST, the acknowledgement's statement) carries more events and costs the
-    /// write path less: at most 200 a second, instead of one per handful of events. The first
-    /// batch after a quiet moment goes out at once, so an idle receiver's latency is unchanged.
-    static let minimumAttemptSpacing = Duration.milliseconds(5)
+    /// round trip (a POST, its signature, the acknowledgement's statement, the receiver's
+    /// work) carries many events: at most 40 a second, each with up to `maximumBatch`
+    /// events, instead of hundreds of a handful each, whose fixed costs would take a large
+    /// share of the cores the write path needs (BENCHMARKS.md, webhooks). Events then reach
+    /// the receiver up to this much later than they would one by one.
+    static let busyAttemptSpacing = Duration.milliseconds(25)
+    /// A batch of at least this many events means the events come faster than batches go out
+    /// (a round trip on loopback takes a few milliseconds): only after such a batch does the
+    /// next one wait for `busyAttemptSpacing`. A receiver of a few events at a time, even in
+    /// quick succession, gets each batch at once.
+    static let busyBatch = 10
 
     struct Settings: Sendable {
         var owner: String
@@ -122,8 +129,8 @@ final class WebhookDelivery: Sendable {
         /// another round trip when it starts without waiting in between (the next batch was
         /// already there), as late a read as a separate call would make. Dropped before any wait.
         var settingsOfLastAcknowledgement: WebhookAttemptSettings?
-        /// When the last attempt started (`minimumAttemptSpacing`).
-        var lastAttemptStarted: ContinuousClock.Instant?
+        /// When the last attempt started, and how many events it carried (`busyAttemptSpacing`).
+        var lastAttempt: (started: ContinuousClock.Instant, events: Int)?
 
         init(delivery: WebhookDelivery) {
             self.delivery = delivery
@@ -151,12 +158,12 @@ final class WebhookDelivery: Sendable {
                 if self.pending.count < WebhookDelivery.maximumBatch, self.pending.isEmpty || self.hubHasMore {
                     guard await self.receive(current) else { continue }
                 }
-                if !self.pending.isEmpty, self.pending.count < WebhookDelivery.maximumBatch, let last = self.lastAttemptStarted,
-                    last + WebhookDelivery.minimumAttemptSpacing > .now
+                if !self.pending.isEmpty, self.pending.count < WebhookDelivery.maximumBatch, let last = self.lastAttempt,
+                    last.events >= WebhookDelivery.busyBatch, last.started + WebhookDelivery.busyAttemptSpacing > .now
                 {
                     // Events keep coming: gather what arrives until the spacing has passed. The
                     // acknowledgement's read of the webhook is then no longer the latest.
-                    try? await Task.sleep(until: last + WebhookDelivery.minimumAttemptSpacing)
+                    try? await Task.sleep(until: last.started + WebhookDelivery.busyAttemptSpacing)
                     self.settingsOfLastAcknowledgement = nil
                     _ = await self.receive(current)
                 }
@@ -354,7 +361,7 @@ final class WebhookDelivery: Sendable {
                     name: WebhookSignature.headerName,
                     value: WebhookSignature.header(secret: current.secret, timestamp: Int64(Date().timeIntervalSince1970), body: body))
                 let started = ContinuousClock.now
-                self.lastAttemptStarted = started
+                self.lastAttempt = (started, attempt.entries.count)
                 let outcome = await self.sender.send(body, headers: headers, to: target)
                 guard !Task.isCancelled else { return nil }
                 switch outcome {
