@@ -70,6 +70,7 @@ extension BenchScenarios {
         var plainRates: [Double] = []
         var hookedRates: [Double] = []
         var ratios: [Double] = []
+        var costs: [String] = []
         var lag = 0
         var catchUp = 0.0
         var delivered = 0
@@ -85,12 +86,14 @@ extension BenchScenarios {
             plainRates.append(plain.rate)
             hookedRates.append(hooked.rate)
             ratios.append(100 * hooked.rate / plain.rate)
+            costs.append("without: \(plain.cost); with: \(hooked.cost)")
             lag = max(lag, hooked.maximumLag)
         }
         let pairsNote = zip(plainRates, hookedRates).map { String(format: "%.0f → %.0f", $0, $1) }.joined(separator: ", ")
         results.add("mark-read with one webhook (all events) ÷ without", unit: "%", samples: ratios, target: "≥ 90",
                     note: "pairs of \(Int(seconds)) s runs, \(self.concurrency) clients, requests/s without → with: \(pairsNote); "
-                        + String(format: "lag max %d events; caught up %.1f s after; %d events delivered", lag, catchUp, delivered))
+                        + String(format: "lag max %d events; caught up %.1f s after; %d events delivered; ", lag, catchUp, delivered)
+                        + costs.joined(separator: " | "))
 
         try await self.client.expect(201, .PUT, "/v1/webhooks/paced", as: key, body: ["url": receiver.url])
         let paced = try await self.markReads(chats: "wh-paced-", perChat: perChat, seconds: seconds, rate: 2_000, watching: "paced")
@@ -104,8 +107,9 @@ extension BenchScenarios {
     /// `seconds` (paced to `rate` in all when given); samples the lag of `webhook` meanwhile.
     private func markReads(
         chats prefix: String, perChat: Int, seconds: Double, rate: Double?, watching webhook: String? = nil
-    ) async throws -> (rate: Double, maximumLag: Int) {
+    ) async throws -> (rate: Double, maximumLag: Int, cost: String) {
         let client = self.client
+        let cpu = CPUTimes.now(servicePID: self.servicePID)
         let key = self.tenant.apiKey
         let deadline = ContinuousClock.now + .seconds(seconds)
         let interval = rate.map { Duration.seconds(Double(self.concurrency) / $0) }
@@ -140,7 +144,7 @@ extension BenchScenarios {
             return try await group.reduce((0, 0)) { ($0.0 + $1.0, max($0.1, $1.1)) }
         }
         let elapsed = Double((ContinuousClock.now - start) / .microseconds(1)) / 1_000_000
-        return (Double(marked) / elapsed, lag)
+        return (Double(marked) / elapsed, lag, CPUTimes.note(since: cpu, servicePID: self.servicePID, requests: marked))
     }
 
     /// `delivery.pending` of the webhook.
