@@ -103,6 +103,52 @@ $$;
 COMMENT ON FUNCTION receipts.delete_message(text, text, text, text) IS
     'Deletes a message (p_sender: only if they sent it; null: whoever did): deleted | already_deleted | message_not_found | not_sender | chat_not_found. Counts drop at once; message.deleted and unread.changed events.';
 
+-- Concurrent deletes of a tenant in one transaction. A delete alone costs little work in
+-- PostgreSQL but a whole transaction: its commit and WAL flush weigh more than its
+-- statements. Under load the service gathers the deletes that arrive while it is busy
+-- (ReceiptsStore.deletes, a TenantBatcher, one request per chat at a time) and makes them one
+-- call of this function: each request gets the outcome, the events and the count changes
+-- receipts.delete_message gives it alone, and the commit is shared. p_senders holds null
+-- where the request may delete whoever's message (the tenant key).
+--
+-- Locks: the chat rows first, all at once in chat order (as sends and erasures take them);
+-- then the requests, one after another in chat order, each taking its chat's member rows as
+-- delete_message does. So member rows are taken in (chat, user) order across the batch, as the
+-- marking function takes them: no lock is ever waited for out of order.
+CREATE OR REPLACE FUNCTION receipts.delete_message_each(p_tenant text, p_chats text[], p_messages text[], p_senders text[])
+RETURNS TABLE (request integer, outcome text)
+LANGUAGE plpgsql SET jit = off AS $$
+#variable_conflict use_column
+DECLARE
+    v_item record;
+    v_outcomes text[];
+BEGIN
+    PERFORM receipts.enter_tenant(p_tenant);
+    IF cardinality(p_chats) <> cardinality(p_messages) OR cardinality(p_chats) <> cardinality(p_senders) THEN
+        RAISE EXCEPTION 'receipts.delete_message_each: % chats, % messages, % senders',
+            cardinality(p_chats), cardinality(p_messages), cardinality(p_senders);
+    END IF;
+    v_outcomes := array_fill(NULL::text, ARRAY[cardinality(p_chats)]);
+    PERFORM FROM receipts.chats AS chat
+    WHERE chat.tenant_id = p_tenant AND chat.chat_id = ANY (p_chats)
+    ORDER BY chat.chat_id
+    FOR UPDATE;
+    FOR v_item IN
+        SELECT item.position::integer AS position, item.chat, item.message, item.sender
+        FROM unnest(p_chats, p_messages, p_senders) WITH ORDINALITY AS item(chat, message, sender, position)
+        ORDER BY item.chat COLLATE "C", item.position
+    LOOP
+        v_outcomes[v_item.position] := receipts.delete_message(p_tenant, v_item.chat, v_item.message, v_item.sender);
+    END LOOP;
+    RETURN QUERY
+    SELECT done.position::integer, done.outcome
+    FROM unnest(v_outcomes) WITH ORDINALITY AS done(outcome, position)
+    ORDER BY done.position;
+END;
+$$;
+COMMENT ON FUNCTION receipts.delete_message_each(text, text[], text[], text[]) IS
+    'Deletes one message per request, as many receipts.delete_message calls would, in one transaction: one row per request, in order.';
+
 -- The chat row and its members go at once (counts, lists, rosters), with events to the
 -- members it had; its messages and receipts are left to receipts.purge_deleted_chat_batch.
 CREATE OR REPLACE FUNCTION receipts.delete_chat(p_tenant text, p_chat text)
