@@ -143,7 +143,8 @@ struct DeletingTests {
                 }
 
                 // Everything the deletes announced arrived before an event sent after them.
-                let marker = try await tenant.send(in: "c0", from: "a", id: "marker")
+                try await tenant.createChat("elsewhere", members: ["a", "z"])
+                let marker = try await tenant.send(in: "elsewhere", from: "a", id: "marker")
                 var events: [[String: Any]] = []
                 while let event = await all.next() {
                     if event["type"] as? String == "message.created", event["messageIds"] as? [String] == [marker] { break }
