@@ -239,7 +239,7 @@ BEGIN
             JOIN receipts.member_unread AS unread
                 ON unread.tenant_id = p_tenant AND unread.chat_id = affected.chat AND unread.user_id = affected.member
             WHERE affected.current AND unread.unread_count <> affected.before
-            ORDER BY 1, 2, 4
+            ORDER BY chat, rank, user_id
         ) AS event;
         PERFORM receipts.wake_listeners();
     END IF;
