@@ -18,13 +18,45 @@ public enum DeleteChatOutcome: String, Sendable {
     case chatNotFound = "chat_not_found"
 }
 
+/// One message to delete: a request of a `receipts.delete_message_each` batch.
+struct DeleteRequest: Sendable {
+    let chat: String
+    let message: String
+    /// Delete only if they sent it; nil: whoever did.
+    let sender: String?
+}
+
 extension ReceiptsStore {
     /// Deletes a message: counts, labels and rosters are right when this returns (see
     /// sql/functions/deleting.sql). `sender`: delete only if they sent it (a user token);
     /// nil: whoever sent it (the tenant key).
+    ///
+    /// Every delete goes through `deletes`, which deletes a tenant's concurrent deletes
+    /// together, one transaction and one commit for all (a delete that finds the tenant idle
+    /// is a batch of one, at once).
     public func deleteMessage(tenant: String, chat: String, id: String, sender: String?) async throws -> DeleteMessageOutcome {
-        let rows = try await self.write("SELECT receipts.delete_message($1, $2, $3, $4)", [tenant, chat, id, sender])
-        return try Self.outcome(DeleteMessageOutcome.self, from: rows)
+        try await self.deletes.submit(DeleteRequest(chat: chat, message: id, sender: sender), tenant: tenant) { tenant, queue in
+            try await self.runBatches(of: "deletes", tenant: tenant, from: queue, Self.deleteStatements)
+        }
+    }
+
+    /// Deletes: one call of `receipts.delete_message_each` (of `receipts.delete_message` for a
+    /// request alone, which skips the batch's bookkeeping). One outcome row per request, in order.
+    static let deleteStatements = BatchStatements<DeleteRequest, DeleteMessageOutcome> { tenant, requests in
+        if requests.count == 1 {
+            let request = requests[0]
+            return ("SELECT receipts.delete_message($1, $2, $3, $4)", [tenant, request.chat, request.message, request.sender])
+        }
+        return ("SELECT outcome FROM receipts.delete_message_each($1, $2, $3, $4)",
+                [tenant, requests.map(\.chat), requests.map(\.message), requests.map(\.sender)])
+    } outcomes: { rows in
+        try rows.map { row in
+            let text = try row.decode(String.self, column: 0)
+            guard let outcome = DeleteMessageOutcome(rawValue: text) else {
+                throw UnexpectedOutcome(function: "receipts.delete_message_each", outcome: text)
+            }
+            return outcome
+        }
     }
 
     /// Deletes a chat with its members at once; its messages are purged in the background

@@ -11,7 +11,7 @@ import ServiceLifecycle
 /// ROLE`), so row-level security enforces isolation even if a query here forgot its
 /// `tenant_id`.
 ///
-/// As a `Service`, it runs the batchers that gather a tenant's concurrent reads and sends
+/// As a `Service`, it runs the batchers that gather a tenant's concurrent reads, sends and deletes
 /// (`TenantBatcher`); the application runs it after the pool, so it stops before the pool
 /// closes. A store whose service does not run still works: each batch then runs in the task
 /// of the request that starts it.
@@ -63,6 +63,9 @@ public struct ReceiptsStore: Service, Sendable {
     /// Concurrent sends of a tenant, sent together (one per chat at a time, as
     /// `receipts.send_each` takes them).
     let sends = TenantBatcher<NewMessage, SendResult> { [$0.chat] }
+    /// Concurrent deletes of a tenant's messages, deleted together (one per chat at a time:
+    /// two runs never lock the same chat, as `receipts.delete_message_each` locks its chats).
+    let deletes = TenantBatcher<DeleteRequest, DeleteMessageOutcome> { [$0.chat] }
 
     /// Every tenant's credentials in memory, for authentication (see `CredentialDirectory`).
     public let credentials: CredentialDirectory
@@ -79,6 +82,7 @@ public struct ReceiptsStore: Service, Sendable {
         try await withThrowingDiscardingTaskGroup { group in
             group.addTask { try await self.reads.run() }
             group.addTask { try await self.sends.run() }
+            group.addTask { try await self.deletes.run() }
         }
     }
 

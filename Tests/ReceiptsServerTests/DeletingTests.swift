@@ -103,6 +103,84 @@ struct DeletingTests {
         }
     }
 
+    @Test("48 deletes at once in 8 chats (deleted together): each answered as alone, one message.deleted per deleted message, counts exact; a repeat is 204, another's message with a user token 403 and only that")
+    func concurrentDeletes() async throws {
+        try await TestService.run { client in
+            let tenant = try await client.createTenant()
+            let chats = (0..<8).map { "c\($0)" }
+            // Per chat: a1 b1 a2 b2 a3 b3 (a and b alternate); c has read a1 and b1.
+            for chat in chats {
+                try await tenant.createChat(chat, members: ["a", "b", "c"])
+                for index in 1...3 {
+                    try await tenant.send(in: chat, from: "a", id: "\(chat)-a\(index)")
+                    try await tenant.send(in: chat, from: "b", id: "\(chat)-b\(index)")
+                }
+                try await tenant.read(in: chat, by: "c", ["messageIds": ["\(chat)-a1", "\(chat)-b1"]])
+            }
+            let tokenA = try await tenant.token(for: "a")
+            // Per chat, all at once: a1 twice by the tenant (deleted, then a repeat), b2 by a's
+            // token (not theirs: 403), a2 by a's token, b3 by the tenant, an id never sent (404).
+            let requests: [(chat: String, message: String, credential: String, status: HTTPResponse.Status)] = chats.flatMap { chat in
+                [(chat, "a1", tenant.apiKey, .noContent), (chat, "a1", tenant.apiKey, .noContent), (chat, "b2", tokenA, .forbidden),
+                 (chat, "a2", tokenA, .noContent), (chat, "b3", tenant.apiKey, .noContent), (chat, "never", tenant.apiKey, .notFound)]
+            }
+
+            try await StreamClients.withWebSocket(port: client.port, credential: tenant.apiKey) { all, _ in
+                let answers = try await withThrowingTaskGroup(of: (Int, APIResponse).self) { group in
+                    for (index, request) in requests.enumerated() {
+                        group.addTask {
+                            let id = request.message == "never" ? "never" : "\(request.chat)-\(request.message)"
+                            return (index, try await client.request(.delete, "/v1/chats/\(request.chat)/messages/\(id)", as: request.credential))
+                        }
+                    }
+                    return try await group.reduce(into: [Int: APIResponse]()) { $0[$1.0] = $1.1 }
+                }
+                for (index, request) in requests.enumerated() {
+                    let answer = try #require(answers[index])
+                    #expect(answer.status == request.status, "\(request.chat)/\(request.message): \(answer.body)")
+                    if request.status == .forbidden { #expect(answer.errorCode == "forbidden") }
+                    if request.status == .notFound { #expect(answer.errorCode == "not_found") }
+                }
+
+                // Everything the deletes announced arrived before an event sent after them.
+                try await tenant.createChat("elsewhere", members: ["a", "z"])
+                let marker = try await tenant.send(in: "elsewhere", from: "a", id: "marker")
+                var events: [[String: Any]] = []
+                while let event = await all.next() {
+                    if event["type"] as? String == "message.created", event["messageIds"] as? [String] == [marker] { break }
+                    events.append(event)
+                }
+                let deleted = events.filter { $0["type"] as? String == "message.deleted" }
+                #expect(deleted.count == 3 * chats.count)
+                let deletedIds = deleted.flatMap { $0["messageIds"] as? [String] ?? [] }
+                #expect(Set(deletedIds) == Set(chats.flatMap { ["\($0)-a1", "\($0)-a2", "\($0)-b3"] }))
+                #expect(deletedIds.count == Set(deletedIds).count)
+                // unread.changed: b for a1 and a2; c for a2 and b3 (c had read a1); a for b3.
+                let unread = events.filter { $0["type"] as? String == "unread.changed" }
+                #expect(unread.count == 5 * chats.count)
+                for chat in chats {
+                    let ofChat = unread.filter { $0["chatId"] as? String == chat }
+                    for (user, counts) in [("a", [2]), ("b", [2, 1]), ("c", [3, 2])] {
+                        #expect(ofChat.filter { $0["userId"] as? String == user }.map { $0["unreadCount"] as? Int } == counts, "\(chat) \(user)")
+                    }
+                }
+            }
+
+            for chat in chats {
+                #expect(try await tenant.messages(in: chat, viewer: "a").map(\.id) == ["b1", "b2", "a3"].map { "\(chat)-\($0)" })
+                try await Self.expectCountsMatchDefinition(tenant: tenant.id, chat: chat, users: ["a", "b", "c"])
+            }
+            // a: b1 b2; b: a3; c: b2 a3 (b1 read); per chat.
+            #expect(try await tenant.unread(for: "a").total == 2 * chats.count)
+            #expect(try await tenant.unread(for: "b").total == 1 * chats.count)
+            #expect(try await tenant.unread(for: "c").total == 2 * chats.count)
+            // Deleting again, one at a time now: 204 each, nothing announced, nothing changed.
+            #expect(try await client.request(.delete, "/v1/chats/c3/messages/c3-b3", as: tenant.apiKey).status == .noContent)
+            #expect(try await client.request(.delete, "/v1/chats/c3/messages/c3-a2", as: tokenA).status == .noContent)
+            #expect(try await tenant.unread(for: "c").count(in: "c3") == 2)
+        }
+    }
+
     @Test("a deleted chat is gone with its members, messages and receipts; counts drop at once; its id starts an empty chat again")
     func deleteChat() async throws {
         try await TestService.run { client in

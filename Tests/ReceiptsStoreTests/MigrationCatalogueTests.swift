@@ -72,7 +72,7 @@ struct MigrationCatalogueTests {
             "events.events_type_check", "messages.messages_tenant_id_chat_id_fkey",
         ] + [
             "add_api_key", "create_tenant", "credential_directory", "credentials_changed", "current_token_revocations",
-            "delete_chat", "delete_message", "new_key_id", "purge_chat_messages", "purge_deleted_chat_batch", "put_chat",
+            "delete_chat", "delete_message", "delete_message_each", "new_key_id", "purge_chat_messages", "purge_deleted_chat_batch", "put_chat",
             "record_api_key_use", "remove_api_key", "replace_api_key", "revoke_user_tokens", "rotate_token_secret",
             "send_each", "send_message", "tenant_for_api_key", "tenant_token_secret", "tenant_token_secrets",
             "request_user_erasure", "user_erasure", "request_tenant_erasure", "erase_user_step", "erase_tenant_step", "erasure_step",

@@ -103,6 +103,156 @@ $$;
 COMMENT ON FUNCTION receipts.delete_message(text, text, text, text) IS
     'Deletes a message (p_sender: only if they sent it; null: whoever did): deleted | already_deleted | message_not_found | not_sender | chat_not_found. Counts drop at once; message.deleted and unread.changed events.';
 
+-- Concurrent deletes of a tenant in one statement. A delete alone is a dozen small statements
+-- and a commit; under load the service gathers the deletes that arrive while it is busy
+-- (ReceiptsStore.deletes, a TenantBatcher) and makes them one call of this function: the
+-- same outcome for each as receipts.delete_message, the same rows, counts and events, with
+-- each statement, each trigger run and the commit shared by the batch. Each chat appears at
+-- most once (the batcher keys deletes by chat), so the requests never touch the same rows
+-- and each can be judged and done as if alone. p_senders holds null where the request may
+-- delete whoever's message (the tenant key).
+--
+-- Locks: the chat rows first, all at once in chat order (as sends and erasures take them);
+-- then the member rows the deletes change, all at once in (chat, user) order (as the marking
+-- function takes them); a read under way in one of these chats finishes first, and the
+-- statements after see it, as in delete_message.
+--
+-- Plans: index lookups per request, as for the sends and reads batched alike (see
+-- receipts.mark_read_each): nested loops only, planned once per session.
+CREATE OR REPLACE FUNCTION receipts.delete_message_each(p_tenant text, p_chats text[], p_messages text[], p_senders text[])
+RETURNS TABLE (request integer, outcome text)
+LANGUAGE plpgsql
+SET enable_hashjoin = off SET enable_mergejoin = off SET enable_seqscan = off SET jit = off
+SET plan_cache_mode = force_generic_plan AS $$
+#variable_conflict use_column
+DECLARE
+    v_outcomes text[];
+    -- The messages to delete, one per chat: chat, id, seq, sender.
+    v_chats text[];
+    v_messages text[];
+    v_seqs bigint[];
+    v_senders text[];
+    -- The members whose count included one of them: chat, user, count before, still a member.
+    v_member_chats text[];
+    v_members text[];
+    v_before integer[];
+    v_current boolean[];
+BEGIN
+    PERFORM receipts.enter_tenant(p_tenant);
+    IF cardinality(p_chats) <> cardinality(p_messages) OR cardinality(p_chats) <> cardinality(p_senders) THEN
+        RAISE EXCEPTION 'receipts.delete_message_each: % chats, % messages, % senders',
+            cardinality(p_chats), cardinality(p_messages), cardinality(p_senders);
+    END IF;
+    IF (SELECT count(DISTINCT chat) FROM unnest(p_chats) AS chat) <> cardinality(p_chats) THEN
+        RAISE EXCEPTION 'receipts.delete_message_each: a chat appears twice';
+    END IF;
+    PERFORM FROM receipts.chats AS chat
+    WHERE chat.tenant_id = p_tenant AND chat.chat_id = ANY (p_chats)
+    ORDER BY chat.chat_id
+    FOR UPDATE;
+
+    -- Each request judged as delete_message judges it.
+    SELECT array_agg(judged.outcome ORDER BY judged.position),
+           coalesce(array_agg(judged.chat ORDER BY judged.chat) FILTER (WHERE judged.outcome = 'deleted'), '{}'),
+           coalesce(array_agg(judged.message ORDER BY judged.chat) FILTER (WHERE judged.outcome = 'deleted'), '{}'),
+           coalesce(array_agg(judged.seq ORDER BY judged.chat) FILTER (WHERE judged.outcome = 'deleted'), '{}'),
+           coalesce(array_agg(judged.sender_id ORDER BY judged.chat) FILTER (WHERE judged.outcome = 'deleted'), '{}')
+    INTO v_outcomes, v_chats, v_messages, v_seqs, v_senders
+    FROM (
+        SELECT item.position, item.chat COLLATE "C" AS chat, item.message, found.seq, found.sender_id::text AS sender_id,
+               CASE WHEN NOT EXISTS (SELECT FROM receipts.chats AS chat
+                                     WHERE chat.tenant_id = p_tenant AND chat.chat_id = item.chat) THEN 'chat_not_found'
+                    WHEN found.seq IS NULL AND EXISTS (SELECT FROM receipts.deleted_messages AS deleted
+                                                       WHERE deleted.tenant_id = p_tenant AND deleted.chat_id = item.chat
+                                                         AND deleted.message_id = item.message) THEN 'already_deleted'
+                    WHEN found.seq IS NULL THEN 'message_not_found'
+                    WHEN item.sender IS NOT NULL AND item.sender <> found.sender_id THEN 'not_sender'
+                    ELSE 'deleted' END AS outcome
+        FROM unnest(p_chats, p_messages, p_senders) WITH ORDINALITY AS item(chat, message, sender, position)
+        LEFT JOIN LATERAL (
+            SELECT message.seq, message.sender_id FROM receipts.messages AS message
+            WHERE message.tenant_id = p_tenant AND message.chat_id = item.chat AND message.message_id = item.message
+            LIMIT 1
+        ) AS found ON true
+    ) AS judged;
+
+    IF cardinality(v_chats) > 0 THEN
+        -- The member rows that may change, locked first; then, in a statement that sees what
+        -- reads finished meanwhile committed, those whose count included the message (above
+        -- their watermark, sent while a member, not read by them), with their counts before.
+        PERFORM FROM unnest(v_chats, v_seqs) AS doomed(chat, seq)
+        JOIN receipts.chat_members AS member
+            ON member.tenant_id = p_tenant AND member.chat_id = doomed.chat AND member.read_seq < doomed.seq
+        ORDER BY member.chat_id, member.user_id
+        FOR UPDATE OF member;
+        SELECT coalesce(array_agg(affected.chat ORDER BY affected.chat, affected.member), '{}'),
+               coalesce(array_agg(affected.member ORDER BY affected.chat, affected.member), '{}'),
+               coalesce(array_agg(affected.unread_count ORDER BY affected.chat, affected.member), '{}'),
+               coalesce(array_agg(affected.current ORDER BY affected.chat, affected.member), '{}')
+        INTO v_member_chats, v_members, v_before, v_current
+        FROM (
+            SELECT member.chat_id::text AS chat, member.user_id::text AS member, unread.unread_count,
+                   member.left_at IS NULL AS current
+            FROM unnest(v_chats, v_seqs) AS doomed(chat, seq)
+            JOIN receipts.chat_members AS member
+                ON member.tenant_id = p_tenant AND member.chat_id = doomed.chat AND member.read_seq < doomed.seq
+            JOIN receipts.member_unread AS unread
+                ON unread.tenant_id = member.tenant_id AND unread.chat_id = member.chat_id AND unread.user_id = member.user_id
+            WHERE EXISTS (SELECT FROM receipts.membership_periods AS period
+                          WHERE period.tenant_id = p_tenant AND period.chat_id = doomed.chat AND period.user_id = member.user_id
+                            AND doomed.seq > period.after_seq AND (period.until_seq IS NULL OR doomed.seq <= period.until_seq))
+              AND NOT EXISTS (SELECT FROM receipts.receipt_chunks AS receipt
+                              WHERE receipt.tenant_id = p_tenant AND receipt.chat_id = doomed.chat AND receipt.seq = doomed.seq
+                                AND receipt.chunk = member.receipt_chunk
+                                AND (member.user_id = ANY (receipt.read_by) OR member.user_id = ANY (receipt.hidden_read_by)))
+        ) AS affected;
+
+        DELETE FROM receipts.receipt_chunks AS receipt
+        USING unnest(v_chats, v_seqs) AS doomed(chat, seq)
+        WHERE receipt.tenant_id = p_tenant AND receipt.chat_id = doomed.chat AND receipt.seq = doomed.seq;
+        DELETE FROM receipts.messages AS message
+        USING unnest(v_chats, v_seqs) AS doomed(chat, seq)
+        WHERE message.tenant_id = p_tenant AND message.chat_id = doomed.chat AND message.seq = doomed.seq;
+        INSERT INTO receipts.deleted_messages (tenant_id, chat_id, message_id)
+        SELECT p_tenant, doomed.chat, doomed.message FROM unnest(v_chats, v_messages) AS doomed(chat, message);
+        UPDATE receipts.chat_members AS member SET reads_above = member.reads_above + 1
+        FROM unnest(v_member_chats, v_members) AS affected(chat, member)
+        WHERE member.tenant_id = p_tenant AND member.chat_id = affected.chat AND member.user_id = affected.member;
+
+        -- Per chat, message.deleted to its members, then unread.changed to each current
+        -- member whose count it changed, with the new count.
+        INSERT INTO receipts.events (tenant_id, event_id, transaction_id, type, chat_id, user_id, message_ids, data, audience)
+        SELECT p_tenant, nextval('receipts.event_ids'), pg_current_xact_id(), event.type, event.chat, event.user_id,
+               event.message_ids, event.data, event.audience
+        FROM (
+            SELECT doomed.chat, 0 AS rank, 'message.deleted' AS type, doomed.sender AS user_id,
+                   ARRAY[doomed.message] AS message_ids, '{}'::jsonb AS data,
+                   (SELECT coalesce(array_agg(member.user_id ORDER BY member.user_id), '{}')
+                    FROM receipts.chat_members AS member
+                    WHERE member.tenant_id = p_tenant AND member.chat_id = doomed.chat AND member.left_at IS NULL) AS audience
+            FROM unnest(v_chats, v_messages, v_senders) AS doomed(chat, message, sender)
+            UNION ALL
+            SELECT affected.chat, 1, 'unread.changed', affected.member, '{}',
+                   jsonb_build_object('unreadCount', unread.unread_count, 'markedUnread', unread.marked_unread),
+                   ARRAY[affected.member]
+            FROM unnest(v_member_chats, v_members, v_before, v_current) AS affected(chat, member, before, current)
+            JOIN receipts.member_unread AS unread
+                ON unread.tenant_id = p_tenant AND unread.chat_id = affected.chat AND unread.user_id = affected.member
+            WHERE affected.current AND unread.unread_count <> affected.before
+            ORDER BY chat, rank, user_id
+        ) AS event;
+        PERFORM receipts.wake_listeners();
+    END IF;
+
+    RETURN QUERY
+    SELECT done.position::integer, done.outcome
+    FROM unnest(v_outcomes) WITH ORDINALITY AS done(outcome, position)
+    ORDER BY done.position;
+END;
+$$;
+COMMENT ON FUNCTION receipts.delete_message_each(text, text[], text[], text[]) IS
+    'Deletes one message per request (at most one per chat), as many receipts.delete_message calls would, in one statement: one row per request, in order.';
+
 -- The chat row and its members go at once (counts, lists, rosters), with events to the
 -- members it had; its messages and receipts are left to receipts.purge_deleted_chat_batch.
 CREATE OR REPLACE FUNCTION receipts.delete_chat(p_tenant text, p_chat text)
