@@ -7,7 +7,7 @@ import Synchronization
 
 /// Gathers a tenant's concurrent requests of one kind into batches, each one call of a SQL
 /// function that does them all in one statement and one commit (`receipts.mark_read_each`,
-/// `receipts.send_each`).
+/// `receipts.send_each`, `receipts.delete_message_each`).
 ///
 /// A request that finds fewer than `concurrentRuns` runs of its tenant under way starts
 /// one at once, so an idle service adds no wait. A run takes batches off the tenant's queue
