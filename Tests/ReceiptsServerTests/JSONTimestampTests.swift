@@ -26,11 +26,11 @@ struct JSONTimestampTests {
         #expect(JSONCoding.timestamp(Date(timeIntervalSince1970: -1)) == "1969-12-31T23:59:59.000Z")
     }
 
-    @Test("times read from PostgreSQL agree with Foundation's calendar, to the millisecond, over a million of 1970-2037")
+    @Test("times read from PostgreSQL agree with Foundation's calendar, to the millisecond, over 100,000 of 1970-2037")
     func agreesWithFoundation() {
         let seconds = Date.ISO8601FormatStyle(includingFractionalSeconds: false, timeZone: .gmt)
         var generator = SystemRandomNumberGenerator()
-        for _ in 0..<1_000_000 {
+        for _ in 0..<100_000 {
             var microseconds = Int64.random(in: -946_684_800_000_000...1_199_145_600_000_000, using: &generator)
             // Exact milliseconds and the microsecond before them are where cutting a Double goes wrong.
             if Bool.random(using: &generator) { microseconds = microseconds / 1000 * 1000 - Int64.random(in: 0...1, using: &generator) }
