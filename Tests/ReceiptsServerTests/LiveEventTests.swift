@@ -150,17 +150,27 @@ struct LiveEventTests {
             try await tenant.createChat("fast", members: ["a", "b"])
             try await StreamClients.withWebSocket(port: client.port, credential: tenant.apiKey) { stream, _ in
                 var fast = ""
+                var early: [String: Any]?
                 try await TestDatabase.pool.withTransaction { connection in
                     // Takes an event id now and commits only at the end of this block.
                     try await connection.query("SELECT receipts.send_message($1, 'slow', 'late', 'a', 'x')", [tenant.id])
                     fast = try await tenant.send(in: "fast", from: "b")
                     // The later id has committed, but relaying it now could skip the earlier one.
-                    #expect(await stream.next(within: .milliseconds(300)) == nil)
+                    early = await stream.next(within: .milliseconds(300))
                 }
-                let events = await stream.take(2)
-                #expect(events.compactMap { ($0["messageIds"] as? [String])?.first } == ["late", fast])
+                let events = (early.map { [$0] } ?? []) + (await stream.take(early == nil ? 2 : 1))
                 let ids = events.compactMap { $0["id"] as? String }
                 try #require(ids.count == 2)
+                if early == nil {
+                    #expect(events.compactMap { ($0["messageIds"] as? [String])?.first } == ["late", fast])
+                } else {
+                    // The event ids are shared by every tenant: a hub of another test that waited
+                    // its deadline at a gap of its own abandoned every missing id up to the newest
+                    // it saw, this one's included (sql/functions/events.sql). Then the late event
+                    // commits under a new id, after the other: still once, in id order.
+                    #expect(events.compactMap { ($0["messageIds"] as? [String])?.first } == [fast, "late"])
+                    #expect((Int64(ids[1]) ?? 0) > (Int64(ids[0]) ?? .max))
+                }
                 // Resuming after the first replays the second, once.
                 try await StreamClients.withWebSocket(port: client.port, credential: tenant.apiKey, after: ids[0]) { resumed, _ in
                     #expect((await resumed.next())?["id"] as? String == ids[1])
