@@ -14,6 +14,19 @@ struct JSONStringTests {
         }
     }
 
+    @Test("lists of strings parse back unchanged, whether or not one needs an escape")
+    func lists() throws {
+        for texts in [[], ["a"], (0..<1000).map { "user-\($0)" }, ["ünïcødé 👋", "plain"], ["plain", #"say "hi""#, "x"], ["line\nbreak", "\u{1f}"]] {
+            var json = JSONWriter(capacity: 0)
+            json.raw("{")
+            json.raw(#""list":"#)
+            json.strings(texts)
+            json.raw("}")
+            let parsed = try JSONSerialization.jsonObject(with: Data(json.bytes)) as? [String: Any]
+            #expect(parsed?["list"] as? [String] == texts)
+        }
+    }
+
     @Test("the unread list is valid JSON with the contract's fields")
     func unreadList() throws {
         let response = UnreadListResponse([

@@ -47,13 +47,54 @@ struct JSONWriter {
     }
 
     /// `[…]` of JSON strings.
+    ///
+    /// A page of a large group's messages is mostly such lists (`readBy`, `deliveredTo`: some
+    /// 100,000 ids): when none of the texts needs an escape, as ids never do, the list is
+    /// written into one buffer of its exact size, byte by byte, and appended at once, which
+    /// takes about a third of the time of an append per quote, id and comma.
     mutating func strings(_ texts: [String]) {
+        if let list = Self.plainList(texts) {
+            self.bytes.append(contentsOf: list)
+            return
+        }
         self.raw("[")
         for (index, text) in texts.enumerated() {
             if index > 0 { self.raw(",") }
             self.string(text)
         }
         self.raw("]")
+    }
+
+    /// `texts` as a JSON array of strings, or nil when one of them needs an escape.
+    private static func plainList(_ texts: [String]) -> [UInt8]? {
+        var size = 2
+        for text in texts { size += text.utf8.count + 3 }
+        var isPlain = true
+        let list = [UInt8](unsafeUninitializedCapacity: size) { buffer, count in
+            var at = 0
+            func put(_ byte: UInt8) {
+                buffer[at] = byte
+                at += 1
+            }
+            put(UInt8(ascii: "["))
+            for var text in texts where isPlain {
+                if at > 1 { put(UInt8(ascii: ",")) }
+                put(UInt8(ascii: "\""))
+                text.withUTF8 { utf8 in
+                    for byte in utf8 {
+                        if byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") || byte < 0x20 {
+                            isPlain = false
+                            return
+                        }
+                        put(byte)
+                    }
+                }
+                put(UInt8(ascii: "\""))
+            }
+            put(UInt8(ascii: "]"))
+            count = isPlain ? at : 0
+        }
+        return isPlain ? list : nil
     }
 
     mutating func integer(_ value: some BinaryInteger) {
