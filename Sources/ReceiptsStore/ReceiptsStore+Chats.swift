@@ -79,9 +79,19 @@ extension ReceiptsStore {
     /// Reads the text outcome a receipts.* function returns in its first column.
     static func outcome<Outcome: RawRepresentable>(_ type: Outcome.Type, from rows: PostgresRows) throws -> Outcome
     where Outcome.RawValue == String {
-        let text = try rows.scalar(String.self)
+        try self.outcome(type, text: rows.scalar(String.self), function: "receipts.*")
+    }
+
+    /// Reads the text outcome in the first column of one row of `function`'s answer.
+    static func outcome<Outcome: RawRepresentable>(_ type: Outcome.Type, of row: PostgresRow, function: String) throws -> Outcome
+    where Outcome.RawValue == String {
+        try self.outcome(type, text: row.decode(String.self, column: 0), function: function)
+    }
+
+    private static func outcome<Outcome: RawRepresentable>(_ type: Outcome.Type, text: String, function: String) throws -> Outcome
+    where Outcome.RawValue == String {
         guard let outcome = Outcome(rawValue: text) else {
-            throw UnexpectedOutcome(function: "receipts.*", outcome: text)
+            throw UnexpectedOutcome(function: function, outcome: text)
         }
         return outcome
     }

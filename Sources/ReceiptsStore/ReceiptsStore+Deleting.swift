@@ -50,13 +50,7 @@ extension ReceiptsStore {
         return ("SELECT outcome FROM receipts.delete_message_each($1, $2, $3, $4)",
                 [tenant, requests.map(\.chat), requests.map(\.message), requests.map(\.sender)])
     } outcomes: { rows in
-        try rows.map { row in
-            let text = try row.decode(String.self, column: 0)
-            guard let outcome = DeleteMessageOutcome(rawValue: text) else {
-                throw UnexpectedOutcome(function: "receipts.delete_message_each", outcome: text)
-            }
-            return outcome
-        }
+        try rows.map { try Self.outcome(DeleteMessageOutcome.self, of: $0, function: "receipts.delete_message_each") }
     }
 
     /// Deletes a chat with its members at once; its messages are purged in the background
