@@ -30,20 +30,21 @@ struct ReceiptCounts: Sendable, Hashable {
     /// its sender, and is a member now or visibly read it; delivery is a delivery or a visible
     /// read; each user's earliest times count), computed over the roster's numbered users.
     /// Delivery times are not needed (a page of messages does not read them).
-    init(of message: MessageReceipts, in roster: ChatRoster) {
-        var deliveries = RosterNumbering(roster.index)
-        var reads = RosterNumbering(roster.index)
-        self.init(of: message, in: roster, deliveries: &deliveries, reads: &reads)
-    }
-
-    /// The same, numbering the users of the message's deliveries and reads with `deliveries`
-    /// and `reads`, which carry over from one message of a page to the next.
-    init(of message: MessageReceipts, in roster: ChatRoster, deliveries: inout RosterNumbering, reads: inout RosterNumbering) {
+    init(of message: some ReceiptLists, in roster: ChatRoster) {
         let index = roster.index
-        let isDelivered = index.contains(deliveries.numbers(of: message.deliveredTo))
-        let readAt = index.earliestTimes(of: message.visibleReads, numbers: reads.numbers(of: message.visibleReads.map(\.userId)))
-        let sender = index.numbers[message.senderId]
-        var counted = [Bool](repeating: false, count: index.isCurrent.count)
+        var isDelivered = [Bool](repeating: false, count: index.count)
+        var readAt = [Date?](repeating: nil, count: index.count)
+        message.forEachDelivery { user in
+            if let number = index.numbers.number(of: user) { isDelivered[number] = true }
+        }
+        message.forEachVisibleRead { user, at in
+            // Users without a period are no recipients; a repeat keeps the earlier time.
+            guard let number = index.numbers.number(of: user) else { return }
+            if let earlier = readAt[number], earlier <= at { return }
+            readAt[number] = at
+        }
+        let sender = index.numbers.number(of: message.senderId)
+        var counted = [Bool](repeating: false, count: index.count)
         var recipients = 0, delivered = 0, read = 0
         var latestRead: Date?
         for (number, period) in index.periods where number != sender && !counted[number] && period.contains(seq: message.seq) {

@@ -47,7 +47,7 @@ public enum ReceiptRules {
     ///   - timeZone: where the `imessage` style tells "Read at 5:42 PM"; UTC unless the
     ///     viewer asked for another.
     public static func summary(
-        of message: MessageReceipts,
+        of message: some ReceiptLists,
         in roster: ChatRoster,
         style: LabelStyle = .counts,
         isViewersMostRecent: Bool,
@@ -58,24 +58,6 @@ public enum ReceiptRules {
         Self.summary(
             ReceiptCounts(of: message, in: roster), in: roster, style: style,
             isViewersMostRecent: isViewersMostRecent, timeZone: timeZone)
-    }
-
-    /// The `receipt` the sender sees under each of `messages` (a page), as `summary(of:…)`
-    /// gives it for each alone: the messages are counted one after another, each user
-    /// numbered once where the lists repeat (`RosterNumbering`).
-    public static func summaries(
-        of messages: [(receipts: MessageReceipts, isViewersMostRecent: Bool)],
-        in roster: ChatRoster,
-        style: LabelStyle = .counts,
-        timeZone: TimeZone = .gmt
-    ) -> [ReceiptSummary] {
-        var deliveries = RosterNumbering(roster.index)
-        var reads = RosterNumbering(roster.index)
-        return messages.map { message in
-            Self.summary(
-                ReceiptCounts(of: message.receipts, in: roster, deliveries: &deliveries, reads: &reads), in: roster,
-                style: style, isViewersMostRecent: message.isViewersMostRecent, timeZone: timeZone)
-        }
     }
 
     private static func summary(

@@ -4,11 +4,11 @@ import Foundation
 /// now: what `ReceiptCounts` needs of a `ChatRoster` for every message of a page, prepared once.
 ///
 /// A page of 50 messages of a 1,000-member group counts 50 times over the same members; with
-/// this, a message costs one dictionary lookup per receipt and a pass over the periods,
-/// instead of sets of user ids built for every message.
+/// this, a message costs one lookup per receipt and a pass over the periods, instead of sets
+/// of user ids built for every message.
 struct RosterIndex: Sendable {
-    /// Each user's number.
-    let numbers: [String: Int]
+    /// The users' numbers, looked up by the bytes of their ids.
+    let numbers: UserNumbers
     /// The periods, each with its user's number.
     let periods: [(number: Int, period: MembershipPeriod)]
     /// By number: whether the user is a member now.
@@ -17,69 +17,96 @@ struct RosterIndex: Sendable {
     init(periods: [MembershipPeriod], currentMembers: Set<String>) {
         var numbers: [String: Int] = [:]
         numbers.reserveCapacity(periods.count)
-        var isCurrent: [Bool] = []
+        var users: [String] = []
         self.periods = periods.map { period in
             if let number = numbers[period.userId] { return (number, period) }
-            let number = numbers.count
+            let number = users.count
             numbers[period.userId] = number
-            isCurrent.append(currentMembers.contains(period.userId))
+            users.append(period.userId)
             return (number, period)
         }
-        self.numbers = numbers
-        self.isCurrent = isCurrent
+        self.numbers = UserNumbers(users)
+        self.isCurrent = users.map { currentMembers.contains($0) }
     }
 
-    /// Each numbered user's earliest time in `receipts` (users without a period are no
-    /// recipients and are left out), by number; `numbers` are the receipts' users' numbers.
-    func earliestTimes(of receipts: [UserReceipt], numbers: [Int?]) -> [Date?] {
-        var times = [Date?](repeating: nil, count: self.numbers.count)
-        for (receipt, number) in zip(receipts, numbers) {
-            guard let number else { continue }
-            if let earlier = times[number], earlier <= receipt.at { continue }
-            times[number] = receipt.at
-        }
-        return times
-    }
-
-    /// Whether each numbered user has one of `numbers`, by number.
-    func contains(_ numbers: [Int?]) -> [Bool] {
-        var found = [Bool](repeating: false, count: self.numbers.count)
-        for case let number? in numbers {
-            found[number] = true
-        }
-        return found
-    }
+    /// How many users are numbered.
+    var count: Int { self.isCurrent.count }
 }
 
-/// Numbers the users of one list after another (`RosterIndex.numbers`), taking a user's
-/// number from the previous list where the same user stands at the same place.
+/// Users numbered by their place in a list, looked up by the UTF-8 bytes of an id: an
+/// open-addressing table over one buffer of the ids' bytes, so that a lookup hashes and
+/// compares bytes and makes no `String`.
 ///
-/// The messages of a page list much the same members in much the same order (a read of
-/// several messages appends its reader to each of them), and comparing an id with the one
-/// at its place in the previous list is cheaper than hashing it again: a page of a
-/// 1,000-member group looks up 100,000 ids.
-struct RosterNumbering {
-    private let index: RosterIndex
-    private var previousUsers: [String] = []
-    private var previousNumbers: [Int?] = []
+/// The ids are a chat's members, chosen by the tenant who reads the page; ids made to
+/// collide would slow only that tenant's own pages of that chat.
+struct UserNumbers: Sendable {
+    /// The ids' bytes, one after another, in number order.
+    private let bytes: [UInt8]
+    /// By number: where the id's bytes start in `bytes`; one more entry for the end.
+    private let starts: [Int]
+    /// By hash (modulo the size, a power of two): a user's number, or -1 for none.
+    private let slots: [Int32]
 
-    init(_ index: RosterIndex) {
-        self.index = index
-    }
-
-    /// Each user's number in the roster, `nil` for users without a period.
-    mutating func numbers(of users: [String]) -> [Int?] {
-        var numbers: [Int?] = []
-        numbers.reserveCapacity(users.count)
-        for (place, user) in users.enumerated() {
-            if place < self.previousUsers.count, self.previousUsers[place] == user {
-                numbers.append(self.previousNumbers[place])
-            } else {
-                numbers.append(self.index.numbers[user])
+    init(_ users: [String]) {
+        var bytes: [UInt8] = []
+        var starts: [Int] = [0]
+        for user in users {
+            bytes.append(contentsOf: user.utf8)
+            starts.append(bytes.count)
+        }
+        var size = 16
+        while size < users.count * 2 { size *= 2 }
+        var slots = [Int32](repeating: -1, count: size)
+        bytes.withUnsafeBytes { buffer in
+            for number in users.indices {
+                let id = UnsafeRawBufferPointer(rebasing: buffer[starts[number]..<starts[number + 1]])
+                var slot = Int(truncatingIfNeeded: Self.hash(id)) & (size - 1)
+                while slots[slot] >= 0 { slot = (slot + 1) & (size - 1) }
+                slots[slot] = Int32(number)
             }
         }
-        self.previousUsers = users
-        self.previousNumbers = numbers
-        return numbers
+        self.bytes = bytes
+        self.starts = starts
+        self.slots = slots
+    }
+
+    /// The number of the user with the id `id` (UTF-8), nil for one not in the list.
+    func number(of id: UnsafeRawBufferPointer) -> Int? {
+        let mask = self.slots.count - 1
+        var slot = Int(truncatingIfNeeded: Self.hash(id)) & mask
+        return self.bytes.withUnsafeBytes { buffer in
+            while true {
+                let number = Int(self.slots[slot])
+                if number < 0 { return nil }
+                let start = self.starts[number], end = self.starts[number + 1]
+                if end - start == id.count, id.count == 0 || memcmp(buffer.baseAddress! + start, id.baseAddress!, id.count) == 0 {
+                    return number
+                }
+                slot = (slot + 1) & mask
+            }
+        }
+    }
+
+    /// The number of the user `id`, nil for one not in the list.
+    func number(of id: String) -> Int? {
+        id.withUTF8Bytes { self.number(of: $0) }
+    }
+
+    /// A hash of `bytes`, eight at a time (ids are short: one to three words).
+    private static func hash(_ bytes: UnsafeRawBufferPointer) -> UInt64 {
+        var hash: UInt64 = 0x243F_6A88_85A3_08D3 ^ UInt64(bytes.count)
+        var offset = 0
+        while offset < bytes.count {
+            var word: UInt64 = 0
+            if bytes.count - offset >= 8 {
+                word = bytes.loadUnaligned(fromByteOffset: offset, as: UInt64.self)
+            } else {
+                for index in offset..<bytes.count { word = word << 8 | UInt64(bytes[index]) }
+            }
+            hash = (hash ^ word) &* 0x9E37_79B9_7F4A_7C15
+            hash ^= hash >> 29
+            offset += 8
+        }
+        return hash ^ (hash >> 32)
     }
 }

@@ -35,7 +35,7 @@ enum SendResult: Sendable {
 public struct MessagePage: Sendable {
     public let roster: ChatRoster
     /// Oldest first.
-    public let messages: [MessageRecord]
+    public let messages: [ListedMessage]
     /// The id of the viewer's newest message in the chat (for the `imessage` labels).
     public let viewersMostRecentMessageId: String?
 }
@@ -115,10 +115,18 @@ extension ReceiptsStore {
                 [tenant, chat, beforeSeq, limit]
             )
             let seqs = try rows.map { try $0.decode(Int64.self, column: 1) }
-            let chunks = try await Self.receiptChunks(
-                tenant: tenant, chat: chat, from: seqs.min() ?? 0, through: seqs.max() ?? -1, .withoutDeliveryTimes, on: connection)
+            var chunks: [Int64: [ListedReceiptChunk]] = [:]
+            if let first = seqs.min(), let last = seqs.max() {
+                for row in try await connection.query(ListedReceiptChunk.sql, [tenant, chat, first, last]) {
+                    let chunk = try ListedReceiptChunk(row: row)
+                    chunks[chunk.seq, default: []].append(chunk)
+                }
+            }
+            // In chunk order here rather than by `ORDER BY`: PostgreSQL would sort the rows with
+            // their arrays (a page of a 1,000-member group: 1,600 rows, 2.6 MB), which took it
+            // longer than finding them.
             let messages = try zip(rows, seqs).reversed().map { row, seq in
-                try MessageRecord(row: row, chatId: chat, chunks: chunks[seq] ?? [])
+                try ListedMessage(row: row, chatId: chat, chunks: (chunks[seq] ?? []).sorted { $0.chunk < $1.chunk })
             }
             let mostRecent = try await viewer.asyncMap { try await Self.mostRecentMessageId(tenant: tenant, chat: chat, sender: $0, on: connection) } ?? nil
             return .success(MessagePage(roster: roster, messages: messages, viewersMostRecentMessageId: mostRecent))
@@ -140,32 +148,14 @@ extension ReceiptsStore {
             )
             guard let row = rows.first else { return nil }
             let seq = try row.decode(Int64.self, column: 1)
-            let chunks = try await Self.receiptChunks(tenant: tenant, chat: chat, from: seq, through: seq, .withDeliveryTimes, on: connection)
-            let message = try MessageRecord(row: row, chatId: chat, chunks: chunks[seq] ?? [])
+            let chunks = try await connection.query(ReceiptChunk.sql, [tenant, chat, seq]).map { try ReceiptChunk(row: $0) }
+            let message = try MessageRecord(row: row, chatId: chat, chunks: chunks.sorted { $0.chunk < $1.chunk })
             var isMostRecent = false
             if let viewer {
                 isMostRecent = try await Self.mostRecentMessageId(tenant: tenant, chat: chat, sender: viewer, on: connection) == id
             }
             return (message, roster, isMostRecent)
         }
-    }
-
-    /// The receipt chunks of a chat's messages with `from <= seq <= through`, by seq, each
-    /// message's in chunk order (none when the range is empty).
-    static func receiptChunks(
-        tenant: String, chat: String, from: Int64, through: Int64, _ columns: ReceiptChunk.Columns, on connection: PostgresConnection
-    ) async throws -> [Int64: [ReceiptChunk]] {
-        guard from <= through else { return [:] }
-        let rows = try await connection.query(columns.sql, [tenant, chat, from, through])
-        var chunks: [Int64: [ReceiptChunk]] = [:]
-        for row in rows {
-            let chunk = try ReceiptChunk(row: row, columns: columns)
-            chunks[chunk.seq, default: []].append(chunk)
-        }
-        // In chunk order here rather than by `ORDER BY`: PostgreSQL would sort the rows with
-        // their arrays (a page of a 1,000-member group: 1,600 rows, 2.6 MB), which took it
-        // longer than finding them.
-        return chunks.mapValues { $0.sorted { $0.chunk < $1.chunk } }
     }
 
     static func mostRecentMessageId(tenant: String, chat: String, sender: String, on connection: PostgresConnection) async throws -> String? {

@@ -77,6 +77,23 @@ struct ValueRoundTripTests {
         #expect(try rows[0].decode([Date].self, column: 3) == [])
     }
 
+    @Test("text[] read in place (PostgresTextElements) gives each element's bytes, NULL elements and other types refused")
+    func textElementsInPlace() async throws {
+        let texts = ["a,b", "say \"hi\"", "", "ü🙂", String(repeating: "long id ", count: 40)]
+        let rows = try await pool.query(
+            "SELECT $1::text[], '{}'::text[], ARRAY['x', NULL]::text[], ARRAY[1, 2]::int8[], ARRAY['v']::varchar[]", [texts])
+        let elements = try rows[0].decode(PostgresTextElements.self, column: 0)
+        #expect(elements.count == texts.count)
+        var seen: [String] = []
+        elements.forEach { seen.append(String(decoding: $0, as: UTF8.self)) }
+        #expect(seen == texts)
+        #expect(elements.strings == texts)
+        #expect(try rows[0].decode(PostgresTextElements.self, column: 1).count == 0)
+        #expect(throws: PostgresError.self) { try rows[0].decode(PostgresTextElements.self, column: 2) }
+        #expect(throws: PostgresError.self) { try rows[0].decode(PostgresTextElements.self, column: 3) }
+        #expect(try rows[0].decode(PostgresTextElements.self, column: 4).strings == ["v"])
+    }
+
     @Test("the empty text[] round-trips")
     func emptyArray() async throws {
         let rows = try await pool.query("SELECT $1::text[], cardinality($1::text[])", [[String]()])

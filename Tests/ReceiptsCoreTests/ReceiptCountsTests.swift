@@ -42,38 +42,43 @@ struct ReceiptCountsTests {
         }
     }
 
-    /// A page counts its messages one after another, carrying each list's numbers over to
-    /// the next message (`RosterNumbering`): lists that repeat, shift, shrink or differ must
-    /// still give every message the summary it gets alone.
-    @Test("a page's summaries equal each message's own, however its lists repeat")
-    func pagesOfMessages() {
+    /// A page's lists come as the bytes the database sent (`ReceiptLists`), not as
+    /// `MessageReceipts`: the same users, as bytes, must count the same, whatever their ids
+    /// (long ones, ones that differ in one byte, strangers, the sender).
+    @Test("lists given as bytes count as the same lists given as strings")
+    func listsAsBytes() {
         var generator = SplitMix64(seed: 16)
-        let users = (0..<40).map { "user\($0)" } + ["a-member-with-a-long-id-that-is-not-a-small-string"]
+        let users = (0..<40).map { "user\($0)" } + ["a-member-with-a-long-id-that-is-not-a-small-string", "user1x", "User1", "u"]
         let base = Date(timeIntervalSince1970: 1_795_000_000)
         for _ in 0..<300 {
             let members = users.filter { _ in Int.random(in: 0..<4, using: &generator) > 0 }
             let periods = members.map { MembershipPeriod(userId: $0, afterSeq: Int64.random(in: 0...3, using: &generator), untilSeq: nil) }
             let roster = ChatRoster(kind: .group, periods: periods, currentMembers: Set(members.filter { _ in Bool.random(using: &generator) }))
-            var readers = (users + ["stranger"]).shuffled(using: &generator)
-            var page: [(receipts: MessageReceipts, isViewersMostRecent: Bool)] = []
-            for seq in 1...Int64.random(in: 1...12, using: &generator) {
-                switch Int.random(in: 0..<4, using: &generator) {
-                case 0: readers.shuffle(using: &generator)
-                case 1: readers.removeFirst(Int.random(in: 0...3, using: &generator))
-                case 2: readers.insert("user\(Int.random(in: 0..<40, using: &generator))", at: 0)
-                default: break  // the same readers in the same order
-                }
-                let read = Array(readers.prefix(Int.random(in: 0...readers.count, using: &generator)))
-                let message = MessageReceipts(
-                    seq: seq, senderId: members.first ?? "user0",
-                    deliveredTo: readers, deliveredAt: nil,
-                    visibleReads: read.map { UserReceipt(userId: $0, at: base + Double(Int.random(in: 0...20, using: &generator))) },
-                    hiddenReaders: [])
-                page.append((message, Bool.random(using: &generator)))
-            }
-            let alone = page.map { ReceiptRules.summary(of: $0.receipts, in: roster, isViewersMostRecent: $0.isViewersMostRecent) }
-            #expect(ReceiptRules.summaries(of: page, in: roster) == alone)
+            let readers = (users + ["stranger", "user10000"]).shuffled(using: &generator)
+            let read = Array(readers.prefix(Int.random(in: 0...readers.count, using: &generator)))
+            let message = MessageReceipts(
+                seq: Int64.random(in: 1...4, using: &generator), senderId: members.first ?? "user0",
+                deliveredTo: Array(readers.prefix(Int.random(in: 0...readers.count, using: &generator))), deliveredAt: nil,
+                visibleReads: read.map { UserReceipt(userId: $0, at: base + Double(Int.random(in: 0...20, using: &generator))) },
+                hiddenReaders: [])
+            let isMostRecent = Bool.random(using: &generator)
+            #expect(
+                ReceiptRules.summary(of: BytesLists(message), in: roster, isViewersMostRecent: isMostRecent)
+                    == ReceiptRules.summary(of: message, in: roster, isViewersMostRecent: isMostRecent))
         }
+    }
+
+    @Test("a lookup by bytes finds each user's number and no one else's")
+    func numbersByBytes() {
+        let users = (0..<1_000).map { "member-\($0)" } + ["", "a", "0123456789abcdef", "0123456789abcdeg"]
+        let numbers = UserNumbers(users)
+        for (number, user) in users.enumerated() {
+            #expect(numbers.number(of: user) == number)
+        }
+        for stranger in ["member-1000", "member-", "Member-1", "0123456789abcdef0", "b"] {
+            #expect(numbers.number(of: stranger) == nil)
+        }
+        #expect(UserNumbers([]).number(of: "anyone") == nil)
     }
 
     @Test("a roster changed after it was made counts with its new members")
@@ -85,6 +90,29 @@ struct ReceiptCountsTests {
         let counts = ReceiptCounts(of: message, in: roster)
         #expect(counts.recipients == 1)
         #expect(counts.read == 1)
+    }
+}
+
+/// A message's lists as bytes of their own, as a page's come from the database.
+private struct BytesLists: ReceiptLists {
+    let seq: Int64
+    let senderId: String
+    let deliveries: [[UInt8]]
+    let reads: [([UInt8], Date)]
+
+    init(_ message: MessageReceipts) {
+        self.seq = message.seq
+        self.senderId = message.senderId
+        self.deliveries = message.deliveredTo.map { Array($0.utf8) }
+        self.reads = message.visibleReads.map { (Array($0.userId.utf8), $0.at) }
+    }
+
+    func forEachDelivery(_ body: (UnsafeRawBufferPointer) -> Void) {
+        for user in self.deliveries { user.withUnsafeBytes(body) }
+    }
+
+    func forEachVisibleRead(_ body: (UnsafeRawBufferPointer, Date) -> Void) {
+        for (user, at) in self.reads { user.withUnsafeBytes { body($0, at) } }
     }
 }
 

@@ -1,6 +1,7 @@
 import Foundation
 import Hummingbird
 import NIOCore
+import ReceiptsStore
 
 /// Writes a JSON answer byte by byte: every answer, so that its members come out in the
 /// documented order (`JSONResponse`), and fast, for the answers too large or too frequent for
@@ -95,6 +96,42 @@ struct JSONWriter {
             count = isPlain ? at : 0
         }
         return isPlain ? list : nil
+    }
+
+    /// `[…]` of the ids of `list`, written from the bytes the database sent as `strings(_:)`
+    /// writes a list of plain strings: into one buffer of its exact size, then appended at once
+    /// (a list with an id that needs an escape, which ids never do, goes through `strings`).
+    mutating func strings(_ list: UserIdList) {
+        var size = 2
+        list.forEach { size += $0.count + 3 }
+        var isPlain = true
+        let written = [UInt8](unsafeUninitializedCapacity: size) { buffer, count in
+            var at = 1
+            buffer[0] = UInt8(ascii: "[")
+            list.forEach { id in
+                guard isPlain else { return }
+                if at > 1 {
+                    buffer[at] = UInt8(ascii: ",")
+                    at += 1
+                }
+                buffer[at] = UInt8(ascii: "\"")
+                at += 1
+                for byte in id {
+                    if byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") || byte < 0x20 { isPlain = false }
+                    buffer[at] = byte
+                    at += 1
+                }
+                buffer[at] = UInt8(ascii: "\"")
+                at += 1
+            }
+            buffer[at] = UInt8(ascii: "]")
+            count = isPlain ? at + 1 : 0
+        }
+        if isPlain {
+            self.bytes.append(contentsOf: written)
+        } else {
+            self.strings(list.strings)
+        }
     }
 
     mutating func integer(_ value: some BinaryInteger) {

@@ -29,8 +29,8 @@ struct MessageResponse: Encodable, JSONResponse {
     let senderId: String
     let text: String
     let createdAt: Date
-    let readBy: [String]
-    let deliveredTo: [String]
+    let readBy: UserIds
+    let deliveredTo: UserIds
     let receipt: ReceiptSummary?
     let recipients: [RecipientStatus]?
 
@@ -41,10 +41,45 @@ struct MessageResponse: Encodable, JSONResponse {
         self.senderId = message.senderId
         self.text = message.text
         self.createdAt = message.createdAt
-        self.readBy = message.receipts.visibleReads.map(\.userId)
-        self.deliveredTo = message.receipts.deliveredTo
+        self.readBy = .strings(message.receipts.visibleReads.map(\.userId))
+        self.deliveredTo = .strings(message.receipts.deliveredTo)
         self.receipt = receipt
         self.recipients = recipients
+    }
+
+    /// A message of a page, its lists written straight from what the database sent.
+    init(_ message: ListedMessage, receipt: ReceiptSummary?) {
+        self.id = message.id
+        self.chatId = message.chatId
+        self.seq = message.seq
+        self.senderId = message.senderId
+        self.text = message.text
+        self.createdAt = message.createdAt
+        self.readBy = .stored(message.receipts.readBy)
+        self.deliveredTo = .stored(message.receipts.deliveredTo)
+        self.receipt = receipt
+        self.recipients = nil
+    }
+
+    /// The users of `readBy` or `deliveredTo`: `String`s, or the ids of a page as the
+    /// database sent them.
+    enum UserIds: Encodable {
+        case strings([String])
+        case stored(UserIdList)
+
+        var count: Int {
+            switch self {
+            case .strings(let ids): ids.count
+            case .stored(let ids): ids.count
+            }
+        }
+
+        func encode(to encoder: any Encoder) throws {
+            switch self {
+            case .strings(let ids): try ids.encode(to: encoder)
+            case .stored(let ids): try ids.strings.encode(to: encoder)
+            }
+        }
     }
 }
 
@@ -127,4 +162,14 @@ extension MessageListResponse {
     }
 
     var estimatedJSONBytes: Int { self.messages.reduce(16) { $0 + $1.estimatedJSONBytes } }
+}
+
+extension JSONWriter {
+    /// `[…]` of the users of `readBy` or `deliveredTo`.
+    fileprivate mutating func strings(_ ids: MessageResponse.UserIds) {
+        switch ids {
+        case .strings(let ids): self.strings(ids)
+        case .stored(let ids): self.strings(ids)
+        }
+    }
 }

@@ -72,12 +72,13 @@ struct MessageController {
         case .failure(.beforeNotFound): throw APIError.notFound("before names no message of this chat")
         }
         try Self.requireMember(viewer, of: page.roster)
-        let viewersMessages = page.messages.filter { $0.senderId == viewer }
-        let receipts = ReceiptRules.summaries(
-            of: viewersMessages.map { ($0.receipts, $0.id == page.viewersMostRecentMessageId) },
-            in: page.roster, style: style, timeZone: timeZone)
-        var receiptOfMessage = Dictionary(uniqueKeysWithValues: zip(viewersMessages.map(\.id), receipts))
-        return MessageListResponse(messages: page.messages.map { MessageResponse($0, receipt: receiptOfMessage.removeValue(forKey: $0.id)) })
+        return MessageListResponse(messages: page.messages.map { message in
+            guard let viewer, message.senderId == viewer else { return MessageResponse(message, receipt: nil) }
+            let receipt = ReceiptRules.summary(
+                of: message.receipts, in: page.roster, style: style,
+                isViewersMostRecent: message.id == page.viewersMostRecentMessageId, timeZone: timeZone)
+            return MessageResponse(message, receipt: receipt)
+        })
     }
 
     /// One message; its sender also gets `receipt` and per-recipient `recipients`.
