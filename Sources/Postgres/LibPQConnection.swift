@@ -409,17 +409,23 @@ final class LibPQConnection: @unchecked Sendable {
         return name
     }
 
-    func consume(_ result: OpaquePointer?) throws(PostgresError) -> PostgresRows {
+    /// The rows of `result`, copied out of it; `result` is cleared. `columns`: the result's
+    /// columns when the caller knows them already (the rows of one statement in single-row
+    /// mode), so that each row does not read their names again.
+    func consume(_ result: OpaquePointer?, columns knownColumns: [PostgresColumn]? = nil) throws(PostgresError) -> PostgresRows {
         defer { PQclear(result) }
         try self.check(result)
         guard let result else { throw self.connectionError() }
         let rowCount = Int(PQntuples(result))
         let columnCount = Int(PQnfields(result))
-        var columns: [PostgresColumn] = []
-        columns.reserveCapacity(columnCount)
-        for column in 0..<columnCount {
-            let name = PQfname(result, Int32(column)).map { String(cString: $0) } ?? ""
-            columns.append(PostgresColumn(name: name, type: PostgresDataType(oid: PQftype(result, Int32(column)))))
+        var columns: [PostgresColumn] = knownColumns ?? []
+        if knownColumns?.count != columnCount {
+            columns = []
+            columns.reserveCapacity(columnCount)
+            for column in 0..<columnCount {
+                let name = PQfname(result, Int32(column)).map { String(cString: $0) } ?? ""
+                columns.append(PostgresColumn(name: name, type: PostgresDataType(oid: PQftype(result, Int32(column)))))
+            }
         }
         var cells: [(offset: Int, length: Int)] = []
         cells.reserveCapacity(rowCount * columnCount)
@@ -454,7 +460,7 @@ final class LibPQConnection: @unchecked Sendable {
     private func check(_ result: OpaquePointer?) throws(PostgresError) {
         guard let result else { throw self.connectionError() }
         switch PQresultStatus(result) {
-        case PGRES_COMMAND_OK, PGRES_TUPLES_OK, PGRES_EMPTY_QUERY:
+        case PGRES_COMMAND_OK, PGRES_TUPLES_OK, PGRES_EMPTY_QUERY, PGRES_SINGLE_TUPLE:
             return
         default:
             throw self.serverError(from: result)

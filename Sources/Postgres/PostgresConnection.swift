@@ -78,6 +78,31 @@ public final class PostgresConnection: @unchecked Sendable {
         }
     }
 
+    /// Runs a statement and folds its rows into `initial` with `update`, one by one as they
+    /// arrive (libpq's single-row mode): the first rows are worked on while the server is still
+    /// sending the rest, where `query` would wait for them all first. For a large result whose
+    /// rows take work of their own (a page of a large group's receipts).
+    ///
+    /// `update` runs on the connection's thread, which it holds while it works; it sees the rows
+    /// in the order the server sends them. When it throws, the rest of the rows are read and
+    /// dropped and its error is thrown.
+    public func reduceRows<State: Sendable>(
+        _ sql: String,
+        _ parameters: [any PostgresEncodable] = [],
+        into initial: State,
+        _ update: @escaping @Sendable (inout State, PostgresRow) throws -> Void
+    ) async throws -> State {
+        let bindings = try PostgresBindings(parameters)
+        let outcome = try await self.onThread { connection throws(PostgresError) -> Result<State, any Error> in
+            var state = initial
+            if let failure = try connection.execute(sql, bindings: bindings, eachRow: { try update(&state, $0) }) {
+                return .failure(failure)
+            }
+            return .success(state)
+        }
+        return try outcome.get()
+    }
+
     /// Runs a statement and returns how many rows it inserted, updated or deleted.
     @discardableResult
     public func execute(_ sql: String, _ parameters: [any PostgresEncodable] = []) async throws -> Int {

@@ -31,30 +31,28 @@ struct ReceiptCounts: Sendable, Hashable {
     /// read; each user's earliest times count), computed over the roster's numbered users.
     /// Delivery times are not needed (a page of messages does not read them).
     init(of message: some ReceiptLists, in roster: ChatRoster) {
-        let index = roster.index
-        var isDelivered = [Bool](repeating: false, count: index.count)
-        var readAt = [Date?](repeating: nil, count: index.count)
-        message.forEachDelivery { user in
-            if let number = index.numbers.number(of: user) { isDelivered[number] = true }
-        }
-        message.forEachVisibleRead { user, at in
-            // Users without a period are no recipients; a repeat keeps the earlier time.
-            guard let number = index.numbers.number(of: user) else { return }
-            if let earlier = readAt[number], earlier <= at { return }
-            readAt[number] = at
-        }
-        let sender = index.numbers.number(of: message.senderId)
+        var tally = ReceiptTally(seq: message.seq, senderId: message.senderId, in: roster)
+        message.forEachDelivery { tally.delivered(to: $0) }
+        message.forEachVisibleRead { tally.read(by: $0, at: $1) }
+        self.init(tally)
+    }
+
+    /// The counts of the deliveries and reads `tally` took in.
+    init(_ tally: ReceiptTally) {
+        let index = tally.roster.index
+        let sender = index.numbers.number(of: tally.senderId)
         var counted = [Bool](repeating: false, count: index.count)
         var recipients = 0, delivered = 0, read = 0
         var latestRead: Date?
-        for (number, period) in index.periods where number != sender && !counted[number] && period.contains(seq: message.seq) {
-            guard index.isCurrent[number] || readAt[number] != nil else { continue }
+        for (number, period) in index.periods where number != sender && !counted[number] && period.contains(seq: tally.seq) {
+            let readAt = tally.readAt[number]
+            guard index.isCurrent[number] || readAt != nil else { continue }
             counted[number] = true
             recipients += 1
-            if isDelivered[number] || readAt[number] != nil { delivered += 1 }
-            if let at = readAt[number] {
+            if tally.isDelivered[number] || readAt != nil { delivered += 1 }
+            if let readAt {
                 read += 1
-                if latestRead.map({ at > $0 }) ?? true { latestRead = at }
+                if latestRead.map({ readAt > $0 }) ?? true { latestRead = readAt }
             }
         }
         self.recipients = recipients

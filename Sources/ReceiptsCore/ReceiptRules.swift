@@ -60,7 +60,7 @@ public enum ReceiptRules {
             isViewersMostRecent: isViewersMostRecent, timeZone: timeZone)
     }
 
-    private static func summary(
+    static func summary(
         _ counts: ReceiptCounts, in roster: ChatRoster, style: LabelStyle, isViewersMostRecent: Bool, timeZone: TimeZone
     ) -> ReceiptSummary {
         ReceiptSummary(

@@ -55,8 +55,8 @@ struct MessageResponse: Encodable, JSONResponse {
         self.senderId = message.senderId
         self.text = message.text
         self.createdAt = message.createdAt
-        self.readBy = .stored(message.receipts.readBy)
-        self.deliveredTo = .stored(message.receipts.deliveredTo)
+        self.readBy = .stored(message.readBy)
+        self.deliveredTo = .stored(message.deliveredTo)
         self.receipt = receipt
         self.recipients = nil
     }

@@ -72,11 +72,10 @@ struct MessageController {
         case .failure(.beforeNotFound): throw APIError.notFound("before names no message of this chat")
         }
         try Self.requireMember(viewer, of: page.roster)
+        // The store tallied the receipts of the viewer's own messages as they arrived.
         return MessageListResponse(messages: page.messages.map { message in
-            guard let viewer, message.senderId == viewer else { return MessageResponse(message, receipt: nil) }
-            let receipt = ReceiptRules.summary(
-                of: message.receipts, in: page.roster, style: style,
-                isViewersMostRecent: message.id == page.viewersMostRecentMessageId, timeZone: timeZone)
+            let receipt = message.tally?.summary(
+                style: style, isViewersMostRecent: message.id == page.viewersMostRecentMessageId, timeZone: timeZone)
             return MessageResponse(message, receipt: receipt)
         })
     }

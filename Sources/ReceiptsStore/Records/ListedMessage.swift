@@ -5,55 +5,60 @@ import ReceiptsCore
 /// A message of a page (`ReceiptsStore.messages`), its receipts as the database sent them.
 ///
 /// A page of a 1,000-member group's messages holds some 100,000 user ids in its
-/// `deliveredTo` and `readBy` lists; they are counted (`ReceiptRules.summary(of:…)`) and
-/// written out as JSON straight from the result's bytes, without a `String` for each
-/// (`UserIdList`). A page shows no delivery times and no hidden reads, so they are not read.
+/// `deliveredTo` and `readBy` lists; they are written out as JSON straight from the result's
+/// bytes (`UserIdList`) and, for the viewer's own messages, counted as each receipt chunk
+/// arrives (`ReceiptTally`), without a `String` for each. A page shows no delivery times and
+/// no hidden reads, so they are not read.
 public struct ListedMessage: Sendable {
     public let id: String
     public let chatId: String
+    public let seq: Int64
     public let senderId: String
     public let text: String
     public let createdAt: Date
-    public let receipts: ListedReceipts
+    /// `delivered_to`: who it was delivered to, its chunks' lists in chunk order.
+    public let deliveredTo: UserIdList
+    /// `read_by`: who visibly read it, its chunks' lists in chunk order.
+    public let readBy: UserIdList
+    /// Its deliveries and reads taken in for its `receipt`: only on the viewer's own messages.
+    public let tally: ReceiptTally?
 
-    public var seq: Int64 { self.receipts.seq }
-
-    /// A message from its row (`MessageRecord.columns`) and its receipt chunks, in chunk order.
-    init(row: PostgresRow, chatId: String, chunks: [ListedReceiptChunk]) throws {
+    /// A message from its row (`MessageRecord.columns`) and its receipt chunks.
+    init(row: PostgresRow, chatId: String, chunks: [ListedReceiptChunk], tally: ReceiptTally?) throws {
         self.id = try row.decode(column: 0)
         self.chatId = chatId
+        self.seq = try row.decode(column: 1)
         self.senderId = try row.decode(column: 2)
         self.text = try row.decode(column: 3)
         self.createdAt = try row.decode(column: 4)
-        self.receipts = ListedReceipts(seq: try row.decode(Int64.self, column: 1), senderId: self.senderId, chunks: chunks)
+        // In chunk order (the order `ReceiptChunk` describes).
+        let chunks = chunks.sorted { $0.chunk < $1.chunk }
+        self.deliveredTo = UserIdList(chunks.map(\.deliveredTo))
+        self.readBy = UserIdList(chunks.map(\.readBy))
+        self.tally = tally
     }
 }
 
-/// A listed message's deliveries and visible reads: its receipt chunks' arrays one after
-/// another, in chunk order (the order `ReceiptChunk` describes).
-public struct ListedReceipts: ReceiptLists, Sendable {
-    public let seq: Int64
-    public let senderId: String
-    let chunks: [ListedReceiptChunk]
+/// The receipt chunks of a page's messages as they arrive from the database, in no order:
+/// kept for their lists, and taken into the tallies of the viewer's messages at once.
+struct ListedReceiptChunks: Sendable {
+    private(set) var chunks: [Int64: [ListedReceiptChunk]] = [:]
+    /// By seq: the tallies of the viewer's messages.
+    private(set) var tallies: [Int64: ReceiptTally]
 
-    /// `delivered_to`: who it was delivered to.
-    public var deliveredTo: UserIdList { UserIdList(self.chunks.map(\.deliveredTo)) }
-
-    /// `read_by`: who visibly read it.
-    public var readBy: UserIdList { UserIdList(self.chunks.map(\.readBy)) }
-
-    public func forEachDelivery(_ body: (UnsafeRawBufferPointer) -> Void) {
-        for chunk in self.chunks {
-            chunk.deliveredTo.forEach(body)
-        }
+    init(tallies: [Int64: ReceiptTally]) {
+        self.tallies = tallies
     }
 
-    public func forEachVisibleRead(_ body: (UnsafeRawBufferPointer, Date) -> Void) {
-        for chunk in self.chunks {
-            var times = chunk.readAt.makeIterator()
-            // As many times as readers: checked when the chunk was read.
-            chunk.readBy.forEach { body($0, times.next()!) }
-        }
+    mutating func add(_ chunk: ListedReceiptChunk) {
+        self.chunks[chunk.seq, default: []].append(chunk)
+        // Taken out while it counts, so that its arrays are changed in place.
+        guard var tally = self.tallies.removeValue(forKey: chunk.seq) else { return }
+        chunk.deliveredTo.forEach { tally.delivered(to: $0) }
+        var times = chunk.readAt.makeIterator()
+        // As many times as readers: checked when the chunk was read.
+        chunk.readBy.forEach { tally.read(by: $0, at: times.next()!) }
+        self.tallies[chunk.seq] = tally
     }
 }
 
