@@ -55,6 +55,9 @@ public struct PostgresTextElements: PostgresDecodable, Sendable {
         self.count = count
     }
 
+    /// How many bytes the elements have, all together.
+    public var byteCount: Int { self.elements.count - 4 * self.count }
+
     /// Calls `body` with each element's UTF-8 bytes, in order; they are valid only during the call.
     public func forEach(_ body: (UnsafeRawBufferPointer) throws -> Void) rethrows {
         try self.elements.withUnsafeBytes { bytes in

@@ -17,6 +17,13 @@ public enum Identifier {
         return bytes.allSatisfy(isAllowed)
     }
 
+    /// Whether `utf8` is a valid id's bytes (a user id of a stored list, say, read without
+    /// making a `String` of it).
+    public static func isValid(utf8: UnsafeRawBufferPointer) -> Bool {
+        guard !utf8.isEmpty, utf8.count <= maximumLength else { return false }
+        return utf8.allSatisfy(isAllowed)
+    }
+
     private static func isAllowed(_ byte: UInt8) -> Bool {
         switch byte {
         case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"),

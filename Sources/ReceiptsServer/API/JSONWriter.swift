@@ -98,40 +98,35 @@ struct JSONWriter {
         return isPlain ? list : nil
     }
 
-    /// `[…]` of the ids of `list`, written from the bytes the database sent as `strings(_:)`
-    /// writes a list of plain strings: into one buffer of its exact size, then appended at once
-    /// (a list with an id that needs an escape, which ids never do, goes through `strings`).
+    /// `[…]` of the ids of `list`, written from the bytes the database sent into one buffer of
+    /// its exact size, then appended at once, as `strings(_:)` writes a list of plain strings:
+    /// ids need no escapes, so each is copied whole (a list with something else in it, which the
+    /// database's ids never are, goes through `strings(_:)`).
     mutating func strings(_ list: UserIdList) {
-        var size = 2
-        list.forEach { size += $0.count + 3 }
-        var isPlain = true
-        let written = [UInt8](unsafeUninitializedCapacity: size) { buffer, count in
+        guard list.areIdentifiers else { return self.strings(list.strings) }
+        let count = list.count
+        // Brackets, then each id with its quotes and, but for the first, a comma.
+        let size = 2 + list.byteCount + 3 * count - (count > 0 ? 1 : 0)
+        let written = [UInt8](unsafeUninitializedCapacity: size) { buffer, written in
+            let start = UnsafeMutableRawPointer(buffer.baseAddress!)
             var at = 1
             buffer[0] = UInt8(ascii: "[")
             list.forEach { id in
-                guard isPlain else { return }
                 if at > 1 {
                     buffer[at] = UInt8(ascii: ",")
                     at += 1
                 }
                 buffer[at] = UInt8(ascii: "\"")
-                at += 1
-                for byte in id {
-                    if byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") || byte < 0x20 { isPlain = false }
-                    buffer[at] = byte
-                    at += 1
-                }
+                (start + at + 1).copyMemory(from: id.baseAddress!, byteCount: id.count)  // ids are never empty
+                at += id.count + 1
                 buffer[at] = UInt8(ascii: "\"")
                 at += 1
             }
             buffer[at] = UInt8(ascii: "]")
-            count = isPlain ? at + 1 : 0
+            written = at + 1
+            precondition(written == size, "the ids' bytes changed while they were written")
         }
-        if isPlain {
-            self.bytes.append(contentsOf: written)
-        } else {
-            self.strings(list.strings)
-        }
+        self.bytes.append(contentsOf: written)
     }
 
     mutating func integer(_ value: some BinaryInteger) {

@@ -33,8 +33,8 @@ public struct ListedMessage: Sendable {
         self.createdAt = try row.decode(column: 4)
         // In chunk order (the order `ReceiptChunk` describes).
         let chunks = chunks.sorted { $0.chunk < $1.chunk }
-        self.deliveredTo = UserIdList(chunks.map(\.deliveredTo))
-        self.readBy = UserIdList(chunks.map(\.readBy))
+        self.deliveredTo = UserIdList(chunks.map(\.deliveredTo), areIdentifiers: chunks.allSatisfy(\.deliveredToAreIdentifiers))
+        self.readBy = UserIdList(chunks.map(\.readBy), areIdentifiers: chunks.allSatisfy(\.readByAreIdentifiers))
         self.tally = tally
     }
 }
@@ -65,13 +65,20 @@ struct ListedReceiptChunks: Sendable {
 /// User ids as the database sent them: the elements of one text array after another.
 public struct UserIdList: Sendable {
     private let arrays: [PostgresTextElements]
+    /// Whether every id is a valid id (`Identifier`), as every stored id is: such a list needs
+    /// no escapes in JSON. Checked as the rows arrived, off the answer's critical path.
+    public let areIdentifiers: Bool
 
-    init(_ arrays: [PostgresTextElements]) {
+    init(_ arrays: [PostgresTextElements], areIdentifiers: Bool) {
         self.arrays = arrays
+        self.areIdentifiers = areIdentifiers
     }
 
     /// How many ids there are.
     public var count: Int { self.arrays.reduce(0) { $0 + $1.count } }
+
+    /// How many bytes the ids have, all together.
+    public var byteCount: Int { self.arrays.reduce(0) { $0 + $1.byteCount } }
 
     /// Calls `body` with each id's UTF-8 bytes, in order; they are valid only during the call.
     public func forEach(_ body: (UnsafeRawBufferPointer) throws -> Void) rethrows {
@@ -92,6 +99,9 @@ struct ListedReceiptChunk: Sendable {
     let deliveredTo: PostgresTextElements
     let readBy: PostgresTextElements
     let readAt: [Date]
+    /// Whether every id of `deliveredTo` and of `readBy` is a valid id (`UserIdList.areIdentifiers`).
+    let deliveredToAreIdentifiers: Bool
+    let readByAreIdentifiers: Bool
 
     /// The statement that reads the chunks of a chat's messages with `$3 <= seq <= $4`, in
     /// no order (sorting them was slower in PostgreSQL than here; see `ReceiptChunk.sql`).
@@ -107,5 +117,13 @@ struct ListedReceiptChunk: Sendable {
         self.readBy = try row.decode(column: 3)
         self.readAt = try row.decode(column: 4)
         guard self.readBy.count == self.readAt.count else { throw unequalArrays(seq: self.seq) }
+        self.deliveredToAreIdentifiers = Self.areIdentifiers(self.deliveredTo)
+        self.readByAreIdentifiers = Self.areIdentifiers(self.readBy)
+    }
+
+    private static func areIdentifiers(_ ids: PostgresTextElements) -> Bool {
+        var areIdentifiers = true
+        ids.forEach { if areIdentifiers && !Identifier.isValid(utf8: $0) { areIdentifiers = false } }
+        return areIdentifiers
     }
 }
