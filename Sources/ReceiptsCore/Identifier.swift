@@ -21,8 +21,20 @@ public enum Identifier {
     /// making a `String` of it).
     public static func isValid(utf8: UnsafeRawBufferPointer) -> Bool {
         guard !utf8.isEmpty, utf8.count <= maximumLength else { return false }
-        return utf8.allSatisfy(isAllowed)
+        // The allowed bytes as bits, without a branch per byte: a page of a large group checks
+        // some 100,000 ids this way.
+        var allowed = true
+        for byte in utf8 {
+            let word = byte < 64 ? allowedBelow64 : (byte < 128 ? allowedFrom64 : 0)
+            allowed = allowed && (word >> UInt64(byte & 63)) & 1 == 1
+        }
+        return allowed
     }
+
+    /// Bit `b` set for each allowed byte `b` below 64: `-`, `.`, `0`-`9`, `:`.
+    private static let allowedBelow64: UInt64 = (0x3FF << 48) | (1 << 45) | (1 << 46) | (1 << 58)
+    /// Bit `b - 64` set for each allowed byte `b` from 64 to 127: `@`, `A`-`Z`, `_`, `a`-`z`.
+    private static let allowedFrom64: UInt64 = 1 | (0x3FF_FFFF << 1) | (1 << 31) | (0x3FF_FFFF << 33)
 
     private static func isAllowed(_ byte: UInt8) -> Bool {
         switch byte {

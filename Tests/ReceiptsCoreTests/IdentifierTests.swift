@@ -28,4 +28,20 @@ struct IdentifierTests {
         let path = "chats/room-1"
         #expect(Identifier.isValid(path.split(separator: "/")[1]))
     }
+
+    /// The bytes version (stored lists, checked without `String`s) has its own table of
+    /// allowed bytes; it must agree with the characters of the contract for every byte.
+    @Test("ids given as bytes are checked like strings, byte for byte")
+    func bytes() {
+        let allowed = Set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._:@-".utf8)
+        for byte in UInt8.min...UInt8.max {
+            for id in [[byte], [UInt8(ascii: "a"), byte], [byte, UInt8(ascii: "9"), UInt8(ascii: "-")]] {
+                #expect(id.withUnsafeBytes { Identifier.isValid(utf8: $0) } == id.allSatisfy(allowed.contains), "byte \(byte)")
+            }
+        }
+        #expect(![UInt8]().withUnsafeBytes { Identifier.isValid(utf8: $0) })
+        #expect(Array(repeating: UInt8(ascii: "a"), count: 128).withUnsafeBytes { Identifier.isValid(utf8: $0) })
+        #expect(!Array(repeating: UInt8(ascii: "a"), count: 129).withUnsafeBytes { Identifier.isValid(utf8: $0) })
+        #expect("ü".utf8.withContiguousStorageIfAvailable { Identifier.isValid(utf8: UnsafeRawBufferPointer($0)) } == false)
+    }
 }
