@@ -132,6 +132,15 @@ struct CancellationAndRoleTests {
                     return [try pipeline.receive().scalar(String.self), try pipeline.receive().scalar(String.self)]
                 }
             } == [role, role])
+        // Rows one by one: alone (through the transaction that takes the role) and in a transaction.
+        let asRole = try await pool.withConnection { connection in
+            try await connection.reduceRows("SELECT current_user::text", into: [String]()) { $0.append(try $1.decode(String.self, column: 0)) }
+        }
+        #expect(asRole == [role])
+        let inTransaction = try await pool.withTransaction { connection in
+            try await connection.reduceRows("SELECT current_user::text", into: [String]()) { $0.append(try $1.decode(String.self, column: 0)) }
+        }
+        #expect(inTransaction == [role])
 
         // A transaction that drops the role has it back afterwards, on the same session.
         let (inside, pid) = try await pool.withTransaction { connection in

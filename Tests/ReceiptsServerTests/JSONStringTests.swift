@@ -1,4 +1,5 @@
 import Foundation
+import Postgres
 @testable import ReceiptsServer
 import ReceiptsCore
 @testable import ReceiptsStore
@@ -25,6 +26,39 @@ struct JSONStringTests {
             let parsed = try JSONSerialization.jsonObject(with: Data(json.bytes)) as? [String: Any]
             #expect(parsed?["list"] as? [String] == texts)
         }
+    }
+
+    /// A page writes its `readBy` and `deliveredTo` from the bytes PostgreSQL sent
+    /// (`UserIdList`): ids copied whole when every one is an id, escaped otherwise.
+    @Test("id lists as the database sent them parse back unchanged, in order, whether or not one needs an escape")
+    func storedLists() throws {
+        let cases: [[[String]]] = [
+            [], [[]], [["a"]], [["a", "b-1"], [], ["c@x.org", "d:1", "e_f.g"]],
+            [(0..<1000).map { "member-\($0)" }, (1000..<1032).map { "member-\($0)" }],
+            [["plain"], [#"say "hi""#, #"back\slash"#, "line\nbreak", "\u{1f}", "ünïcødé"]],
+        ]
+        for arrays in cases {
+            let ids = Array(arrays.joined())
+            let list = UserIdList(
+                try arrays.map { try PostgresTextElements.decode(from: Self.binaryTextArray($0), type: .textArray) },
+                areIdentifiers: ids.allSatisfy { Identifier.isValid($0) })
+            var json = JSONWriter(capacity: 0)
+            json.raw("{")
+            json.raw(#""list":"#)
+            json.strings(list)
+            json.raw("}")
+            let parsed = try JSONSerialization.jsonObject(with: Data(json.bytes)) as? [String: Any]
+            #expect(parsed?["list"] as? [String] == ids)
+        }
+    }
+
+    /// A one-dimensional `text[]` in PostgreSQL's binary form.
+    static func binaryTextArray(_ texts: [String]) -> ArraySlice<UInt8> {
+        func integer(_ value: Int32) -> [UInt8] { withUnsafeBytes(of: value.bigEndian, Array.init) }
+        guard !texts.isEmpty else { return ArraySlice(integer(0) + integer(0) + integer(25)) }
+        var bytes = integer(1) + integer(0) + integer(25) + integer(Int32(texts.count)) + integer(1)
+        for text in texts { bytes += integer(Int32(text.utf8.count)) + Array(text.utf8) }
+        return ArraySlice(bytes)
     }
 
     @Test("the unread list is valid JSON with the contract's fields")

@@ -9,11 +9,20 @@ import Testing
 @Suite("Unread counts in SQL")
 struct UnreadCountTests {
     /// A small deterministic generator, so a failure can be replayed.
-    struct Generator {
+    struct Generator: RandomNumberGenerator {
         var state: UInt64
         mutating func next(_ bound: Int) -> Int {
             self.state = self.state &* 6364136223846793005 &+ 1442695040888963407
             return Int((self.state >> 33) % UInt64(bound))
+        }
+
+        /// The next state's bits mixed (the low bits of the state alone repeat quickly), for
+        /// the standard library's shuffles and picks.
+        mutating func next() -> UInt64 {
+            self.state = self.state &* 6364136223846793005 &+ 1442695040888963407
+            var mixed = (self.state ^ (self.state >> 30)) &* 0xBF58_476D_1CE4_E5B9
+            mixed = (mixed ^ (mixed >> 27)) &* 0x94D0_49BB_1331_11EB
+            return mixed ^ (mixed >> 31)
         }
     }
 
