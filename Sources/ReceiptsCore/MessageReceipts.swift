@@ -12,9 +12,8 @@ public struct MessageReceipts: Sendable {
     public var senderId: String
     /// `delivered_to`: who it was delivered to. Deliveries are always visible.
     public var deliveredTo: [String]
-    /// `delivered_at`, in step with `deliveredTo`; `nil` when the times were not read: a page
-    /// of messages shows who has a message, not since when, so it leaves them in the database.
-    public var deliveredAt: [Date]?
+    /// `delivered_at`, in step with `deliveredTo`.
+    public var deliveredAt: [Date]
     /// `read_by` with `read_at`: reads made with receipts switched on.
     public var visibleReads: [UserReceipt]
     /// `hidden_read_by`: users who read with receipts switched off. Their reads are never
@@ -34,17 +33,16 @@ public struct MessageReceipts: Sendable {
             visibleReads: visibleReads, hiddenReaders: hiddenReaders)
     }
 
-    /// A message's receipts from their stored parts; `deliveredAt` is `nil` when the delivery
-    /// times were not read.
+    /// A message's receipts from their stored parts, the delivery times in step with `deliveredTo`.
     public init(
         seq: Int64,
         senderId: String,
         deliveredTo: [String],
-        deliveredAt: [Date]?,
+        deliveredAt: [Date],
         visibleReads: [UserReceipt],
         hiddenReaders: Set<String>
     ) {
-        precondition(deliveredAt.map { $0.count == deliveredTo.count } ?? true, "a delivery time for each delivery")
+        precondition(deliveredAt.count == deliveredTo.count, "a delivery time for each delivery")
         self.seq = seq
         self.senderId = senderId
         self.deliveredTo = deliveredTo
@@ -53,12 +51,10 @@ public struct MessageReceipts: Sendable {
         self.hiddenReaders = hiddenReaders
     }
 
-    /// The deliveries with their times. Only for receipts read with their delivery times
-    /// (`deliveredAt` is not `nil`): the store reads them wherever they are shown.
+    /// The deliveries with their times.
     public var deliveries: [UserReceipt] {
         get {
-            guard let deliveredAt else { preconditionFailure("the delivery times of message \(self.seq) were not read") }
-            return zip(self.deliveredTo, deliveredAt).map { UserReceipt(userId: $0, at: $1) }
+            zip(self.deliveredTo, self.deliveredAt).map { UserReceipt(userId: $0, at: $1) }
         }
         set {
             self.deliveredTo = newValue.map(\.userId)

@@ -56,9 +56,10 @@ struct ReceiptCountsTests {
             let roster = ChatRoster(kind: .group, periods: periods, currentMembers: Set(members.filter { _ in Bool.random(using: &generator) }))
             let readers = (users + ["stranger", "user10000"]).shuffled(using: &generator)
             let read = Array(readers.prefix(Int.random(in: 0...readers.count, using: &generator)))
+            let delivered = Array(readers.prefix(Int.random(in: 0...readers.count, using: &generator)))
             let message = MessageReceipts(
                 seq: Int64.random(in: 1...4, using: &generator), senderId: members.first ?? "user0",
-                deliveredTo: Array(readers.prefix(Int.random(in: 0...readers.count, using: &generator))), deliveredAt: nil,
+                deliveredTo: delivered, deliveredAt: delivered.map { _ in base },
                 visibleReads: read.map { UserReceipt(userId: $0, at: base + Double(Int.random(in: 0...20, using: &generator))) },
                 hiddenReaders: [])
             let isMostRecent = Bool.random(using: &generator)

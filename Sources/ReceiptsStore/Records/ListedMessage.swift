@@ -104,7 +104,7 @@ struct ListedReceiptChunk: Sendable {
     let readByAreIdentifiers: Bool
 
     /// The statement that reads the chunks of a chat's messages with `$3 <= seq <= $4`, in
-    /// no order (sorting them was slower in PostgreSQL than here; see `ReceiptChunk.sql`).
+    /// no order (`ReceiptsStore.messages` says why).
     static let sql = """
         SELECT seq, chunk, delivered_to, read_by, read_at FROM receipts.receipt_chunks
         WHERE tenant_id = $1 AND chat_id = $2 AND seq >= $3 AND seq <= $4
