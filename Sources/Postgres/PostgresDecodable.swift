@@ -147,69 +147,37 @@ extension UUID: PostgresDecodable {
 /// One-dimensional arrays (`text[]`, `int8[]`, …); use `[String?]` when elements may be NULL.
 extension Array: PostgresDecodable where Element: PostgresDecodable {
     public static func decode(from bytes: ArraySlice<UInt8>, type: PostgresDataType) throws(PostgresError) -> [Element] {
-        var reader = BinaryReader(bytes)
-        guard let dimensions = reader.readInteger(as: Int32.self),
-            reader.readInteger(as: Int32.self) != nil,  // has-null flag
-            let elementOID = reader.readInteger(as: UInt32.self)
-        else { throw .malformed(type) }
-        let elementType = PostgresDataType(oid: elementOID)
-        guard elementType.arrayType == type || (type == .textArray && elementType == .text) else {
-            throw .mismatch(type, [Element].self)
+        let array = try BinaryArray(bytes, type: type, as: [Element].self) { elementType in
+            elementType.arrayType == type || (type == .textArray && elementType == .text)
         }
-        if dimensions == 0 { return [] }
-        guard dimensions == 1,
-            let count = reader.readInteger(as: Int32.self), count >= 0,
-            reader.readInteger(as: Int32.self) != nil  // lower bound
-        else {
-            throw PostgresError(code: .invalidValue, message: "only one-dimensional arrays can be decoded")
+        if Element.self == String.self, array.holdsText {
+            // Read straight from memory (a page of a large group holds 100,000 ids, and the
+            // generic path's slice and call per element were most of their cost). Element is
+            // String: the cast changes nothing but the static type.
+            return unsafeBitCast(try PostgresTextElements(array, type: type).strings, to: [Element].self)
         }
-        if Element.self == String.self, [.text, .varchar, .bpchar, .name].contains(elementType) {
-            // Element is String: the cast changes nothing but the static type.
-            return unsafeBitCast(try Self.decodeTexts(reader.remainingBytes, count: Int(count), type: type), to: [Element].self)
-        }
-        if Element.self == Date.self, elementType == .timestamptz {
+        if Element.self == Date.self, array.elementType == .timestamptz {
             // Element is Date: the cast changes nothing but the static type.
-            return unsafeBitCast(try Self.decodeTimestamps(reader.remainingBytes, count: Int(count), type: type), to: [Element].self)
+            return unsafeBitCast(try Self.decodeTimestamps(array.elements, count: array.count, type: type), to: [Element].self)
         }
+        var reader = BinaryReader(array.elements)
         var elements: [Element] = []
-        elements.reserveCapacity(Int(count))
-        for _ in 0..<count {
+        elements.reserveCapacity(array.count)
+        for _ in 0..<array.count {
             guard let length = reader.readInteger(as: Int32.self) else { throw .malformed(type) }
             if length < 0 {
                 elements.append(try Element.decodeNull())
             } else {
                 guard let slice = reader.readBytes(Int(length)) else { throw .malformed(type) }
-                elements.append(try Element.decode(from: slice, type: elementType))
+                elements.append(try Element.decode(from: slice, type: array.elementType))
             }
         }
         guard reader.isAtEnd else { throw .malformed(type) }
         return elements
     }
 
-    /// The `count` texts of a text array's elements (`bytes`: each a 4-byte length, then its
-    /// UTF-8), read straight from memory: a page of a large group holds 100,000 ids, and the
-    /// generic path's slice and call per element were most of their cost.
-    private static func decodeTexts(_ bytes: ArraySlice<UInt8>, count: Int, type: PostgresDataType) throws(PostgresError) -> [String] {
-        let texts: [String]? = bytes.withUnsafeBytes { bytes in
-            var texts: [String] = []
-            texts.reserveCapacity(count)
-            var offset = 0
-            for _ in 0..<count {
-                guard offset + 4 <= bytes.count else { return nil }
-                let length = Int(Int32(bigEndian: bytes.loadUnaligned(fromByteOffset: offset, as: Int32.self)))
-                offset += 4
-                guard length >= 0, offset + length <= bytes.count else { return nil }  // NULL elements: not text
-                texts.append(String(decoding: UnsafeRawBufferPointer(rebasing: bytes[offset..<(offset + length)]), as: UTF8.self))
-                offset += length
-            }
-            return offset == bytes.count ? texts : nil
-        }
-        guard let texts else { throw .malformed(type) }
-        return texts
-    }
-
     /// The `count` times of a `timestamptz[]`'s elements (`bytes`: each a 4-byte length of 8,
-    /// then the microseconds since 2000), read straight from memory as `decodeTexts` reads texts.
+    /// then the microseconds since 2000), read straight from memory as `PostgresTextElements` reads texts.
     private static func decodeTimestamps(_ bytes: ArraySlice<UInt8>, count: Int, type: PostgresDataType) throws(PostgresError) -> [Date] {
         guard bytes.count == count * 12 else { throw .malformed(type) }
         let dates: [Date]? = bytes.withUnsafeBytes { bytes in
@@ -224,6 +192,46 @@ extension Array: PostgresDecodable where Element: PostgresDecodable {
         guard let dates else { throw .malformed(type) }
         return dates
     }
+}
+
+/// A one-dimensional array in PostgreSQL's binary form: its element type, how many elements
+/// it has, and their bytes (each a 4-byte big-endian length, -1 for NULL, then that many bytes).
+struct BinaryArray {
+    let elementType: PostgresDataType
+    let count: Int
+    let elements: ArraySlice<UInt8>
+
+    /// The element types whose values are text.
+    static let textTypes: [PostgresDataType] = [.text, .varchar, .bpchar, .name]
+
+    /// Reads the array's header; `accepts` says whether its element type may become `swiftType`.
+    init(
+        _ bytes: ArraySlice<UInt8>, type: PostgresDataType, as swiftType: Any.Type, accepting accepts: (PostgresDataType) -> Bool
+    ) throws(PostgresError) {
+        var reader = BinaryReader(bytes)
+        guard let dimensions = reader.readInteger(as: Int32.self),
+            reader.readInteger(as: Int32.self) != nil,  // has-null flag
+            let elementOID = reader.readInteger(as: UInt32.self)
+        else { throw .malformed(type) }
+        self.elementType = PostgresDataType(oid: elementOID)
+        guard accepts(self.elementType) else { throw .mismatch(type, swiftType) }
+        if dimensions == 0 {
+            self.count = 0
+            self.elements = []
+            return
+        }
+        guard dimensions == 1,
+            let count = reader.readInteger(as: Int32.self), count >= 0,
+            reader.readInteger(as: Int32.self) != nil  // lower bound
+        else {
+            throw PostgresError(code: .invalidValue, message: "only one-dimensional arrays can be decoded")
+        }
+        self.count = Int(count)
+        self.elements = reader.remainingBytes
+    }
+
+    /// Whether its elements are text.
+    var holdsText: Bool { Self.textTypes.contains(self.elementType) }
 }
 
 /// Reads big-endian integers and byte runs from a binary value.

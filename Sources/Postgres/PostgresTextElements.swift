@@ -11,34 +11,19 @@ public struct PostgresTextElements: PostgresDecodable, Sendable {
     /// How many elements there are.
     public let count: Int
 
-    /// No elements.
-    public init() {
-        self.elements = []
-        self.count = 0
+    public static func decode(from bytes: ArraySlice<UInt8>, type: PostgresDataType) throws(PostgresError) -> PostgresTextElements {
+        let array = try BinaryArray(bytes, type: type, as: PostgresTextElements.self) { elementType in
+            BinaryArray.textTypes.contains(elementType) && (elementType.arrayType == type || type == .textArray)
+        }
+        return try PostgresTextElements(array, type: type)
     }
 
-    public static func decode(from bytes: ArraySlice<UInt8>, type: PostgresDataType) throws(PostgresError) -> PostgresTextElements {
-        var reader = BinaryReader(bytes)
-        guard let dimensions = reader.readInteger(as: Int32.self),
-            reader.readInteger(as: Int32.self) != nil,  // has-null flag
-            let elementOID = reader.readInteger(as: UInt32.self)
-        else { throw .malformed(type) }
-        let elementType = PostgresDataType(oid: elementOID)
-        guard [.text, .varchar, .bpchar, .name].contains(elementType), elementType.arrayType == type || type == .textArray else {
-            throw .mismatch(type, PostgresTextElements.self)
-        }
-        if dimensions == 0 { return PostgresTextElements() }
-        guard dimensions == 1,
-            let count = reader.readInteger(as: Int32.self), count >= 0,
-            reader.readInteger(as: Int32.self) != nil  // lower bound
-        else {
-            throw PostgresError(code: .invalidValue, message: "only one-dimensional arrays can be decoded")
-        }
-        let elements = reader.remainingBytes
-        // Checked once here, so that `forEach` can read the lengths without checking them.
-        let isWhole = elements.withUnsafeBytes { bytes in
+    /// The elements of `array`, whose elements are text; its lengths are checked once here, so
+    /// that `forEach` can read them without checking them.
+    init(_ array: BinaryArray, type: PostgresDataType) throws(PostgresError) {
+        let isWhole = array.elements.withUnsafeBytes { bytes in
             var offset = 0
-            for _ in 0..<Int(count) {
+            for _ in 0..<array.count {
                 guard offset + 4 <= bytes.count else { return false }
                 let length = Int(Int32(bigEndian: bytes.loadUnaligned(fromByteOffset: offset, as: Int32.self)))
                 guard length >= 0 else { return false }  // NULL elements: not text
@@ -47,12 +32,8 @@ public struct PostgresTextElements: PostgresDecodable, Sendable {
             return offset == bytes.count
         }
         guard isWhole else { throw .malformed(type) }
-        return PostgresTextElements(elements: elements, count: Int(count))
-    }
-
-    private init(elements: ArraySlice<UInt8>, count: Int) {
-        self.elements = elements
-        self.count = count
+        self.elements = array.elements
+        self.count = array.count
     }
 
     /// How many bytes the elements have, all together.

@@ -18,13 +18,7 @@ struct JSONStringTests {
     @Test("lists of strings parse back unchanged, whether or not one needs an escape")
     func lists() throws {
         for texts in [[], ["a"], (0..<1000).map { "user-\($0)" }, ["ünïcødé 👋", "plain"], ["plain", #"say "hi""#, "x"], ["line\nbreak", "\u{1f}"]] {
-            var json = JSONWriter(capacity: 0)
-            json.raw("{")
-            json.raw(#""list":"#)
-            json.strings(texts)
-            json.raw("}")
-            let parsed = try JSONSerialization.jsonObject(with: Data(json.bytes)) as? [String: Any]
-            #expect(parsed?["list"] as? [String] == texts)
+            #expect(try Self.parsedList { $0.strings(texts) } == texts)
         }
     }
 
@@ -42,14 +36,18 @@ struct JSONStringTests {
             let list = UserIdList(
                 try arrays.map { try PostgresTextElements.decode(from: Self.binaryTextArray($0), type: .textArray) },
                 areIdentifiers: ids.allSatisfy { Identifier.isValid($0) })
-            var json = JSONWriter(capacity: 0)
-            json.raw("{")
-            json.raw(#""list":"#)
-            json.strings(list)
-            json.raw("}")
-            let parsed = try JSONSerialization.jsonObject(with: Data(json.bytes)) as? [String: Any]
-            #expect(parsed?["list"] as? [String] == ids)
+            #expect(try Self.parsedList { $0.strings(list) } == ids)
         }
+    }
+
+    /// The list `write` writes as the member `list` of an object, parsed back by Foundation.
+    static func parsedList(_ write: (inout JSONWriter) -> Void) throws -> [String]? {
+        var json = JSONWriter(capacity: 0)
+        json.raw("{")
+        json.raw(#""list":"#)
+        write(&json)
+        json.raw("}")
+        return (try JSONSerialization.jsonObject(with: Data(json.bytes)) as? [String: Any])?["list"] as? [String]
     }
 
     /// A one-dimensional `text[]` in PostgreSQL's binary form.
