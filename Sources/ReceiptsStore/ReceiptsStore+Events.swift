@@ -1,42 +1,72 @@
 import Postgres
 
 extension ReceiptsStore {
-    /// Every tenant's visible events after `position`, in id order, with the snapshot that
-    /// decided what is visible (for the hub's listener; beyond row-level security).
+    /// Every tenant's visible events after `position`, in id order, with the current event
+    /// history (a new one may begin with this read: sql/functions/histories.sql) and the
+    /// snapshot that decided what is visible (for the hub's listener; beyond row-level security).
     public func eventLog(after position: Int64, limit: Int) async throws -> EventLogPage {
         let rows = try await self.query(
             """
-            SELECT snapshot, event_id, transaction_id, tenant_id, type, chat_id, user_id, message_ids, data,
+            SELECT history_id, snapshot, event_id, transaction_id, tenant_id, type, chat_id, user_id, message_ids, data,
                    audience, occurred_at
             FROM receipts.events_since($1, $2)
             """,
             [position, Int32(limit)]
         )
-        guard let first = rows.first, let snapshot = TransactionSnapshot(try first.decode(String.self, column: 0)) else {
+        guard let first = rows.first, let snapshot = TransactionSnapshot(try first.decode(String.self, column: 1)) else {
             throw PostgresError(code: .invalidValue, message: "receipts.events_since returned no snapshot")
         }
-        return EventLogPage(snapshot: snapshot, events: try StoredEvent.all(in: rows))
+        return EventLogPage(history: try first.decode(column: 0), snapshot: snapshot, events: try StoredEvent.all(in: rows))
     }
 
-    /// The newest visible event id (0 when there is none) and the snapshot it was read in:
-    /// where the hub starts.
-    public func newestEvent() async throws -> (id: Int64, snapshot: TransactionSnapshot) {
-        let row = try await self.query("SELECT snapshot, newest_visible FROM receipts.newest_event()", [])[0]
-        guard let snapshot = TransactionSnapshot(try row.decode(String.self, column: 0)) else {
+    /// The current event history, the newest visible event id (0 when there is none) and the
+    /// snapshot it was read in: where the hub starts.
+    public func newestEvent() async throws -> (history: String, id: Int64, snapshot: TransactionSnapshot) {
+        let row = try await self.query("SELECT history_id, snapshot, newest_visible FROM receipts.newest_event()", [])[0]
+        guard let snapshot = TransactionSnapshot(try row.decode(String.self, column: 1)) else {
             throw PostgresError(code: .invalidValue, message: "receipts.newest_event returned no snapshot")
         }
-        return (try row.decode(column: 1), snapshot)
+        return (try row.decode(column: 0), try row.decode(column: 2), snapshot)
     }
 
     /// Where a new stream of `tenant` stands now.
     public func eventLogPosition(tenant: String) async throws -> EventLogPosition {
         let row = try await self.query(
-            "SELECT snapshot, last_allocated, pruned_through FROM receipts.stream_position($1)", [tenant]
+            "SELECT history_id, snapshot, last_allocated, pruned_through FROM receipts.stream_position($1)", [tenant]
         )[0]
-        guard let snapshot = TransactionSnapshot(try row.decode(String.self, column: 0)) else {
+        guard let snapshot = TransactionSnapshot(try row.decode(String.self, column: 1)) else {
             throw PostgresError(code: .invalidValue, message: "receipts.stream_position returned no snapshot")
         }
-        return EventLogPosition(snapshot: snapshot, lastAllocated: try row.decode(column: 1), prunedThrough: try row.decode(column: 2))
+        return EventLogPosition(
+            history: try row.decode(column: 0), snapshot: snapshot, lastAllocated: try row.decode(column: 2),
+            prunedThrough: try row.decode(column: 3))
+    }
+
+    /// The event histories that led to the current one, oldest first (the last is the current
+    /// one; a new one may begin with this read).
+    public func eventHistory() async throws -> EventHistory {
+        let rows = try await self.query(
+            "SELECT history_id, started_after, resumable_through FROM receipts.event_history_lineage()", [])
+        let segments = try rows.map { row in
+            EventHistory.Segment(
+                id: try row.decode(column: 0), startedAfter: try row.decode(column: 1), resumableThrough: try row.decode(column: 2))
+        }
+        guard !segments.isEmpty else {
+            throw PostgresError(code: .invalidValue, message: "receipts.event_history_lineage returned no history")
+        }
+        return EventHistory(segments: segments)
+    }
+
+    /// Records that every event up to `position` of history `history` was visible (the hub
+    /// calls it about once a second): where the next history, after a failover, starts
+    /// checking what it kept. False (nothing written) when the database has gone on to
+    /// another history. Its commit is not waited for on disk: a record lost in a crash only
+    /// makes the next history look further back.
+    @discardableResult
+    public func settleEventHistory(_ history: String, through position: Int64) async throws -> Bool {
+        let rows = try await self.query(
+            "SELECT receipts.settle_event_history($1, $2), set_config('synchronous_commit', 'off', true)", [history, position])
+        return try rows.scalar(Bool.self)
     }
 
     /// Every transaction that has an id and is running now. A snapshot lists running
@@ -90,15 +120,16 @@ extension ReceiptsStore {
         return try StoredEvent.all(in: rows)
     }
 
-    /// As `events(tenant:after:through:limit:)`, with the newest id of the tenant's events that
-    /// retention deleted, read in the same snapshot: when it is past `position`, events the
-    /// caller needs may be gone from the page.
+    /// As `events(tenant:after:through:limit:)`, with the current event history and the newest
+    /// id of the tenant's events that retention deleted, read in the same snapshot: when it is
+    /// past `position`, events the caller needs may be gone from the page; when the history is
+    /// not the caller's, the ids are of another history (a failover).
     public func retainedEvents(
         tenant: String, after position: Int64, through: Int64, limit: Int
-    ) async throws -> (events: [StoredEvent], prunedThrough: Int64) {
+    ) async throws -> (history: String, events: [StoredEvent], prunedThrough: Int64) {
         let rows = try await self.query(
             """
-            SELECT pruned_through, event_id, transaction_id, tenant_id, type, chat_id, user_id, message_ids, data,
+            SELECT history_id, pruned_through, event_id, transaction_id, tenant_id, type, chat_id, user_id, message_ids, data,
                    audience, occurred_at
             FROM receipts.retained_events_after($1, $2, $3, $4)
             """,
@@ -107,7 +138,7 @@ extension ReceiptsStore {
         guard let first = rows.first else {
             throw PostgresError(code: .invalidValue, message: "receipts.retained_events_after returned no row")
         }
-        return (try StoredEvent.all(in: rows), try first.decode(Int64.self, column: 0))
+        return (try first.decode(String.self, column: 0), try StoredEvent.all(in: rows), try first.decode(Int64.self, column: 1))
     }
 
     /// Wakes the event listeners of every instance with one NOTIFY carrying `payload`. A

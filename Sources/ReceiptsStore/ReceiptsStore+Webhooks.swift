@@ -9,6 +9,8 @@ public struct WebhookRecord: Sendable {
     public let createdAt: Date
     /// Every event up to this id has been acknowledged (or is filtered out).
     public let position: Int64
+    /// The event history `position` was written in (`EventHistory.position(_:currentIn:)`).
+    public let positionHistory: String
     /// Events after `position` that the filter takes (at most 100,000 counted).
     public let pending: Int64
     public let failures: Int
@@ -23,6 +25,9 @@ public enum PutWebhookOutcome: Sendable, Equatable {
     case replaced(Date)
     /// The tenant has the most webhooks it may have already.
     case limitReached
+    /// The database is no longer in the event history of the position given (a failover that
+    /// the event hub has not followed yet): nothing was written; try again.
+    case historyChanged
 }
 
 /// What an attempt at a webhook uses, read as it starts (`ReceiptsStore.beginWebhookAttempt`).
@@ -32,21 +37,28 @@ public struct WebhookAttemptSettings: Sendable {
     public let secret: String
     /// The acknowledged position in the database.
     public let position: Int64
+    /// The event history `position` was written in.
+    public let positionHistory: String
     /// Events whose transaction had finished in this snapshot predate the webhook.
     public let committedBefore: TransactionSnapshot
     /// Failed attempts at the current batch so far.
     public let failures: Int
     /// When the next attempt is due after a failure (a take-over honours it).
     public let nextAttemptAt: Date?
+    /// False when an acknowledgement moved nothing because the database has gone on to
+    /// another event history since the events were read (a failover).
+    public let recorded: Bool
 
     public init(
-        url: String, events: [String], secret: String, position: Int64, committedBefore: TransactionSnapshot, failures: Int,
-        nextAttemptAt: Date?
+        url: String, events: [String], secret: String, position: Int64, positionHistory: String,
+        committedBefore: TransactionSnapshot, failures: Int, nextAttemptAt: Date?, recorded: Bool = true
     ) {
         self.url = url
         self.events = events
         self.secret = secret
         self.position = position
+        self.positionHistory = positionHistory
+        self.recorded = recorded
         self.committedBefore = committedBefore
         self.failures = failures
         self.nextAttemptAt = nextAttemptAt
@@ -55,19 +67,21 @@ public struct WebhookAttemptSettings: Sendable {
 
 extension ReceiptsStore {
     /// Creates a webhook delivering the events committed from now on (`position`: the event
-    /// hub's position, every event up to it committed before this call), or replaces the url,
-    /// filter and secret of an existing one, keeping its position.
+    /// hub's position in event history `history`, every event up to it committed before this
+    /// call), or replaces the url, filter and secret of an existing one, keeping its position.
     public func putWebhook(
-        tenant: String, webhook: String, url: String, events: [String], secret: String, position: Int64, maximumPerTenant: Int
+        tenant: String, webhook: String, url: String, events: [String], secret: String, position: Int64, history: String,
+        maximumPerTenant: Int
     ) async throws -> PutWebhookOutcome {
         let row = try await self.query(
-            "SELECT outcome, created_at FROM receipts.put_webhook($1, $2, $3, $4, $5, $6, $7)",
-            [tenant, webhook, url, events, secret, position, Int32(maximumPerTenant)]
+            "SELECT outcome, created_at FROM receipts.put_webhook($1, $2, $3, $4, $5, $6, $7, $8)",
+            [tenant, webhook, url, events, secret, position, history, Int32(maximumPerTenant)]
         )[0]
         switch try row.decode(String.self, column: 0) {
         case "created": return .created(try row.decode(column: 1))
         case "replaced": return .replaced(try row.decode(column: 1))
         case "limit": return .limitReached
+        case "history": return .historyChanged
         case let other: throw PostgresError(code: .invalidValue, message: "receipts.put_webhook returned \(other)")
         }
     }
@@ -85,7 +99,8 @@ extension ReceiptsStore {
     private func webhooks(tenant: String, only webhook: String?) async throws -> [WebhookRecord] {
         let rows = try await self.query(
             """
-            SELECT webhook_id, url, events, created_at, delivered_through, pending, failures, last_error, last_attempt_at, next_attempt_at
+            SELECT webhook_id, url, events, created_at, delivered_through, position_history, pending, failures, last_error,
+                   last_attempt_at, next_attempt_at
             FROM receipts.webhooks_of($1, $2)
             """,
             [tenant, webhook]
@@ -93,9 +108,9 @@ extension ReceiptsStore {
         return try rows.map { row in
             WebhookRecord(
                 id: try row.decode(column: 0), url: try row.decode(column: 1), events: try row.decode(column: 2),
-                createdAt: try row.decode(column: 3), position: try row.decode(column: 4), pending: try row.decode(column: 5),
-                failures: Int(try row.decode(Int32.self, column: 6)), lastError: try row.decode(column: 7),
-                lastAttemptAt: try row.decode(column: 8), nextAttemptAt: try row.decode(column: 9))
+                createdAt: try row.decode(column: 3), position: try row.decode(column: 4), positionHistory: try row.decode(column: 5),
+                pending: try row.decode(column: 6), failures: Int(try row.decode(Int32.self, column: 7)),
+                lastError: try row.decode(column: 8), lastAttemptAt: try row.decode(column: 9), nextAttemptAt: try row.decode(column: 10))
         }
     }
 
@@ -124,7 +139,7 @@ extension ReceiptsStore {
     public func beginWebhookAttempt(_ key: WebhookKey, owner: String, lease: Duration) async throws -> WebhookAttemptSettings? {
         let rows = try await self.query(
             """
-            SELECT url, events, secret, delivered_through, committed_before, failures, next_attempt_at
+            SELECT url, events, secret, delivered_through, position_history, committed_before, failures, next_attempt_at, recorded
             FROM receipts.begin_webhook_attempt($1, $2, $3, make_interval(secs => $4))
             """,
             [key.tenant, key.webhook, owner, lease.seconds]
@@ -132,19 +147,20 @@ extension ReceiptsStore {
         return try rows.first.map { try WebhookAttemptSettings(row: $0, function: "begin_webhook_attempt") }
     }
 
-    /// Moves the webhook's position to `position` (never back): a batch the receiver
-    /// acknowledged (`delivered`), or events its filter skips; renews the lease and reads what
-    /// the next attempt uses. Nil when `owner` lost the lease or the webhook is gone: nothing
-    /// moved.
+    /// Moves the webhook's position to `position` of event history `history` (never back): a
+    /// batch the receiver acknowledged (`delivered`), or events its filter skips; renews the
+    /// lease and reads what the next attempt uses (`recorded` false, nothing moved, when the
+    /// database has gone on to another history since). Nil when `owner` lost the lease or the
+    /// webhook is gone: nothing moved.
     public func acknowledgeWebhookBatch(
-        _ key: WebhookKey, owner: String, through position: Int64, delivered: Bool, lease: Duration
+        _ key: WebhookKey, owner: String, through position: Int64, history: String, delivered: Bool, lease: Duration
     ) async throws -> WebhookAttemptSettings? {
         let rows = try await self.query(
             """
-            SELECT url, events, secret, delivered_through, committed_before, failures, next_attempt_at
-            FROM receipts.acknowledge_webhook_batch($1, $2, $3, $4, $5, make_interval(secs => $6))
+            SELECT url, events, secret, delivered_through, position_history, committed_before, failures, next_attempt_at, recorded
+            FROM receipts.acknowledge_webhook_batch($1, $2, $3, $4, $5, $6, make_interval(secs => $7))
             """,
-            [key.tenant, key.webhook, owner, position, delivered, lease.seconds]
+            [key.tenant, key.webhook, owner, position, history, delivered, lease.seconds]
         )
         return try rows.first.map { try WebhookAttemptSettings(row: $0, function: "acknowledge_webhook_batch") }
     }
@@ -165,15 +181,17 @@ extension ReceiptsStore {
 }
 
 extension WebhookAttemptSettings {
-    /// Decodes `url, events, secret, delivered_through, committed_before, failures, next_attempt_at`.
+    /// Decodes `url, events, secret, delivered_through, position_history, committed_before, failures,
+    /// next_attempt_at, recorded`.
     init(row: PostgresRow, function: String) throws {
-        guard let snapshot = TransactionSnapshot(try row.decode(String.self, column: 4)) else {
+        guard let snapshot = TransactionSnapshot(try row.decode(String.self, column: 5)) else {
             throw PostgresError(code: .invalidValue, message: "receipts.\(function) returned no snapshot")
         }
         self.init(
             url: try row.decode(column: 0), events: try row.decode(column: 1), secret: try row.decode(column: 2),
-            position: try row.decode(column: 3), committedBefore: snapshot, failures: Int(try row.decode(Int32.self, column: 5)),
-            nextAttemptAt: try row.decode(column: 6))
+            position: try row.decode(column: 3), positionHistory: try row.decode(column: 4), committedBefore: snapshot,
+            failures: Int(try row.decode(Int32.self, column: 6)), nextAttemptAt: try row.decode(column: 7),
+            recorded: try row.decode(column: 8))
     }
 }
 

@@ -30,7 +30,7 @@ struct EventHubLimitsTests {
         var resyncs: [Int64] = []
         while true {
             let batch = try await hub.nextEvents(for: subscription)
-            if let resync = batch.resyncId { resyncs.append(resync) }
+            if let resync = batch.resync { resyncs.append(resync.position) }
             events += batch.events.map(\.id)
             if batch.isUpToDate { return (events, resyncs) }
         }
@@ -73,7 +73,7 @@ struct EventHubLimitsTests {
         try #require(logged.count == 6)
         // A stream resuming from before the six: it reads them from the log, two at a time.
         let resumed = try await hub.start(tenant: tenant, after: String(before))
-        #expect(resumed.resyncId == nil)
+        #expect(resumed.resync == nil)
         let subscription = await hub.subscribe(.tenant(tenant), from: resumed)
         let first = try await hub.nextEvents(for: subscription)
         #expect(first.events.map(\.id) == Array(logged.prefix(2)))

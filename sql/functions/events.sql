@@ -75,18 +75,23 @@ COMMENT ON FUNCTION receipts.wake_listeners() IS
     'NOTIFY receipts_events, unless the session set receipts.notify = off (the service announces its own writes).';
 
 -- The listener reads every tenant's events (it relays to all of them), so this runs as the
--- owner, beyond row-level security. Always one row: the snapshot the read used, then the
--- events (null columns when there are none).
-CREATE OR REPLACE FUNCTION receipts.events_since(p_after bigint, p_limit integer)
-RETURNS TABLE (snapshot text, event_id bigint, transaction_id bigint, tenant_id text, type text, chat_id text,
-               user_id text, message_ids text[], data jsonb, audience text[], occurred_at timestamptz)
-LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET plan_cache_mode = force_generic_plan AS $$
+-- owner, beyond row-level security. Always one row: the current event history
+-- (sql/functions/histories.sql: the reader must know which history the ids are of, and a
+-- new one may begin here), the snapshot the read used, then the events (null columns when
+-- there are none).
+DROP FUNCTION IF EXISTS receipts.events_since(bigint, integer);
+CREATE FUNCTION receipts.events_since(p_after bigint, p_limit integer)
+RETURNS TABLE (history_id text, snapshot text, event_id bigint, transaction_id bigint, tenant_id text, type text,
+               chat_id text, user_id text, message_ids text[], data jsonb, audience text[], occurred_at timestamptz)
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET plan_cache_mode = force_generic_plan AS $$
 #variable_conflict use_column
+DECLARE
+    v_history text := receipts.current_event_history();
 BEGIN
     RETURN QUERY
-    SELECT pg_current_snapshot()::text, event.event_id, event.transaction_id::text::bigint, event.tenant_id::text,
-           event.type, event.chat_id::text, event.user_id::text, event.message_ids, event.data, event.audience,
-           event.occurred_at
+    SELECT v_history, pg_current_snapshot()::text, event.event_id, event.transaction_id::text::bigint,
+           event.tenant_id::text, event.type, event.chat_id::text, event.user_id::text, event.message_ids, event.data,
+           event.audience, event.occurred_at
     FROM (SELECT) AS one
     LEFT JOIN LATERAL (
         SELECT * FROM receipts.events AS event WHERE event.event_id > p_after ORDER BY event.event_id LIMIT p_limit
@@ -95,7 +100,7 @@ BEGIN
 END;
 $$;
 COMMENT ON FUNCTION receipts.events_since(bigint, integer) IS
-    'Every tenant''s visible events after a position, in id order, with the snapshot that decided what is visible.';
+    'Every tenant''s visible events after a position, in id order, with the current event history and the snapshot that decided what is visible.';
 REVOKE ALL ON FUNCTION receipts.events_since(bigint, integer) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION receipts.events_since(bigint, integer) TO receipts_service;
 
@@ -159,30 +164,44 @@ COMMENT ON FUNCTION receipts.event_writers() IS
 REVOKE ALL ON FUNCTION receipts.event_writers() FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION receipts.event_writers() TO receipts_service;
 
--- Where the hub starts: the newest visible event, and the snapshot that decided it (the
--- hub then asks receipts.event_writers what may still commit a lower id).
-CREATE OR REPLACE FUNCTION receipts.newest_event()
-RETURNS TABLE (snapshot text, newest_visible bigint)
-LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
-    SELECT pg_current_snapshot()::text, coalesce((SELECT max(event.event_id) FROM receipts.events AS event), 0);
+-- Where the hub starts: the current event history, the newest visible event, and the
+-- snapshot that decided it (the hub then asks receipts.event_writers what may still commit a
+-- lower id).
+DROP FUNCTION IF EXISTS receipts.newest_event();
+CREATE FUNCTION receipts.newest_event()
+RETURNS TABLE (history_id text, snapshot text, newest_visible bigint)
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    v_history text := receipts.current_event_history();
+BEGIN
+    RETURN QUERY
+    SELECT v_history, pg_current_snapshot()::text, coalesce((SELECT max(event.event_id) FROM receipts.events AS event), 0);
+END;
 $$;
 COMMENT ON FUNCTION receipts.newest_event() IS
-    'The newest visible event id (0 when there is none), with the snapshot it was read in.';
+    'The current event history, the newest visible event id (0 when there is none), and the snapshot it was read in.';
 REVOKE ALL ON FUNCTION receipts.newest_event() FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION receipts.newest_event() TO receipts_service;
 
--- Where a stream of a tenant starts: the snapshot of the moment (events committed by then
--- are not sent to a new stream), and which positions it may resume from.
-CREATE OR REPLACE FUNCTION receipts.stream_position(p_tenant text)
-RETURNS TABLE (snapshot text, last_allocated bigint, pruned_through bigint)
-LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
-    SELECT pg_current_snapshot()::text,
+-- Where a stream of a tenant starts: the current event history, the snapshot of the moment
+-- (events committed by then are not sent to a new stream), and which positions it may
+-- resume from.
+DROP FUNCTION IF EXISTS receipts.stream_position(text);
+CREATE FUNCTION receipts.stream_position(p_tenant text)
+RETURNS TABLE (history_id text, snapshot text, last_allocated bigint, pruned_through bigint)
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    v_history text := receipts.current_event_history();
+BEGIN
+    RETURN QUERY
+    SELECT v_history, pg_current_snapshot()::text,
            coalesce(pg_sequence_last_value('receipts.event_ids'), 0),
            coalesce((SELECT retention.pruned_through FROM receipts.event_retention AS retention
                      WHERE retention.tenant_id = p_tenant), 0);
+END;
 $$;
 COMMENT ON FUNCTION receipts.stream_position(text) IS
-    'For a new stream: the current snapshot, the last event id handed out, and the newest id of the tenant that retention deleted.';
+    'For a new stream: the current event history and snapshot, the last event id handed out, and the newest id of the tenant that retention deleted.';
 REVOKE ALL ON FUNCTION receipts.stream_position(text) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION receipts.stream_position(text) TO receipts_service;
 
@@ -211,15 +230,21 @@ COMMENT ON FUNCTION receipts.events_after(text, bigint, bigint, integer) IS
 -- pruned_through in one statement, so in one snapshot: when pruned_through is past the
 -- position asked for, events after it may be gone, and the hub sends the stream
 -- resync.required instead of the rest (as it does at the start for an expired position).
-CREATE OR REPLACE FUNCTION receipts.retained_events_after(p_tenant text, p_after bigint, p_through bigint, p_limit integer)
-RETURNS TABLE (pruned_through bigint, event_id bigint, transaction_id bigint, tenant_id text, type text, chat_id text,
-               user_id text, message_ids text[], data jsonb, audience text[], occurred_at timestamptz)
+-- The page also says which event history it was read in: a page read after a failover is
+-- not of the history the hub's positions are in (sql/functions/histories.sql).
+DROP FUNCTION IF EXISTS receipts.retained_events_after(text, bigint, bigint, integer);
+CREATE FUNCTION receipts.retained_events_after(p_tenant text, p_after bigint, p_through bigint, p_limit integer)
+RETURNS TABLE (history_id text, pruned_through bigint, event_id bigint, transaction_id bigint, tenant_id text, type text,
+               chat_id text, user_id text, message_ids text[], data jsonb, audience text[], occurred_at timestamptz)
 LANGUAGE plpgsql AS $$
 #variable_conflict use_column
+DECLARE
+    v_history text := receipts.current_event_history();
 BEGIN
     PERFORM receipts.enter_tenant(p_tenant);
     RETURN QUERY
-    SELECT coalesce((SELECT retention.pruned_through FROM receipts.event_retention AS retention
+    SELECT v_history,
+           coalesce((SELECT retention.pruned_through FROM receipts.event_retention AS retention
                      WHERE retention.tenant_id = p_tenant), 0),
            event.event_id, event.transaction_id::text::bigint, event.tenant_id::text, event.type, event.chat_id::text,
            event.user_id::text, event.message_ids, event.data, event.audience, event.occurred_at
@@ -234,7 +259,7 @@ BEGIN
 END;
 $$;
 COMMENT ON FUNCTION receipts.retained_events_after(text, bigint, bigint, integer) IS
-    'A tenant''s events in (p_after, p_through], oldest first, each row with the newest id of the tenant that retention deleted, read in one snapshot (one row of nulls and pruned_through when there are none).';
+    'A tenant''s events in (p_after, p_through], oldest first, each row with the current event history and the newest id of the tenant that retention deleted, read in one snapshot (one row of nulls, the history and pruned_through when there are none).';
 
 -- Retention, across tenants: runs as the function's owner, beyond row-level security.
 CREATE OR REPLACE FUNCTION receipts.prune_events(p_retention interval)

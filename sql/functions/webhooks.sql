@@ -24,12 +24,16 @@ $$;
 COMMENT ON FUNCTION receipts.webhook_pending_events(text, bigint, text[]) IS
     'Events of the tenant after a webhook''s position that its filter takes (at most 100,000 counted): what it has still to deliver.';
 
--- Creates a webhook at p_position (the service's event hub position: every event up to it
--- committed before this call) with the current snapshot, so that it delivers exactly the
--- events committed after its creation; or replaces the url, filter and secret of an
--- existing one, keeping its position. At most p_maximum webhooks per tenant.
-CREATE OR REPLACE FUNCTION receipts.put_webhook(
-    p_tenant text, p_webhook text, p_url text, p_events text[], p_secret text, p_position bigint, p_maximum integer)
+-- Creates a webhook at p_position (the service's event hub position in event history
+-- p_history: every event up to it committed before this call) with the current snapshot, so
+-- that it delivers exactly the events committed after its creation; or replaces the url,
+-- filter and secret of an existing one, keeping its position. At most p_maximum webhooks per
+-- tenant. "history" (nothing written) when the database is no longer in p_history (a
+-- failover the hub has not followed yet: the caller tries again).
+DROP FUNCTION IF EXISTS receipts.put_webhook(text, text, text, text[], text, bigint, integer);
+CREATE FUNCTION receipts.put_webhook(
+    p_tenant text, p_webhook text, p_url text, p_events text[], p_secret text, p_position bigint, p_history text,
+    p_maximum integer)
 RETURNS TABLE (outcome text, created_at timestamptz)
 LANGUAGE plpgsql AS $$
 #variable_conflict use_column
@@ -37,6 +41,10 @@ DECLARE
     v_created_at timestamptz;
 BEGIN
     PERFORM receipts.enter_tenant(p_tenant);
+    IF receipts.current_event_history() <> p_history THEN
+        RETURN QUERY SELECT 'history'::text, NULL::timestamptz;
+        RETURN;
+    END IF;
     -- Serialises the tenant's PUTs, so that two concurrent creations cannot both pass the
     -- count below.
     PERFORM 1 FROM receipts.tenants AS tenant WHERE tenant.tenant_id = p_tenant FOR UPDATE;
@@ -52,26 +60,29 @@ BEGIN
         RETURN QUERY SELECT 'limit'::text, NULL::timestamptz;
         RETURN;
     END IF;
-    INSERT INTO receipts.webhooks AS webhook (tenant_id, webhook_id, url, events, secret, delivered_through, committed_before)
-    VALUES (p_tenant, p_webhook, p_url, p_events, p_secret, p_position, pg_current_snapshot())
+    INSERT INTO receipts.webhooks AS webhook
+        (tenant_id, webhook_id, url, events, secret, delivered_through, position_history, committed_before)
+    VALUES (p_tenant, p_webhook, p_url, p_events, p_secret, p_position, p_history, pg_current_snapshot())
     RETURNING webhook.created_at INTO v_created_at;
     RETURN QUERY SELECT 'created'::text, v_created_at;
 END;
 $$;
-COMMENT ON FUNCTION receipts.put_webhook(text, text, text, text[], text, bigint, integer) IS
-    'Creates a webhook (delivering the events committed from now on) or replaces its url, filter and secret, keeping its position; "limit" when the tenant has p_maximum already.';
+COMMENT ON FUNCTION receipts.put_webhook(text, text, text, text[], text, bigint, text, integer) IS
+    'Creates a webhook (delivering the events committed from now on) or replaces its url, filter and secret, keeping its position; "limit" when the tenant has p_maximum already, "history" when the database is no longer in the event history of p_position.';
 
 -- One webhook (p_webhook) or all of the tenant's (p_webhook NULL), with where delivery stands.
-CREATE OR REPLACE FUNCTION receipts.webhooks_of(p_tenant text, p_webhook text)
-RETURNS TABLE (webhook_id text, url text, events text[], created_at timestamptz, delivered_through bigint, pending bigint,
-               failures integer, last_error text, last_attempt_at timestamptz, next_attempt_at timestamptz)
+DROP FUNCTION IF EXISTS receipts.webhooks_of(text, text);
+CREATE FUNCTION receipts.webhooks_of(p_tenant text, p_webhook text)
+RETURNS TABLE (webhook_id text, url text, events text[], created_at timestamptz, delivered_through bigint,
+               position_history text, pending bigint, failures integer, last_error text, last_attempt_at timestamptz,
+               next_attempt_at timestamptz)
 LANGUAGE plpgsql AS $$
 #variable_conflict use_column
 BEGIN
     PERFORM receipts.enter_tenant(p_tenant);
     RETURN QUERY
     SELECT webhook.webhook_id::text, webhook.url, webhook.events, webhook.created_at, webhook.delivered_through,
-           receipts.webhook_pending_events(p_tenant, webhook.delivered_through, webhook.events), webhook.failures,
+           webhook.position_history::text, receipts.webhook_pending_events(p_tenant, webhook.delivered_through, webhook.events), webhook.failures,
            webhook.last_error, webhook.last_attempt_at, webhook.next_attempt_at
     FROM receipts.webhooks AS webhook
     WHERE webhook.tenant_id = p_tenant AND (p_webhook IS NULL OR webhook.webhook_id = p_webhook)
@@ -151,16 +162,17 @@ GRANT EXECUTE ON FUNCTION receipts.release_webhooks(text) TO receipts_service;
 -- p_lease left (the dispatcher could not reach the database): an attempt then never starts on
 -- a lease about to lapse, and the common case is a read, with no commit to flush.
 -- No row when the webhook was deleted or another instance holds it.
-CREATE OR REPLACE FUNCTION receipts.begin_webhook_attempt(p_tenant text, p_webhook text, p_owner text, p_lease interval)
-RETURNS TABLE (url text, events text[], secret text, delivered_through bigint, committed_before text, failures integer,
-               next_attempt_at timestamptz)
+DROP FUNCTION IF EXISTS receipts.begin_webhook_attempt(text, text, text, interval);
+CREATE FUNCTION receipts.begin_webhook_attempt(p_tenant text, p_webhook text, p_owner text, p_lease interval)
+RETURNS TABLE (url text, events text[], secret text, delivered_through bigint, position_history text, committed_before text,
+               failures integer, next_attempt_at timestamptz, recorded boolean)
 LANGUAGE plpgsql AS $$
 #variable_conflict use_column
 BEGIN
     PERFORM receipts.enter_tenant(p_tenant);
     RETURN QUERY
-    SELECT webhook.url, webhook.events, webhook.secret, webhook.delivered_through, webhook.committed_before::text,
-           webhook.failures, webhook.next_attempt_at
+    SELECT webhook.url, webhook.events, webhook.secret, webhook.delivered_through, webhook.position_history::text,
+           webhook.committed_before::text, webhook.failures, webhook.next_attempt_at, true
     FROM receipts.webhooks AS webhook
     WHERE webhook.tenant_id = p_tenant AND webhook.webhook_id = p_webhook AND webhook.lease_owner = p_owner
       AND webhook.lease_expires_at > now() + p_lease / 2;
@@ -170,15 +182,18 @@ BEGIN
     RETURN QUERY
     UPDATE receipts.webhooks AS webhook SET lease_expires_at = now() + p_lease
     WHERE webhook.tenant_id = p_tenant AND webhook.webhook_id = p_webhook AND webhook.lease_owner = p_owner
-    RETURNING webhook.url, webhook.events, webhook.secret, webhook.delivered_through, webhook.committed_before::text,
-              webhook.failures, webhook.next_attempt_at;
+    RETURNING webhook.url, webhook.events, webhook.secret, webhook.delivered_through, webhook.position_history::text,
+              webhook.committed_before::text, webhook.failures, webhook.next_attempt_at, true;
 END;
 $$;
 COMMENT ON FUNCTION receipts.begin_webhook_attempt(text, text, text, interval) IS
     'Reads a webhook''s url, filter, secret, position and retry state for the instance holding its lease (renewing a lease with less than half left); no row when it is gone or held by another.';
 
 -- An acknowledged batch (p_delivered), or events the filter skips (not p_delivered): the
--- position moves to p_position, never back, and the failures of the batch are forgotten.
+-- position moves to p_position of event history p_history, never back within a history,
+-- and the failures of the batch are forgotten. When the database is no longer in p_history
+-- (a failover since the events were read), nothing moves: the row comes back with recorded
+-- false, and the delivery starts again from the position in the database.
 -- Like receipts.begin_webhook_attempt it renews the lease and returns what the next attempt
 -- uses: a delivery that sends its next batch right away (under load) needs no other round
 -- trip, and reads the webhook as late as a separate call would. No row when p_owner lost the
@@ -187,30 +202,41 @@ COMMENT ON FUNCTION receipts.begin_webhook_attempt(text, text, text, interval) I
 -- acknowledgement per batch must not queue behind the write path's commits for a WAL flush,
 -- and an acknowledgement lost in a crash of PostgreSQL costs only that batch sent again,
 -- which at-least-once delivery allows (receivers drop repeats by event id).
-CREATE OR REPLACE FUNCTION receipts.acknowledge_webhook_batch(
-    p_tenant text, p_webhook text, p_owner text, p_position bigint, p_delivered boolean, p_lease interval)
-RETURNS TABLE (url text, events text[], secret text, delivered_through bigint, committed_before text, failures integer,
-               next_attempt_at timestamptz)
+DROP FUNCTION IF EXISTS receipts.acknowledge_webhook_batch(text, text, text, bigint, boolean, interval);
+CREATE FUNCTION receipts.acknowledge_webhook_batch(
+    p_tenant text, p_webhook text, p_owner text, p_position bigint, p_history text, p_delivered boolean, p_lease interval)
+RETURNS TABLE (url text, events text[], secret text, delivered_through bigint, position_history text, committed_before text,
+               failures integer, next_attempt_at timestamptz, recorded boolean)
 LANGUAGE plpgsql AS $$
 #variable_conflict use_column
 BEGIN
     PERFORM receipts.enter_tenant(p_tenant);
+    IF receipts.current_event_history() <> p_history THEN
+        RETURN QUERY
+        SELECT webhook.url, webhook.events, webhook.secret, webhook.delivered_through, webhook.position_history::text,
+               webhook.committed_before::text, webhook.failures, webhook.next_attempt_at, false
+        FROM receipts.webhooks AS webhook
+        WHERE webhook.tenant_id = p_tenant AND webhook.webhook_id = p_webhook AND webhook.lease_owner = p_owner;
+        RETURN;
+    END IF;
     PERFORM set_config('synchronous_commit', 'off', true);
     RETURN QUERY
     UPDATE receipts.webhooks AS webhook
-    SET delivered_through = greatest(webhook.delivered_through, p_position),
+    SET delivered_through = CASE WHEN webhook.position_history = p_history
+                                 THEN greatest(webhook.delivered_through, p_position) ELSE p_position END,
+        position_history = p_history,
         failures = CASE WHEN p_delivered THEN 0 ELSE webhook.failures END,
         last_error = CASE WHEN p_delivered THEN NULL ELSE webhook.last_error END,
         next_attempt_at = CASE WHEN p_delivered THEN NULL ELSE webhook.next_attempt_at END,
         last_attempt_at = CASE WHEN p_delivered THEN now() ELSE webhook.last_attempt_at END,
         lease_expires_at = now() + p_lease
     WHERE webhook.tenant_id = p_tenant AND webhook.webhook_id = p_webhook AND webhook.lease_owner = p_owner
-    RETURNING webhook.url, webhook.events, webhook.secret, webhook.delivered_through, webhook.committed_before::text,
-              webhook.failures, webhook.next_attempt_at;
+    RETURNING webhook.url, webhook.events, webhook.secret, webhook.delivered_through, webhook.position_history::text,
+              webhook.committed_before::text, webhook.failures, webhook.next_attempt_at, true;
 END;
 $$;
-COMMENT ON FUNCTION receipts.acknowledge_webhook_batch(text, text, text, bigint, boolean, interval) IS
-    'Moves a webhook''s position past an acknowledged (or filtered-out) batch and renews the lease, for the lease holder only; returns what the next attempt uses, no row when it lost the lease or the webhook is gone.';
+COMMENT ON FUNCTION receipts.acknowledge_webhook_batch(text, text, text, bigint, text, boolean, interval) IS
+    'Moves a webhook''s position past an acknowledged (or filtered-out) batch and renews the lease, for the lease holder only; returns what the next attempt uses (recorded false, nothing moved, when the database has gone on to another event history), no row when it lost the lease or the webhook is gone.';
 
 CREATE OR REPLACE FUNCTION receipts.record_webhook_failure(
     p_tenant text, p_webhook text, p_owner text, p_error text, p_retry_after interval)

@@ -46,9 +46,12 @@ struct PutWebhookResponse: JSONResponse {
 /// "pending","failures","lastError","lastAttemptAt","nextAttemptAt"}}`, never the secret.
 /// `lastEventId` is the position delivery has reached (every event up to it acknowledged, or
 /// not of a type the webhook takes): a stream resumed from it (`after`, `Last-Event-ID`)
-/// carries what the webhook has still to deliver.
+/// carries what the webhook has still to deliver. It is named as in the event history it was
+/// written in (`EventHistory.eventId(_:currentIn:)`; the number alone before the hub has
+/// looked at the log).
 struct WebhookResponse: JSONResponse {
     let webhook: WebhookRecord
+    let history: EventHistory?
 
     func write(to json: inout JSONWriter) {
         json.raw(#"{"id":"#)
@@ -60,7 +63,7 @@ struct WebhookResponse: JSONResponse {
         json.raw(#","createdAt":"#)
         json.timestamp(self.webhook.createdAt)
         json.raw(#","delivery":{"lastEventId":"#)
-        json.string(String(self.webhook.position))
+        json.string(self.history?.eventId(self.webhook.position, currentIn: self.webhook.positionHistory) ?? String(self.webhook.position))
         json.raw(#","pending":"#)
         json.integer(self.webhook.pending)
         json.raw(#","failures":"#)
@@ -78,12 +81,13 @@ struct WebhookResponse: JSONResponse {
 /// `GET /v1/webhooks`: `{"webhooks":[…]}`.
 struct WebhookListResponse: JSONResponse {
     let webhooks: [WebhookRecord]
+    let history: EventHistory?
 
     func write(to json: inout JSONWriter) {
         json.raw(#"{"webhooks":["#)
         for (index, webhook) in self.webhooks.enumerated() {
             if index > 0 { json.raw(",") }
-            WebhookResponse(webhook: webhook).write(to: &json)
+            WebhookResponse(webhook: webhook, history: self.history).write(to: &json)
         }
         json.raw("]}")
     }

@@ -39,16 +39,19 @@ struct WebhookController {
         let events = try Self.events(body.events)
         let secret = try body.secret.map(Self.checkedSecret) ?? Self.generatedSecret()
         // Where the hub stands: every event up to here committed before this request.
-        let position = try await self.hub.readyPosition()
+        let (position, history) = try await self.hub.readyPosition()
         let outcome = try await self.store.putWebhook(
             tenant: principal.tenantId, webhook: webhookId, url: target.url, events: events, secret: secret, position: position,
-            maximumPerTenant: Self.maximumPerTenant)
+            history: history.currentId, maximumPerTenant: Self.maximumPerTenant)
         let created: Date
         let status: HTTPResponse.Status
         switch outcome {
         case .created(let date): (created, status) = (date, .created)
         case .replaced(let date): (created, status) = (date, .ok)
         case .limitReached: throw APIError.conflict("a tenant may have at most \(Self.maximumPerTenant) webhooks")
+        case .historyChanged:
+            // A failover this instance has not followed yet: nothing was written.
+            throw APIError(.serviceUnavailable, .unavailable, "the database is switching over; try again")
         }
         self.dispatcher.webhooksChanged()
         return EditedResponse(
@@ -63,13 +66,13 @@ struct WebhookController {
         guard let webhook = try await self.store.webhook(tenant: principal.tenantId, webhook: webhookId) else {
             throw APIError.notFound("no such webhook")
         }
-        return WebhookResponse(webhook: webhook)
+        return WebhookResponse(webhook: webhook, history: self.hub.history)
     }
 
     @Sendable func list(_ request: Request, context: ReceiptsRequestContext) async throws -> WebhookListResponse {
         let principal = try context.requirePrincipal()
         try principal.requireTenantKey(for: "managing webhooks")
-        return WebhookListResponse(webhooks: try await self.store.webhooks(tenant: principal.tenantId))
+        return WebhookListResponse(webhooks: try await self.store.webhooks(tenant: principal.tenantId), history: self.hub.history)
     }
 
     /// Deletes a webhook: deliveries stop within 5 s on every instance (at once on this one).

@@ -60,11 +60,15 @@ public final class EventHub: Service, Sendable {
         /// new stream waits for the hub to be ready; an abandoned id costs only the late
         /// writer's renumbering at its commit.
         public var abandonGapsAfter: Duration
+        /// How often the hub records its position in the database while it moves (see
+        /// `ReceiptsStore.settleEventHistory`): after a failover that lost events, positions
+        /// handed out up to about this long before it still resume without resync.required.
+        public var historySettleInterval: Duration
 
         public init(
             recentEvents: Int = 10_000, recentEventBytes: Int = 16 << 20, maximumLag: Int = 5_000, pageSize: Int = 500,
             notifiesOtherInstances: Bool = true, peerAnnouncementInterval: Duration = .seconds(5),
-            abandonGapsAfter: Duration = .seconds(5)
+            abandonGapsAfter: Duration = .seconds(5), historySettleInterval: Duration = .seconds(1)
         ) {
             self.recentEvents = recentEvents
             self.recentEventBytes = recentEventBytes
@@ -73,6 +77,7 @@ public final class EventHub: Service, Sendable {
             self.notifiesOtherInstances = notifiesOtherInstances
             self.peerAnnouncementInterval = peerAnnouncementInterval
             self.abandonGapsAfter = abandonGapsAfter
+            self.historySettleInterval = historySettleInterval
         }
     }
 
@@ -81,17 +86,46 @@ public final class EventHub: Service, Sendable {
         case tooSlow = "the client fell too far behind; reconnect with the last id to resume"
         case shuttingDown = "the server is shutting down; reconnect with the last id to resume"
         case credentialEnded = "the credential expired or was revoked; reconnect with a valid one and the last id"
+        /// Only for subscriptions that asked for it (webhook deliveries, which start again from
+        /// their position in the database); streams go on (`Feed.follow(_:from:)`).
+        case historyChanged = "the database went on to another event history (a failover); start again from the last position"
     }
 
     struct Subscriber {
         let principal: Principal
         /// The last event id this subscriber has been given (or skipped as not its own).
         var position: Int64
-        /// For a new stream: events whose transaction had finished in this snapshot were
-        /// committed before the stream started, and are not sent.
-        let committedBefore: TransactionSnapshot?
+        /// For a new stream: the events committed before it started, which are not sent.
+        var committedBefore: CommittedBefore?
         let wake: AsyncStream<Void>.Continuation
         var closeReason: CloseReason?
+        /// Its position was of a history the database lost (a failover): its next batch is
+        /// `resync.required` at the position the hub goes on from.
+        var needsResync = false
+        /// Closed (`CloseReason.historyChanged`) when the database goes on to another history,
+        /// instead of going on.
+        var closesOnHistoryChange = false
+    }
+
+    /// The events committed before a stream (or a webhook) began, not sent to it: those whose
+    /// transaction had finished in `snapshot`, among the event ids up to `idsEnd`. Ids above it
+    /// were handed out in a later history, after a failover, where transaction ids of the
+    /// lost past may come again: those events are all later than the snapshot.
+    struct CommittedBefore: Sendable {
+        let snapshot: TransactionSnapshot
+        var idsEnd = Int64.max
+
+        func excludes(_ event: LiveEvent) -> Bool {
+            event.id <= self.idsEnd && self.snapshot.hasFinished(event.transactionId)
+        }
+    }
+
+    /// A `resync.required` to send: the position the stream goes on from, and its id.
+    struct Resync: Sendable {
+        let position: Int64
+        let eventId: String
+
+        var json: String { LiveEvent.resyncRequired(currentId: self.eventId) }
     }
 
     /// A tenant's events in memory while it has subscribers.
@@ -126,6 +160,10 @@ public final class EventHub: Service, Sendable {
         mutating func pull(for id: Int, pageSize: Int) -> Pull {
             guard let subscriber = self.subscribers[id] else { return .closed(.shuttingDown) }
             if let reason = subscriber.closeReason { return .closed(reason) }
+            if subscriber.needsResync {
+                self.subscribers[id]!.needsResync = false
+                return .resync(at: subscriber.position)
+            }
             if subscriber.position < self.coveredFrom {
                 return .fromLog(after: subscriber.position, through: self.coveredFrom, committedBefore: subscriber.committedBefore)
             }
@@ -140,6 +178,46 @@ public final class EventHub: Service, Sendable {
         mutating func append(_ event: LiveEvent) {
             self.recent.append(event)
             self.recentBytes += event.estimatedBytes
+        }
+
+        /// After the database went on to another event history (a failover): drops what memory
+        /// holds (ids of the history before), keeps each subscriber whose position means the
+        /// same in `history` (`EventHistory.position(_:currentIn:)`), and marks the others for
+        /// `resync.required`. The feed serves nothing until `resume(from:)`.
+        mutating func follow(_ history: EventHistory, from previous: String) {
+            self.recent.removeAll()
+            self.recentBytes = 0
+            let idsEnd = history.idsEnd(of: previous)
+            for (id, subscriber) in self.subscribers {
+                if subscriber.closesOnHistoryChange {
+                    if subscriber.closeReason == nil {
+                        self.subscribers[id]!.closeReason = .historyChanged
+                        subscriber.wake.finish()
+                    }
+                } else if case .position = history.position(subscriber.position, currentIn: previous), !subscriber.needsResync {
+                    if var committedBefore = subscriber.committedBefore {
+                        committedBefore.idsEnd = min(committedBefore.idsEnd, idsEnd)
+                        self.subscribers[id]!.committedBefore = committedBefore
+                    }
+                } else {
+                    self.subscribers[id]!.needsResync = true
+                }
+            }
+        }
+
+        /// Serves again after `follow(_:from:)`, once the hub knows where it stands in the new
+        /// history: memory covers what comes after `position`; subscribers marked for
+        /// `resync.required` go on from there.
+        ///
+        /// - Returns: the wake-ups of every subscriber.
+        mutating func resume(from position: Int64) -> [AsyncStream<Void>.Continuation] {
+            self.coveredFrom = position
+            var wakes: [AsyncStream<Void>.Continuation] = []
+            for (id, subscriber) in self.subscribers {
+                if subscriber.needsResync { self.subscribers[id]!.position = position }
+                wakes.append(subscriber.wake)
+            }
+            return wakes
         }
 
         /// Drops the events naming `user` as their userId: the user was erased, and replays
@@ -173,8 +251,15 @@ public final class EventHub: Service, Sendable {
     }
 
     struct State {
-        /// Nil until the hub has looked at the log for the first time.
+        /// Nil until the hub has looked at the log for the first time, and again after the
+        /// database went on to another event history, until it looks again.
         var cursor: EventLogCursor?
+        /// The event histories that led to the one the cursor's positions are in (nil until
+        /// the hub has looked at the log for the first time).
+        var history: EventHistory?
+        /// Set when the database went on to another history: the feeds serve nothing until the
+        /// new cursor is ready (`Feed.resume(from:)`).
+        var feedsAwaitCursor = false
         var feeds: [String: Feed] = [:]
         var nextSubscriberId = 0
         var isShuttingDown = false
@@ -243,6 +328,7 @@ public final class EventHub: Service, Sendable {
         await cancelWhenGracefulShutdown {
             await withTaskGroup(of: Void.self) { group in
                 group.addTask { await self.followLog() }
+                group.addTask { await self.settleHistory() }
                 group.addTask {
                     for await event in self.listener.events {
                         switch event {
@@ -340,31 +426,39 @@ public final class EventHub: Service, Sendable {
     public struct Start: Sendable {
         let tenant: String
         let position: Int64
+        /// The event history `position` is in (`EventHistory`).
+        let history: String
         /// See `Subscriber.committedBefore`.
-        let committedBefore: TransactionSnapshot?
-        /// Set when the client's `after` was unknown or expired: the current id to send in
-        /// `resync.required`.
-        let resyncId: Int64?
+        let committedBefore: CommittedBefore?
+        /// Set when the client's `after` was unknown, expired, or of a history the database
+        /// lost: the current position, to send in `resync.required`.
+        let resync: Resync?
     }
 
     /// Resolves where a stream starts, before the handshake response is sent: after `after`
-    /// when the log still has everything after it; else with every event committed from now on.
+    /// when it is a position of this history (or an earlier one that this one kept) and the
+    /// log still has everything after it; else with every event committed from now on.
     public func start(tenant: String, after: String?) async throws -> Start {
-        let current = try await self.readyPosition()
-        let log = try await self.store.eventLogPosition(tenant: tenant)
-        if let after, let position = Int64(after), log.canResume(after: position) {
-            return Start(tenant: tenant, position: position, committedBefore: nil, resyncId: nil)
+        let (current, history, log) = try await self.readyLogPosition(tenant: tenant)
+        if let after, case .position(let position) = history.position(of: after), log.canResume(after: position) {
+            return Start(tenant: tenant, position: position, history: history.currentId, committedBefore: nil, resync: nil)
         }
-        return Start(tenant: tenant, position: current, committedBefore: log.snapshot, resyncId: after == nil ? nil : current)
+        return Start(
+            tenant: tenant, position: current, history: history.currentId, committedBefore: CommittedBefore(snapshot: log.snapshot),
+            resync: after == nil ? nil : Resync(position: current, eventId: history.eventId(current)))
     }
 
     /// The cursor's position once the hub has settled where it stands in the log (every
-    /// event up to it has committed, or never will).
-    func readyPosition() async throws -> Int64 {
+    /// event up to it has committed, or never will), and the histories it is of.
+    func readyPosition() async throws -> (position: Int64, history: EventHistory) {
         // Longer than the hub waits at start for a transaction that may still commit a lower id.
         let deadline = ContinuousClock.now + max(.seconds(10), self.options.abandonGapsAfter + .seconds(2))
         while true {
-            if let cursor = self.state.withLockedValue({ $0.cursor }), cursor.isReady { return cursor.position }
+            let ready = self.state.withLockedValue { state -> (Int64, EventHistory)? in
+                guard let cursor = state.cursor, cursor.isReady, let history = state.history else { return nil }
+                return (cursor.position, history)
+            }
+            if let ready { return ready }
             guard ContinuousClock.now < deadline else {
                 throw NotReady()
             }
@@ -373,21 +467,52 @@ public final class EventHub: Service, Sendable {
         }
     }
 
-    /// Registers a stream; events after `start` are delivered through the subscription.
-    func subscribe(_ principal: Principal, from start: Start) async -> EventSubscription {
+    /// `readyPosition()`, and where the tenant's log stands, read in the same event history:
+    /// when the database has gone on to another one (a failover) that the hub has not followed
+    /// yet, it waits until it has.
+    func readyLogPosition(tenant: String) async throws -> (position: Int64, history: EventHistory, log: EventLogPosition) {
+        let deadline = ContinuousClock.now + max(.seconds(10), self.options.abandonGapsAfter + .seconds(2))
+        while true {
+            let (current, history) = try await self.readyPosition()
+            let log = try await self.store.eventLogPosition(tenant: tenant)
+            if log.history == history.currentId { return (current, history, log) }
+            guard ContinuousClock.now < deadline else { throw NotReady() }
+            self.requestRefresh.yield()
+            try await Task.sleep(for: .milliseconds(5))
+        }
+    }
+
+    /// Registers a stream; events after `start` are delivered through the subscription. One
+    /// that `closesOnHistoryChange` ends with `CloseReason.historyChanged` when the database
+    /// goes on to another event history; any other goes on (`Feed.follow(_:from:)`).
+    func subscribe(_ principal: Principal, from start: Start, closesOnHistoryChange: Bool = false) async -> EventSubscription {
         let (wakeups, wake) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
         let id = self.state.withLockedValue { state -> Int in
             let id = state.nextSubscriberId
             state.nextSubscriberId += 1
             let coveredFrom = state.cursor?.position ?? start.position
-            state.feeds[start.tenant, default: Feed(coveredFrom: coveredFrom)].subscribers[id] = Subscriber(
+            var subscriber = Subscriber(
                 principal: principal, position: start.position, committedBefore: start.committedBefore, wake: wake,
-                closeReason: nil)
+                closeReason: nil, closesOnHistoryChange: closesOnHistoryChange)
+            if let history = state.history, history.currentId != start.history, closesOnHistoryChange {
+                subscriber.closeReason = .historyChanged
+                wake.finish()
+            } else if let history = state.history, history.currentId != start.history {
+                // The database went on to another history since `start` was resolved: as for
+                // the streams open through it (`Feed.follow(_:from:)`).
+                if case .position = history.position(start.position, currentIn: start.history) {
+                    subscriber.committedBefore?.idsEnd = history.idsEnd(of: start.history)
+                } else {
+                    subscriber.needsResync = true
+                    if !state.feedsAwaitCursor, let cursor = state.cursor { subscriber.position = cursor.position }
+                }
+            }
+            state.feeds[start.tenant, default: Feed(coveredFrom: coveredFrom)].subscribers[id] = subscriber
             if state.isShuttingDown { wake.finish() }
             return id
         }
         wake.yield()
-        return EventSubscription(hub: self, id: id, tenant: start.tenant, principal: principal, resyncId: start.resyncId, wakeups: wakeups)
+        return EventSubscription(hub: self, id: id, tenant: start.tenant, principal: principal, resync: start.resync, wakeups: wakeups)
     }
 
     /// Closes one subscription (its stream ends with `reason`).
@@ -427,58 +552,84 @@ public final class EventHub: Service, Sendable {
         var events: [LiveEvent]
         /// Nothing more is there for the subscription right now.
         var isUpToDate: Bool
-        /// Set when retention deleted events the subscription still needed: the id to send in
-        /// `resync.required` (before `events`, which follow it).
-        var resyncId: Int64? = nil
+        /// Set when retention deleted events the subscription still needed, or its position
+        /// was of a history the database lost: the `resync.required` to send (before
+        /// `events`, which follow it).
+        var resync: Resync? = nil
     }
 
     enum Pull {
-        case events([LiveEvent], isUpToDate: Bool, committedBefore: TransactionSnapshot?)
-        case fromLog(after: Int64, through: Int64, committedBefore: TransactionSnapshot?)
+        case events([LiveEvent], isUpToDate: Bool, committedBefore: CommittedBefore?)
+        case fromLog(after: Int64, through: Int64, committedBefore: CommittedBefore?)
+        case resync(at: Int64)
+        /// The database went on to another event history and the hub does not know yet where
+        /// it stands in it: nothing to send until it does (it wakes every subscriber then).
+        case awaitingCursor
         case closed(CloseReason)
     }
 
     /// The next events for a subscription. Throws `CloseReason` when it was closed.
     func nextEvents(for subscription: EventSubscription) async throws -> Batch {
-        let pull = self.state.withLockedValue { state -> Pull in
+        let (pull, history) = self.state.withLockedValue { state -> (Pull, EventHistory?) in
+            if state.feedsAwaitCursor && !state.isShuttingDown { return (.awaitingCursor, nil) }
             // In place: a copy of the feed would copy its table of subscribers on the write,
             // once per subscriber woken, which made a fan-out quadratic in its subscribers.
-            state.feeds[subscription.tenant]?.pull(for: subscription.id, pageSize: self.options.pageSize) ?? .closed(.shuttingDown)
+            let pull = state.feeds[subscription.tenant]?.pull(for: subscription.id, pageSize: self.options.pageSize) ?? .closed(.shuttingDown)
+            return (pull, state.history)
         }
-        func shown(_ events: [LiveEvent], committedBefore: TransactionSnapshot?) -> [LiveEvent] {
+        func shown(_ events: [LiveEvent], committedBefore: CommittedBefore?) -> [LiveEvent] {
             events.filter { event in
-                event.isVisible(to: subscription.principal) && !(committedBefore?.hasFinished(event.transactionId) ?? false)
+                event.isVisible(to: subscription.principal) && !(committedBefore?.excludes(event) ?? false)
             }
         }
         switch pull {
         case .closed(let reason):
             throw reason
+        case .awaitingCursor:
+            return Batch(events: [], isUpToDate: true)
+        case .resync(let position):
+            return Batch(events: [], isUpToDate: false, resync: history.map { Resync(position: position, eventId: $0.eventId(position)) })
         case .events(let events, let isUpToDate, let committedBefore):
             return Batch(events: shown(events, committedBefore: committedBefore), isUpToDate: isUpToDate)
         case .fromLog(let position, let through, let committedBefore):
+            guard let history else { return Batch(events: [], isUpToDate: true) }
             let page = try await self.store.retainedEvents(
                 tenant: subscription.tenant, after: position, through: through, limit: self.options.pageSize)
+            guard page.history == history.currentId else {
+                // Read after a failover the hub has not followed yet: the ids are of another
+                // history. It follows at its next look, and wakes every subscriber then.
+                self.requestRefresh.yield()
+                return Batch(events: [], isUpToDate: true)
+            }
+            /// Whether the subscription is still where this read began, in the same history.
+            func isStill(at position: Int64, _ state: State) -> Bool {
+                state.history?.currentId == history.currentId
+                    && state.feeds[subscription.tenant]?.subscribers[subscription.id]?.position == position
+            }
             if page.prunedThrough > position {
                 // Retention deleted events after `position` while the subscription caught up:
                 // it cannot have them all. As for an expired id at the start: resync.required
                 // with the current id, then on from there (live, from memory).
                 let current = self.state.withLockedValue { state -> Int64? in
-                    guard let current = state.cursor?.position,
-                        state.feeds[subscription.tenant]?.subscribers[subscription.id]?.position == position
-                    else { return nil }
+                    guard let current = state.cursor?.position, isStill(at: position, state) else { return nil }
                     state.feeds[subscription.tenant]?.subscribers[subscription.id]?.position = max(current, through)
                     return max(current, through)
                 }
-                return Batch(events: [], isUpToDate: false, resyncId: current)
+                // (When it moved meanwhile, the next pull says where it is.)
+                return Batch(events: [], isUpToDate: false, resync: current.map { Resync(position: $0, eventId: history.eventId($0)) })
             }
             let stored = page.events
             let reached = stored.count < self.options.pageSize ? through : stored[stored.count - 1].id
-            self.state.withLockedValue { state in
-                if state.feeds[subscription.tenant]?.subscribers[subscription.id]?.position == position {
-                    state.feeds[subscription.tenant]?.subscribers[subscription.id]?.position = reached
-                }
+            let moved = self.state.withLockedValue { state -> Bool in
+                guard isStill(at: position, state) else { return false }
+                state.feeds[subscription.tenant]?.subscribers[subscription.id]?.position = reached
+                return true
             }
-            return Batch(events: shown(stored.map(LiveEvent.init), committedBefore: committedBefore), isUpToDate: false)
+            // Moved meanwhile (the database went on to another history, or the subscription
+            // ended): the next pull says where it is.
+            guard moved else { return Batch(events: [], isUpToDate: false) }
+            return Batch(
+                events: shown(stored.map { LiveEvent($0, history: history) }, committedBefore: committedBefore), isUpToDate: false)
         }
     }
 
@@ -487,6 +638,11 @@ public final class EventHub: Service, Sendable {
         do {
             if self.state.withLockedValue({ $0.cursor == nil }) {
                 let newest = try await self.store.newestEvent()
+                if self.state.withLockedValue({ $0.history?.currentId }) != newest.history {
+                    // The first look, or the database went on to another history meanwhile.
+                    self.follow(try await self.store.eventHistory())
+                    return .waiting
+                }
                 // Asked after that read: whatever may still commit a lower id is among these.
                 let writers = try await self.store.eventWriters()
                 let now = ContinuousClock.now
@@ -498,7 +654,7 @@ public final class EventHub: Service, Sendable {
                 // A writer without a transaction id yet: ask again, until the deadline.
                 if let blockedSince, now - blockedSince < self.options.abandonGapsAfter { return .waiting }
                 self.state.withLockedValue { state in
-                    guard state.cursor == nil else { return }
+                    guard state.cursor == nil, state.history?.currentId == newest.history else { return }
                     // Past the deadline, such a writer is waited for as a transaction that never
                     // finishes, already overdue: the next look abandons what it may hold.
                     let never: Set<Int64> = blockedSince == nil ? [] : [Int64.max]
@@ -507,19 +663,39 @@ public final class EventHub: Service, Sendable {
                 }
             }
             while true {
-                guard let from = self.state.withLockedValue({ $0.cursor?.position }) else { return .failed }
+                let position = self.state.withLockedValue { state -> (from: Int64, history: EventHistory)? in
+                    guard let cursor = state.cursor, let history = state.history else { return nil }
+                    return (cursor.position, history)
+                }
+                guard let (from, history) = position else { return .failed }
                 let page = try await self.store.eventLog(after: from, limit: self.options.pageSize)
+                if page.history != history.currentId {
+                    // A failover (or a restore): the ids of this page are of another history.
+                    self.follow(try await self.store.eventHistory())
+                    return .waiting
+                }
                 // JSON-encoded once, outside the lock, for the tenants that have streams.
                 let streamed = self.state.withLockedValue { Set($0.feeds.keys) }
                 var encoded: [Int64: LiveEvent] = [:]
-                for event in page.events where streamed.contains(event.tenantId) { encoded[event.id] = LiveEvent(event) }
+                for event in page.events where streamed.contains(event.tenantId) {
+                    encoded[event.id] = LiveEvent(event, history: history)
+                }
                 let (wakes, cursor) = self.state.withLockedValue { state -> ([AsyncStream<Void>.Continuation], EventLogCursor?) in
                     // Another refresh (tests call it directly) may have moved on meanwhile.
-                    guard var cursor = state.cursor, cursor.position == from else { return ([], nil) }
+                    guard var cursor = state.cursor, cursor.position == from, state.history?.currentId == page.history else {
+                        return ([], nil)
+                    }
                     let accepted = cursor.advance(with: page)
                     state.cursor = cursor
                     if !cursor.isWaiting { state.waitStarted = nil }
-                    return (self.append(accepted, encoded: encoded, to: &state), cursor)
+                    var wakes: [AsyncStream<Void>.Continuation] = []
+                    if state.feedsAwaitCursor && cursor.isReady {
+                        // Settled in the history the database went on to: the feeds serve again
+                        // from where the cursor began in it.
+                        state.feedsAwaitCursor = false
+                        for tenant in state.feeds.keys { wakes += state.feeds[tenant]!.resume(from: from) }
+                    }
+                    return (wakes + self.append(accepted, encoded: encoded, history: history, to: &state), cursor)
                 }
                 for wake in wakes { wake.yield() }
                 guard let cursor else { return .waiting }
@@ -545,6 +721,57 @@ public final class EventHub: Service, Sendable {
             let level: Logger.Level = self.state.withLockedValue { $0.cursor == nil } ? .debug : .error
             self.logger.log(level: level, "reading the event log failed", metadata: ["error": "\(error)"])
             return .failed
+        }
+    }
+
+    /// Takes `history` (the lineage the database reports now) as the hub's. After the first
+    /// look, that means the database went on to another history (a failover or a restore):
+    /// the cursor starts again as at start, every feed drops what it holds and waits for it,
+    /// and each subscriber either keeps its position (the new history kept it) or gets
+    /// `resync.required` (`Feed.follow(_:from:)`).
+    private func follow(_ history: EventHistory) {
+        let previous = self.state.withLockedValue { state -> EventHistory? in
+            guard let previous = state.history else {
+                state.history = history
+                return nil
+            }
+            guard previous.currentId != history.currentId else { return nil }
+            state.history = history
+            state.cursor = nil
+            state.waitStarted = nil
+            state.startBlockedSince = nil
+            state.feedsAwaitCursor = true
+            for tenant in state.feeds.keys { state.feeds[tenant]!.follow(history, from: previous.currentId) }
+            return previous
+        }
+        guard let previous else { return }
+        let segment = history.segments[history.segments.count - 1]
+        self.logger.warning(
+            "the database went on to another event history (a failover or a restore): streams resume where it kept their position, and get resync.required where it did not",
+            metadata: [
+                "history": "\(segment.id)", "previous": "\(previous.currentId)", "resumableThrough": "\(segment.resumableThrough)",
+                "startedAfter": "\(segment.startedAfter)",
+            ])
+    }
+
+    /// Records the cursor's position in the database about once a second
+    /// (`ReceiptsStore.settleEventHistory`): where a history that begins after a failover starts
+    /// checking what it kept, so that positions from just before it still resume.
+    private func settleHistory() async {
+        var settled: (history: String, position: Int64)?
+        while !Task.isCancelled {
+            try? await Task.sleep(for: self.options.historySettleInterval)
+            let current = self.state.withLockedValue { state -> (history: String, position: Int64)? in
+                guard let cursor = state.cursor, cursor.isReady, let history = state.history else { return nil }
+                return (history.currentId, cursor.position)
+            }
+            guard let current, settled.map({ $0 != current }) ?? true else { continue }
+            do {
+                try await self.store.settleEventHistory(current.history, through: current.position)
+                settled = current
+            } catch {
+                self.logger.debug("recording the event hub's position failed", metadata: ["error": "\(error)"])
+            }
         }
     }
 
@@ -592,13 +819,13 @@ public final class EventHub: Service, Sendable {
     /// Adds events to the feeds of their tenants, closes subscribers that fell too far
     /// behind, and returns the wake-ups of every subscriber that may have something new.
     private func append(
-        _ events: [StoredEvent], encoded: [Int64: LiveEvent], to state: inout State
+        _ events: [StoredEvent], encoded: [Int64: LiveEvent], history: EventHistory, to state: inout State
     ) -> [AsyncStream<Void>.Continuation] {
         var touched = Set<String>()
         for event in events where state.feeds[event.tenantId] != nil {
             if event.type == "user.erased", let user = event.userId { state.feeds[event.tenantId]!.forget(user: user) }
             // A feed that appeared since the encoding gets its event encoded here.
-            state.feeds[event.tenantId]!.append(encoded[event.id] ?? LiveEvent(event))
+            state.feeds[event.tenantId]!.append(encoded[event.id] ?? LiveEvent(event, history: history))
             touched.insert(event.tenantId)
         }
         var wakes: [AsyncStream<Void>.Continuation] = []

@@ -6,8 +6,9 @@ struct EventSubscription: Sendable {
     let id: Int
     let tenant: String
     let principal: Principal
-    /// Set when the client asked to resume from an unknown or expired id.
-    let resyncId: Int64?
+    /// Set when the client asked to resume from an unknown or expired id, or one of a history
+    /// the database lost.
+    let resync: EventHub.Resync?
     /// Yields when there may be new events; finishes when the subscription is closed.
     let wakeups: AsyncStream<Void>
 
@@ -18,7 +19,7 @@ struct EventSubscription: Sendable {
     /// On graceful shutdown of the server (SIGTERM), the stream ends with `.shuttingDown`:
     /// the server waits for open connections, so streams must not wait for the hub.
     func relay(
-        _ send: (_ id: Int64, _ json: String) async throws -> Void,
+        _ send: (_ id: String, _ json: String) async throws -> Void,
         whenIdle: () async throws -> Void = {}
     ) async throws -> EventHub.CloseReason {
         try await withGracefulShutdownHandler {
@@ -29,18 +30,18 @@ struct EventSubscription: Sendable {
     }
 
     private func relayUntilClosed(
-        _ send: (_ id: Int64, _ json: String) async throws -> Void,
+        _ send: (_ id: String, _ json: String) async throws -> Void,
         whenIdle: () async throws -> Void
     ) async throws -> EventHub.CloseReason {
-        if let resyncId {
-            try await send(resyncId, LiveEvent.resyncRequired(currentId: resyncId))
+        if let resync {
+            try await send(resync.eventId, resync.json)
         }
         do {
             for await _ in self.wakeups {
                 while true {
                     let batch = try await self.hub.nextEvents(for: self)
-                    if let resyncId = batch.resyncId { try await send(resyncId, LiveEvent.resyncRequired(currentId: resyncId)) }
-                    for event in batch.events { try await send(event.id, event.json) }
+                    if let resync = batch.resync { try await send(resync.eventId, resync.json) }
+                    for event in batch.events { try await send(event.eventId, event.json) }
                     if batch.isUpToDate { break }
                 }
                 try await whenIdle()

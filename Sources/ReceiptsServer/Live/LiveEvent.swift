@@ -4,8 +4,11 @@ import ReceiptsStore
 
 /// An event as streams send it: JSON encoded once, however many devices get it.
 struct LiveEvent: Sendable {
-    /// Position in the stream; sent as the opaque string id.
+    /// Position in the stream (in the current event history).
     let id: Int64
+    /// The opaque string id clients see (`EventHistory.eventId(_:)`): the position, and after a
+    /// failover the history it belongs to.
+    let eventId: String
     /// The transaction that wrote it (see `EventHub.Subscriber.committedBefore`).
     let transactionId: Int64
     /// Its `type` (for a webhook's filter).
@@ -21,8 +24,9 @@ struct LiveEvent: Sendable {
     /// budget for recent events counts.
     let estimatedBytes: Int
 
-    init(_ event: StoredEvent) {
+    init(_ event: StoredEvent, history: EventHistory) {
         self.id = event.id
+        self.eventId = history.eventId(event.id)
         self.transactionId = event.transactionId
         self.type = event.type
         self.audience = Set(event.audience)
@@ -31,7 +35,7 @@ struct LiveEvent: Sendable {
         // messageIds, at, then the type's own (`unreadCount`, `markedUnread`).
         var json = JSONWriter(capacity: 160 + event.messageIds.count * 24)
         json.raw(#"{"id":"#)
-        json.string(String(event.id))
+        json.string(self.eventId)
         json.raw(#","type":"#)
         json.string(event.type)
         // chat.deleted names no user, user.erased no chat and neither any message: the
@@ -53,7 +57,7 @@ struct LiveEvent: Sendable {
         json.members(of: event.data.text)
         json.raw("}")
         self.json = json.text
-        self.estimatedBytes = 128 + self.json.utf8.count + self.audience.reduce(0) { $0 + 48 + $1.utf8.count }
+        self.estimatedBytes = 144 + self.json.utf8.count + self.audience.reduce(0) { $0 + 48 + $1.utf8.count }
     }
 
     /// Whether `principal` may see the event: the tenant key sees all, a user what names them.
@@ -63,8 +67,9 @@ struct LiveEvent: Sendable {
     }
 
     /// `{"id":"<current>","type":"resync.required"}`: the asked-for position is unknown or
-    /// expired; the client should reload state and continue from the current id.
-    static func resyncRequired(currentId: Int64) -> String {
+    /// expired, or of a history the database lost (a failover); the client should reload
+    /// state and continue from the current id.
+    static func resyncRequired(currentId: String) -> String {
         #"{"id":"\#(currentId)","type":"resync.required"}"#
     }
 }

@@ -134,7 +134,7 @@ struct WebSocketStream {
     /// something first (keep up, or bring a valid credential).
     static func closeCode(for reason: EventHub.CloseReason) -> WebSocketErrorCode {
         switch reason {
-        case .shuttingDown: .goingAway
+        case .shuttingDown, .historyChanged: .goingAway
         case .tooSlow, .credentialEnded: .policyViolation
         }
     }

@@ -102,6 +102,7 @@ final class WebhookDelivery: Sendable {
 
     /// One entry of a batch: an event as the stream carries it, or `resync.required`.
     struct Entry {
+        /// Its position (in `DeliveryLoop.receivedHistory`).
         let id: Int64
         let type: String
         let json: String
@@ -114,6 +115,15 @@ final class WebhookDelivery: Sendable {
         let lag: Gauge
         /// The webhook's position in the database: everything up to it is acknowledged.
         var acknowledged: Int64 = 0
+        /// The event history `acknowledged` is a position of (`EventHistory`).
+        var acknowledgedHistory = ""
+        /// The event history of what the hub gives the subscription: the positions of
+        /// `pending`, `received` and `sentThrough`, and the one acknowledgements are written in.
+        var receivedHistory = ""
+        /// The newest position sent to the receiver in `receivedHistory` (acknowledged or not):
+        /// after a failover that lost it, the receiver may hold events the database no longer
+        /// has, and is told `resync.required`.
+        var sentThrough: Int64 = 0
         var subscription: EventSubscription?
         var wakeups: AsyncStream<Void>.Iterator?
         /// Events received from the hub and not yet acknowledged, oldest first.
@@ -152,8 +162,7 @@ final class WebhookDelivery: Sendable {
 
         mutating func run() async {
             guard var current = await self.begin() else { return }
-            self.acknowledged = current.position
-            self.received = current.position
+            self.restart(from: current.position, in: current.positionHistory)
             while !Task.isCancelled {
                 if self.pending.count < WebhookDelivery.maximumBatch, self.pending.isEmpty || self.hubHasMore {
                     guard await self.receive(current) else { continue }
@@ -203,9 +212,8 @@ final class WebhookDelivery: Sendable {
             do {
                 let subscription = try await self.subscribed(committedBefore: current.committedBefore)
                 let batch = try await self.delivery.hub.nextEvents(for: subscription)
-                if let resyncId = batch.resyncId {
-                    self.pending.append(
-                        Entry(id: resyncId, type: WebhookEventTypes.resyncRequired, json: LiveEvent.resyncRequired(currentId: resyncId)))
+                if let resync = batch.resync {
+                    self.pending.append(Entry(id: resync.position, type: WebhookEventTypes.resyncRequired, json: resync.json))
                 }
                 for event in batch.events {
                     self.pending.append(Entry(id: event.id, type: event.type, json: event.json))
@@ -213,17 +221,20 @@ final class WebhookDelivery: Sendable {
                 self.received = self.delivery.hub.position(of: subscription) ?? self.received
                 self.hubHasMore = !batch.isUpToDate
                 return true
+            } catch EventHub.CloseReason.historyChanged {
+                self.followHistoryChange()
+                return false
             } catch let reason as EventHub.CloseReason {
                 // Too far behind while a batch was retried (or the hub stops): start again
                 // from the acknowledged position, reading from the log.
                 self.logger.debug("webhook: the hub closed the subscription", metadata: ["reason": "\(reason)"])
-                self.restart(from: self.acknowledged)
+                self.restart(from: self.acknowledged, in: self.acknowledgedHistory)
                 if reason == .shuttingDown { try? await Task.sleep(for: WebhookDelivery.unavailablePause) }
                 self.settingsOfLastAcknowledgement = nil
                 return false
             } catch {
                 self.logger.notice("webhook: events could not be read", metadata: ["error": "\(error)"])
-                self.restart(from: self.acknowledged)
+                self.restart(from: self.acknowledged, in: self.acknowledgedHistory)
                 try? await Task.sleep(for: WebhookDelivery.unavailablePause)
                 self.settingsOfLastAcknowledgement = nil
                 return false
@@ -234,16 +245,36 @@ final class WebhookDelivery: Sendable {
         mutating func subscribed(committedBefore: TransactionSnapshot) async throws -> EventSubscription {
             if let subscription { return subscription }
             let start = try await self.delivery.hub.startDelivery(
-                tenant: self.key.tenant, after: self.acknowledged, committedBefore: committedBefore)
-            let subscription = await self.delivery.hub.subscribe(.tenant(self.key.tenant), from: start)
+                tenant: self.key.tenant, after: self.acknowledged, positionHistory: self.acknowledgedHistory,
+                sent: self.receivedHistory.isEmpty ? nil : (self.sentThrough, self.receivedHistory), committedBefore: committedBefore)
+            let subscription = await self.delivery.hub.subscribe(.tenant(self.key.tenant), from: start, closesOnHistoryChange: true)
             self.subscription = subscription
             self.wakeups = subscription.wakeups.makeAsyncIterator()
-            if let resyncId = subscription.resyncId {
-                // The position is no longer retained: the next batch starts with resync.required.
-                self.pending.append(
-                    Entry(id: resyncId, type: WebhookEventTypes.resyncRequired, json: LiveEvent.resyncRequired(currentId: resyncId)))
+            self.sentThrough = start.history == self.receivedHistory ? max(self.sentThrough, start.position) : start.position
+            self.receivedHistory = start.history
+            self.received = start.position
+            if let resync = subscription.resync {
+                // The position is no longer retained, or of a history the database lost: the
+                // next batch starts with resync.required (`acknowledged` stays as it is until
+                // that batch is acknowledged, so a restart before says it again).
+                self.pending.append(Entry(id: resync.position, type: WebhookEventTypes.resyncRequired, json: resync.json))
+            } else {
+                // The same position in the history the hub is in.
+                self.acknowledged = start.position
+                self.acknowledgedHistory = start.history
             }
             return subscription
+        }
+
+        /// The database went on to another event history (a failover or a restore) while this
+        /// delivery ran: everything received is dropped, and the delivery starts again from its
+        /// acknowledged position, which `EventHub.startDelivery` resolves in the new history
+        /// (with what was sent: a receiver that may hold events the new history did not keep
+        /// is told `resync.required`).
+        mutating func followHistoryChange() {
+            self.logger.notice("webhook: the database went on to another event history; delivery starts again from its position")
+            self.restart(from: self.acknowledged, in: self.acknowledgedHistory)
+            self.settingsOfLastAcknowledgement = nil
         }
 
         /// Waits until the hub has something new (the subscription's wake-ups), then reads
@@ -258,11 +289,13 @@ final class WebhookDelivery: Sendable {
             }
         }
 
-        /// Drops what was received and starts again from `position`.
-        mutating func restart(from position: Int64) {
+        /// Drops what was received and starts again from `position` of event history `history`
+        /// (what was sent stays known: `subscribed(committedBefore:)`).
+        mutating func restart(from position: Int64, in history: String) {
             self.unsubscribe()
             self.pending.removeAll()
             self.acknowledged = position
+            self.acknowledgedHistory = history
             self.received = position
             self.hubHasMore = false
         }
@@ -303,7 +336,14 @@ final class WebhookDelivery: Sendable {
             self.lastSkipWrite = .now
             do {
                 let settings = try await self.store.acknowledgeWebhookBatch(
-                    self.key, owner: self.owner, through: position, delivered: false, lease: self.delivery.settings.lease)
+                    self.key, owner: self.owner, through: position, history: self.receivedHistory, delivered: false,
+                    lease: self.delivery.settings.lease)
+                if settings?.recorded == false {
+                    self.followHistoryChange()
+                    return true
+                }
+                // (`acknowledged` is of `receivedHistory` now.)
+                if settings != nil { self.acknowledgedHistory = self.receivedHistory }
                 self.settingsOfLastAcknowledgement = settings
                 return settings != nil
             } catch {
@@ -324,9 +364,10 @@ final class WebhookDelivery: Sendable {
                     guard let settings = await self.begin() else { return nil }
                     current = settings
                 }
-                if current.position > self.acknowledged {
-                    // Another instance delivered meanwhile (this one's lease lapsed): resume after it.
-                    self.restart(from: current.position)
+                if current.positionHistory != self.acknowledgedHistory || current.position > self.acknowledged {
+                    // Another instance delivered meanwhile (this one's lease lapsed), perhaps in
+                    // another event history: resume after it.
+                    self.restart(from: current.position, in: current.positionHistory)
                     return current
                 }
                 if current.failures > 0, let first = self.pending.first, first.type != WebhookEventTypes.resyncRequired,
@@ -334,7 +375,7 @@ final class WebhookDelivery: Sendable {
                 {
                     // The receiver was down for longer than retention keeps events: the batch is
                     // gone from the log, and the hub answers resync.required from here.
-                    self.restart(from: self.acknowledged)
+                    self.restart(from: self.acknowledged, in: self.acknowledgedHistory)
                     return current
                 }
                 if let due = current.nextAttemptAt, due > Date() {
@@ -362,6 +403,7 @@ final class WebhookDelivery: Sendable {
                     value: WebhookSignature.header(secret: current.secret, timestamp: Int64(Date().timeIntervalSince1970), body: body))
                 let started = ContinuousClock.now
                 self.lastAttempt = (started, attempt.entries.count)
+                self.sentThrough = max(self.sentThrough, attempt.through)
                 let outcome = await self.sender.send(body, headers: headers, to: target)
                 guard !Task.isCancelled else { return nil }
                 switch outcome {
@@ -372,9 +414,13 @@ final class WebhookDelivery: Sendable {
                         continue
                     case .lost:
                         return nil
+                    case .historyChanged(let settings):
+                        self.followHistoryChange()
+                        return settings
                     case .recorded(let settings):
                         self.pending.removeFirst(attempt.consumed)
                         self.acknowledged = attempt.through
+                        self.acknowledgedHistory = self.receivedHistory
                         self.lastSkipWrite = .now
                         self.settingsOfLastAcknowledgement = settings
                         await self.refreshLag(force: false)
@@ -405,6 +451,9 @@ final class WebhookDelivery: Sendable {
             case recorded(WebhookAttemptSettings)
             /// The lease or the webhook is gone: nothing moved.
             case lost
+            /// The database went on to another event history since the events were read (a
+            /// failover): nothing moved; the settings for the next attempt.
+            case historyChanged(WebhookAttemptSettings)
             /// The database could not be reached for 5 s: the batch is sent again (at least once).
             case unavailable
         }
@@ -413,8 +462,10 @@ final class WebhookDelivery: Sendable {
             for _ in 0..<5 {
                 do {
                     let settings = try await self.store.acknowledgeWebhookBatch(
-                        self.key, owner: self.owner, through: position, delivered: true, lease: self.delivery.settings.lease)
-                    return settings.map(Acknowledgement.recorded) ?? .lost
+                        self.key, owner: self.owner, through: position, history: self.receivedHistory, delivered: true,
+                        lease: self.delivery.settings.lease)
+                    guard let settings else { return .lost }
+                    return settings.recorded ? .recorded(settings) : .historyChanged(settings)
                 } catch {
                     self.logger.notice("webhook: the acknowledgement could not be recorded", metadata: ["error": "\(error)"])
                     try? await Task.sleep(for: WebhookDelivery.unavailablePause)

@@ -77,11 +77,14 @@ extension StoredEvent {
 
 /// A read of every tenant's new events, with the snapshot that decided what was visible.
 public struct EventLogPage: Sendable {
+    /// The event history the read was made in (`EventHistory`): the ids are of it.
+    public let history: String
     public let snapshot: TransactionSnapshot
     /// Visible events after the asked-for position, in id order.
     public let events: [StoredEvent]
 
-    public init(snapshot: TransactionSnapshot, events: [StoredEvent]) {
+    public init(history: String, snapshot: TransactionSnapshot, events: [StoredEvent]) {
+        self.history = history
         self.snapshot = snapshot
         self.events = events
     }
@@ -89,6 +92,8 @@ public struct EventLogPage: Sendable {
 
 /// Where the event log stands, for a stream that is about to start.
 public struct EventLogPosition: Sendable {
+    /// The event history it was read in (`EventHistory`): its positions are of it.
+    public let history: String
     /// The snapshot of the moment: what had committed by then.
     public let snapshot: TransactionSnapshot
     /// The newest event id handed out; a higher position is unknown.
