@@ -43,8 +43,8 @@ struct EventHistoryTests {
         #expect(history.eventId(101) == "101.bbbbbbbbbbbb")
         // A client of the first history: up to 80 it saw what this one has; past it, perhaps not.
         #expect(history.position(of: "80") == .position(80))
-        #expect(history.position(of: "81") == .unknown)
-        #expect(history.position(of: "101") == .unknown)
+        #expect(history.position(of: "81") == .lost(keptThrough: 80))
+        #expect(history.position(of: "101") == .lost(keptThrough: 80))
         // This history's own ids resume; a number it names by the first history's form never
         // came in its form.
         #expect(history.position(of: "81.bbbbbbbbbbbb") == .position(81))
@@ -54,14 +54,15 @@ struct EventHistoryTests {
         #expect(history.idsEnd(of: Self.second.id) == .max)
     }
 
-    @Test("across two failovers a position resumes only while every later history kept it")
+    @Test("across two failovers a position resumes only while every later history kept it; past that, it is lost after the lowest kept")
     func twoFailovers() {
         let history = EventHistory(segments: [Self.first, Self.second, Self.third])
         #expect(history.position(of: "70") == .position(70))
-        #expect(history.position(of: "85") == .unknown)
+        #expect(history.position(of: "85") == .lost(keptThrough: 80))
         #expect(history.position(of: "120.bbbbbbbbbbbb") == .position(120))
-        #expect(history.position(of: "145.bbbbbbbbbbbb") == .unknown)
+        #expect(history.position(of: "145.bbbbbbbbbbbb") == .lost(keptThrough: 140))
         #expect(history.position(of: "145.cccccccccccc") == .position(145))
+        #expect(history.position(of: "145") == .lost(keptThrough: 80))
         #expect(history.eventId(70) == "70")
         #expect(history.eventId(120) == "120.bbbbbbbbbbbb")
         #expect(history.eventId(145) == "145.cccccccccccc")
@@ -83,11 +84,11 @@ struct EventHistoryTests {
     func positionsOfEarlierHistories() {
         let history = EventHistory(segments: [Self.first, Self.second, Self.third])
         #expect(history.position(70, currentIn: Self.first.id) == .position(70))
-        #expect(history.position(90, currentIn: Self.first.id) == .unknown)
+        #expect(history.position(90, currentIn: Self.first.id) == .lost(keptThrough: 80))
         #expect(history.position(120, currentIn: Self.second.id) == .position(120))
         // 70 while the second history was current is named by the first: kept by both.
         #expect(history.position(70, currentIn: Self.second.id) == .position(70))
-        #expect(history.position(145, currentIn: Self.second.id) == .unknown)
+        #expect(history.position(145, currentIn: Self.second.id) == .lost(keptThrough: 140))
         #expect(history.position(145, currentIn: Self.third.id) == .position(145))
         #expect(history.position(5, currentIn: "dddddddddddd") == .unknown)
         // The names they had then.

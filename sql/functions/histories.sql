@@ -164,6 +164,7 @@ END;
 $$;
 COMMENT ON FUNCTION receipts.event_history_lineage() IS
     'Every event history of this database, oldest first; the last is the current one.';
+REVOKE ALL ON FUNCTION receipts.event_history_lineage() FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION receipts.event_history_lineage() TO receipts_service;
 
 -- The hub's record of how far it has settled, in its history only: a hub that read the log

@@ -30,6 +30,7 @@ CREATE TABLE receipts.event_histories (
 );
 COMMENT ON TABLE receipts.event_histories IS
     'The histories of this database''s event log, oldest first (a new one after a failover, a restore, ...): a stream position names its history, so an id from a lost one is never taken for a position in this one. See sql/functions/histories.sql.';
+COMMENT ON COLUMN receipts.event_histories.ordinal IS 'Its place in the lineage: 1 for the first, then one more for each.';
 COMMENT ON COLUMN receipts.event_histories.history_id IS
     'Random; event ids of every history but the first end in ".<history_id>".';
 COMMENT ON COLUMN receipts.event_histories.system_identifier IS 'pg_control_system().system_identifier of the cluster it began on.';
@@ -40,6 +41,7 @@ COMMENT ON COLUMN receipts.event_histories.resumable_through IS
     'Positions of earlier histories up to here resume in this one; later ones answer resync.required.';
 COMMENT ON COLUMN receipts.event_histories.settled_through IS
     'The event hub''s position, recorded about once a second: every event up to it that this history has was visible when it was recorded (where the next history starts checking what it kept).';
+COMMENT ON COLUMN receipts.event_histories.began_at IS 'When it began (the first: when this migration ran).';
 COMMENT ON COLUMN receipts.event_histories.reason IS 'Why it began: first, new timeline, new cluster, or an operator''s words.';
 
 -- Not a tenant table: no row-level security. The service reads the histories (ids only);

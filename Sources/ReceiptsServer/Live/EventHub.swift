@@ -95,16 +95,29 @@ public final class EventHub: Service, Sendable {
         let principal: Principal
         /// The last event id this subscriber has been given (or skipped as not its own).
         var position: Int64
+        /// Where it started: its client holds the events (or, for a new stream, the state it
+        /// loaded) up to about here; then the events it was given after it. After a failover,
+        /// a subscriber is told `resync.required` only if its client may hold something lost
+        /// (`Feed.follow(_:from:)`).
+        var startedAt: Int64
         /// For a new stream: the events committed before it started, which are not sent.
         var committedBefore: CommittedBefore?
         let wake: AsyncStream<Void>.Continuation
         var closeReason: CloseReason?
-        /// Its position was of a history the database lost (a failover): its next batch is
-        /// `resync.required` at the position the hub goes on from.
-        var needsResync = false
+        /// Its client may hold events of a history the database lost (a failover): its next
+        /// batch is `resync.required`, at its position, or at where the hub goes on from when
+        /// nothing of the history before was kept (`Feed.resume(from:)`).
+        var pendingResync: PendingResync?
         /// Closed (`CloseReason.historyChanged`) when the database goes on to another history,
         /// instead of going on.
         var closesOnHistoryChange = false
+    }
+
+    enum PendingResync {
+        /// At the subscriber's position (the newest the new history kept).
+        case atPosition
+        /// At the position the hub goes on from in the new history.
+        case atCursor
     }
 
     /// The events committed before a stream (or a webhook) began, not sent to it: those whose
@@ -160,8 +173,8 @@ public final class EventHub: Service, Sendable {
         mutating func pull(for id: Int, pageSize: Int) -> Pull {
             guard let subscriber = self.subscribers[id] else { return .closed(.shuttingDown) }
             if let reason = subscriber.closeReason { return .closed(reason) }
-            if subscriber.needsResync {
-                self.subscribers[id]!.needsResync = false
+            if subscriber.pendingResync != nil {
+                self.subscribers[id]!.pendingResync = nil
                 return .resync(at: subscriber.position)
             }
             if subscriber.position < self.coveredFrom {
@@ -180,13 +193,17 @@ public final class EventHub: Service, Sendable {
             self.recentBytes += event.estimatedBytes
         }
 
-        /// After the database went on to another event history (a failover): drops what memory
-        /// holds (ids of the history before), keeps each subscriber whose position means the
-        /// same in `history` (`EventHistory.position(_:currentIn:)`), and marks the others for
-        /// `resync.required`. The feed serves nothing until `resume(from:)`.
+        /// After the database went on to another event history (a failover): every subscriber
+        /// goes on from its position, or from the newest one `history` kept of `previous` when
+        /// its own is later (it then gets everything after it again: what it skipped there was
+        /// not for it, or lost). One whose client may hold something that was not kept (it
+        /// started after what was kept, or was given an event after it, as far as memory tells;
+        /// when it does not, it is taken to) gets `resync.required` first. When nothing was kept
+        /// (a history this lineage does not have), every subscriber gets it, at the position the
+        /// hub goes on from. Then drops what memory holds (ids of the history before); the feed
+        /// serves nothing until `resume(from:)`.
         mutating func follow(_ history: EventHistory, from previous: String) {
-            self.recent.removeAll()
-            self.recentBytes = 0
+            let kept = history.keptThrough(currentIn: previous)
             let idsEnd = history.idsEnd(of: previous)
             for (id, subscriber) in self.subscribers {
                 if subscriber.closesOnHistoryChange {
@@ -194,15 +211,37 @@ public final class EventHub: Service, Sendable {
                         self.subscribers[id]!.closeReason = .historyChanged
                         subscriber.wake.finish()
                     }
-                } else if case .position = history.position(subscriber.position, currentIn: previous), !subscriber.needsResync {
+                } else if let kept {
+                    if self.mayHaveSentLost(to: subscriber, keptThrough: kept) {
+                        self.subscribers[id]!.pendingResync = subscriber.pendingResync ?? .atPosition
+                    }
+                    self.subscribers[id]!.position = min(subscriber.position, kept)
+                    self.subscribers[id]!.startedAt = min(subscriber.startedAt, kept)
                     if var committedBefore = subscriber.committedBefore {
                         committedBefore.idsEnd = min(committedBefore.idsEnd, idsEnd)
                         self.subscribers[id]!.committedBefore = committedBefore
                     }
                 } else {
-                    self.subscribers[id]!.needsResync = true
+                    self.subscribers[id]!.pendingResync = .atCursor
                 }
             }
+            self.recent.removeAll()
+            self.recentBytes = 0
+        }
+
+        /// Whether `subscriber`'s client may hold something after `kept`: it started after it,
+        /// or it was given an event after it (memory must hold every event from there on to tell).
+        func mayHaveSentLost(to subscriber: Subscriber, keptThrough kept: Int64) -> Bool {
+            if subscriber.startedAt > kept { return true }
+            guard subscriber.position > kept else { return false }
+            guard self.coveredFrom <= kept else { return true }
+            for event in self.recent[self.firstIndex(after: kept)...] {
+                guard event.id <= subscriber.position else { break }
+                if event.isVisible(to: subscriber.principal) && !(subscriber.committedBefore?.excludes(event) ?? false) {
+                    return true
+                }
+            }
+            return false
         }
 
         /// Serves again after `follow(_:from:)`, once the hub knows where it stands in the new
@@ -214,7 +253,10 @@ public final class EventHub: Service, Sendable {
             self.coveredFrom = position
             var wakes: [AsyncStream<Void>.Continuation] = []
             for (id, subscriber) in self.subscribers {
-                if subscriber.needsResync { self.subscribers[id]!.position = position }
+                if subscriber.pendingResync == .atCursor {
+                    self.subscribers[id]!.position = position
+                    self.subscribers[id]!.startedAt = position
+                }
                 wakes.append(subscriber.wake)
             }
             return wakes
@@ -437,11 +479,23 @@ public final class EventHub: Service, Sendable {
 
     /// Resolves where a stream starts, before the handshake response is sent: after `after`
     /// when it is a position of this history (or an earlier one that this one kept) and the
-    /// log still has everything after it; else with every event committed from now on.
+    /// log still has everything after it; with `resync.required` and then everything after the
+    /// newest position this history kept, when `after` is of a history the database lost (a
+    /// failover); else with every event committed from now on, after `resync.required` when
+    /// `after` was given (unknown, or expired).
     public func start(tenant: String, after: String?) async throws -> Start {
         let (current, history, log) = try await self.readyLogPosition(tenant: tenant)
-        if let after, case .position(let position) = history.position(of: after), log.canResume(after: position) {
+        switch after.map(history.position(of:)) {
+        case .position(let position) where log.canResume(after: position):
             return Start(tenant: tenant, position: position, history: history.currentId, committedBefore: nil, resync: nil)
+        case .lost(let kept) where log.canResume(after: kept):
+            // Of a history the database lost (a failover): resync.required, then everything
+            // after the newest position it kept.
+            return Start(
+                tenant: tenant, position: kept, history: history.currentId, committedBefore: nil,
+                resync: Resync(position: kept, eventId: history.eventId(kept)))
+        default:
+            break
         }
         return Start(
             tenant: tenant, position: current, history: history.currentId, committedBefore: CommittedBefore(snapshot: log.snapshot),
@@ -492,19 +546,25 @@ public final class EventHub: Service, Sendable {
             state.nextSubscriberId += 1
             let coveredFrom = state.cursor?.position ?? start.position
             var subscriber = Subscriber(
-                principal: principal, position: start.position, committedBefore: start.committedBefore, wake: wake,
-                closeReason: nil, closesOnHistoryChange: closesOnHistoryChange)
+                principal: principal, position: start.position, startedAt: start.position, committedBefore: start.committedBefore,
+                wake: wake, closeReason: nil, closesOnHistoryChange: closesOnHistoryChange)
             if let history = state.history, history.currentId != start.history, closesOnHistoryChange {
                 subscriber.closeReason = .historyChanged
                 wake.finish()
             } else if let history = state.history, history.currentId != start.history {
                 // The database went on to another history since `start` was resolved: as for
                 // the streams open through it (`Feed.follow(_:from:)`).
-                if case .position = history.position(start.position, currentIn: start.history) {
+                switch history.position(start.position, currentIn: start.history) {
+                case .position:
                     subscriber.committedBefore?.idsEnd = history.idsEnd(of: start.history)
-                } else {
-                    subscriber.needsResync = true
-                    if !state.feedsAwaitCursor, let cursor = state.cursor { subscriber.position = cursor.position }
+                case .lost(let kept):
+                    (subscriber.position, subscriber.startedAt, subscriber.pendingResync) = (kept, kept, .atPosition)
+                    subscriber.committedBefore?.idsEnd = history.idsEnd(of: start.history)
+                case .unknown:
+                    subscriber.pendingResync = .atCursor
+                    if !state.feedsAwaitCursor, let cursor = state.cursor {
+                        (subscriber.position, subscriber.startedAt, subscriber.pendingResync) = (cursor.position, cursor.position, .atPosition)
+                    }
                 }
             }
             state.feeds[start.tenant, default: Feed(coveredFrom: coveredFrom)].subscribers[id] = subscriber
@@ -613,6 +673,7 @@ public final class EventHub: Service, Sendable {
                 let current = self.state.withLockedValue { state -> Int64? in
                     guard let current = state.cursor?.position, isStill(at: position, state) else { return nil }
                     state.feeds[subscription.tenant]?.subscribers[subscription.id]?.position = max(current, through)
+                    state.feeds[subscription.tenant]?.subscribers[subscription.id]?.startedAt = max(current, through)
                     return max(current, through)
                 }
                 // (When it moved meanwhile, the next pull says where it is.)
@@ -767,8 +828,13 @@ public final class EventHub: Service, Sendable {
             }
             guard let current, settled.map({ $0 != current }) ?? true else { continue }
             do {
-                try await self.store.settleEventHistory(current.history, through: current.position)
-                settled = current
+                if try await self.store.settleEventHistory(current.history, through: current.position) {
+                    settled = current
+                } else {
+                    // The database went on to another history (a failover, with no write since
+                    // to make the hub look): look now.
+                    self.requestRefresh.yield()
+                }
             } catch {
                 self.logger.debug("recording the event hub's position failed", metadata: ["error": "\(error)"])
             }

@@ -62,8 +62,11 @@ public struct EventHistory: Sendable, Equatable {
     public enum Resolved: Equatable, Sendable {
         /// The same position in the current history.
         case position(Int64)
-        /// Malformed, of a history this lineage does not have, or past what a later history
-        /// kept: the client may hold events this database never had.
+        /// A position of an earlier history past what a later one kept (a failover lost
+        /// events): the client may hold events this database does not have. Up to
+        /// `keptThrough`, the earlier history's positions mean the same here.
+        case lost(keptThrough: Int64)
+        /// Malformed, or of a history this lineage does not have.
         case unknown
     }
 
@@ -80,10 +83,8 @@ public struct EventHistory: Sendable, Equatable {
         // A later history's number at or below its resumableThrough is named by an earlier one:
         // never handed out in this form.
         if index > 0 && parsed.number <= self.segments[index].resumableThrough { return .unknown }
-        for later in self.segments[(index + 1)...] where parsed.number > later.resumableThrough {
-            return .unknown
-        }
-        return .position(parsed.number)
+        let kept = self.segments[(index + 1)...].map(\.resumableThrough).min() ?? .max
+        return parsed.number <= kept ? .position(parsed.number) : .lost(keptThrough: kept)
     }
 
     /// What `position`, a position while `history` was the current one (a webhook's stored
@@ -91,6 +92,14 @@ public struct EventHistory: Sendable, Equatable {
     public func position(_ position: Int64, currentIn history: String) -> Resolved {
         guard let index = self.segments.firstIndex(where: { $0.id == history }) else { return .unknown }
         return self.position(of: Self.eventId(position, segments: self.segments[...index]))
+    }
+
+    /// The newest position of `history` (while it was the current one) that means the same
+    /// here: every later history's `resumableThrough`, the lowest; `Int64.max` for the current
+    /// history, nil for one this lineage does not have.
+    public func keptThrough(currentIn history: String) -> Int64? {
+        guard let index = self.segments.firstIndex(where: { $0.id == history }) else { return nil }
+        return self.segments[(index + 1)...].map(\.resumableThrough).min() ?? .max
     }
 
     /// Where the event ids of `history` end: its successor's `startedAfter` (ids above it are
