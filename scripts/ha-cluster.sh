@@ -41,26 +41,27 @@
 #   cut-replication    From now on the replicas receive no WAL from the primary,
 #                      which keeps running and accepting (asynchronous) commits.
 #                      How: wait until every replica has replayed the primary's
-#                      current WAL position, ALTER ROLE replicator NOLOGIN on the
-#                      primary, pg_terminate_backend() its walsenders and wait until
-#                      they are gone. Walreceivers retry every 5 s and are refused
-#                      ("role "replicator" is not permitted to log in"), so nothing
-#                      written after the cut reaches a replica: no process is
-#                      paused, nothing sits in a socket buffer. While cut, replicas'
-#                      Patroni logs "Can not fetch local timeline and lsn from
-#                      replication connection" each loop (the NOLOGIN replicated
-#                      too) and `status` shows no TL for them. Use it with
-#                      synchronous_mode off. start, revive and switchover heal a cut.
+#                      current WAL position; prepend "host replication all all
+#                      reject" to the primary's pg_hba.conf and reload; wait until
+#                      a replication connection is refused (so the postmaster has
+#                      the rule); pg_terminate_backend() the walsenders and wait
+#                      until they are gone. Walreceivers retry every 5 s and are
+#                      refused, so nothing written after the cut reaches a replica:
+#                      no process is paused, nothing is left in a socket buffer, no
+#                      catalog changes (pg_hba.conf is a local file, and Patroni
+#                      writes it anew whenever it starts PostgreSQL). Use it with
+#                      synchronous_mode off. start, switchover and revive heal a
+#                      cut that lossy-failover did not consume.
 #   lossy-failover     After cut-replication: kill -9 the primary (as crash-primary),
 #                      then `patronictl failover --candidate <first replica> --force`.
 #                      The dead leader's REST API refuses, so patronictl writes the
 #                      failover key into etcd ("falling back to DCS"); Patroni
 #                      promotes the candidate once the old leader key expires (a
 #                      named candidate skips the maximum_lag_on_failover check).
-#                      Waits until it accepts writes, gives replicator LOGIN back,
-#                      waits for other running replicas to follow, prints
-#                      "node port". Commits made on the old primary after the cut
-#                      are lost; `revive` brings the old primary back (pg_rewind).
+#                      Waits until it accepts writes and is listed as leader, and
+#                      for other running replicas to follow it; prints "node port".
+#                      Commits made on the old primary after the cut are lost;
+#                      `revive` brings the old primary back (pg_rewind).
 #                      Sequences: PostgreSQL WAL-logs 32 values ahead, so a sequence
 #                      goes back (hands out a value again) only if it advanced by
 #                      more than 32 after the cut.
@@ -89,8 +90,9 @@
 #   patronictl.log (switchover/failover output), receipts.password,
 #   superuser.password (Patroni's superuser "postgres"), replication.password
 #   (role "replicator") (mode 600), nodeN/{patroni.yml, patroni.log (Patroni
-#   and PostgreSQL), patroni.pid, data/, pgpass}, cut (leader and LSNs; from
-#   cut-replication until lossy-failover or a heal).
+#   and PostgreSQL), patroni.pid, data/, pgpass}, cut (leader and LSNs) and
+#   cut.pg_hba.conf (the primary's own) from cut-replication until
+#   lossy-failover or a heal.
 #
 # Patroni settings (Patroni 3.0; dynamic ones are bootstrap.dcs, then live in etcd):
 #   ttl: 10                  leader key lease (s). A crashed leader's key expires
@@ -111,9 +113,12 @@
 #   basebackup: checkpoint fast (replicas clone without waiting for a checkpoint)
 #   watchdog: off; no remove_data_directory_on_* (a failed pg_rewind shows, it is
 #   not papered over by a fresh clone).
-# Measured on a 2-core Debian 12 machine: start from nothing 18 s with apt-get
-# update + install, 6-7 s without installs (8 s for 3 nodes); switchover 6-8 s;
-# crash-primary to a new leader accepting writes 10.1-10.4 s (the ttl).
+# Measured on a 2-core Debian 12 machine (2 nodes unless said): start from
+# nothing 17-18 s (apt-get update + install 13 packages + bootstrap), 6-6.5 s
+# after destroy (3 nodes: 6-8 s), about 1 s when already running; switchover
+# 6-6.5 s; crash-primary to a new leader accepting writes 9.7-10.7 s (ttl 10);
+# lossy-failover 10-11 s (3 nodes 18 s); revive with pg_rewind 6-8 s; stop ~10 s
+# (Patroni takes ~3 s to exit after PostgreSQL is down); destroy < 1 s.
 
 set -euo pipefail
 
@@ -748,7 +753,7 @@ ha_do_stop() {
 
 # ------------------------------------------------------- bootstrapping ----
 
-# Role receipts (+ password), database receipts, replicator able to log in.
+# Role receipts (+ password) and database receipts.
 ha_ensure_roles() {
     local port="$1" pw
     pw="$(ha_password receipts)"
@@ -761,9 +766,6 @@ BEGIN
     ELSE
         CREATE ROLE receipts WITH LOGIN SUPERUSER PASSWORD '$pw';
     END IF;
-    IF EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'replicator' AND NOT rolcanlogin) THEN
-        ALTER ROLE replicator WITH LOGIN;
-    END IF;
 END
 \$\$;
 SELECT 'CREATE DATABASE receipts OWNER receipts'
@@ -771,13 +773,30 @@ WHERE NOT EXISTS (SELECT 1 FROM pg_database WHERE datname = 'receipts') \gexec
 EOF
 }
 
-# Undo cut-replication (replicator may log in again) once a leader accepts writes.
+# Undo a cut-replication that lossy-failover did not consume: give the cut
+# primary its pg_hba.conf back (and reload it when it runs). Replicas'
+# walreceivers reconnect within wal_retrieve_retry_interval (5 s).
 ha_heal_cut() {
     [[ -f "$CUT_FILE" ]] || return 0
-    ha_probe_write || return 0
-    ha_log "healing cut-replication: replicator may log in again (on $WRITABLE_NODE)"
-    ha_sql_port "$WRITABLE_PORT" "alter role replicator with login" >/dev/null
-    rm -f "$CUT_FILE"
+    local node port
+    node="$(sed -n 's/^leader=//p' "$CUT_FILE")"
+    if [[ -f "$STATE_DIR/cut.pg_hba.conf" ]]; then
+        ha_log "healing cut-replication: restoring $node's pg_hba.conf"
+        ha_restore_hba "$node"
+        if ha_postmaster_pid "$node" >/dev/null; then
+            port="$(ha_node_port "$node")"
+            ha_sql_port "$port" "select pg_reload_conf()" >/dev/null ||
+                ha_die "cannot reload the configuration of $node"
+        fi
+    fi
+    rm -f "$CUT_FILE" "$STATE_DIR/cut.pg_hba.conf"
+}
+
+ha_restore_hba() {
+    local hba
+    hba="$(ha_node_dir "$1")/data/pg_hba.conf"
+    [[ -f "$STATE_DIR/cut.pg_hba.conf" && -f "$hba" ]] || return 0
+    ha_write_file "$hba" <"$STATE_DIR/cut.pg_hba.conf"
 }
 
 ha_do_start() {
@@ -922,13 +941,9 @@ ha_main() {
             ha_find_bin
             ha_heal_cut
             ha_require_leader
-            local old="$DCS_LEADER" old_port="$DCS_LEADER_PORT" candidate=""
-            # In synchronous mode Patroni only switches over to the sync standby.
-            candidate="$(ha_members | awk -F'\t' '$2 == "Sync Standby" { print $1; exit }')" || true
-            if [[ -z "$candidate" ]] || ! ha_streaming_from "$old_port" | grep -qx -- "$candidate"; then
-                candidate="$(ha_streaming_from "$old_port" | grep -E '^node[0-9]+$' | head -n 1)" || true
-            fi
-            [[ -n "$candidate" ]] || ha_die "switchover: $old has no streaming replica to switch over to"
+            local old="$DCS_LEADER" candidate=""
+            ha_wait 30 "a streaming replica of $old to switch over to" ha_pick_candidate "$old" "$DCS_LEADER_PORT"
+            candidate="$CANDIDATE"
             ha_log "switchover from $old to $candidate"
             ha_ctl_logged "$STATE_DIR/patronictl.log" switchover --leader "$old" --candidate "$candidate" --force ||
                 ha_die "patronictl switchover failed (see $STATE_DIR/patronictl.log)"
@@ -942,6 +957,9 @@ ha_main() {
             done < <(ha_node_names)
             ha_wait 90 "${followers[*]} to stream from $candidate after the switchover (logs: $STATE_DIR/node*/patroni.log)" \
                 ha_check_streaming "$(ha_node_port "$candidate")" "${followers[@]}"
+            if ha_sync_mode_on; then
+                ha_wait 30 "a replica listed as Sync Standby after the switchover" ha_check_sync yes
+            fi
             printf '%s %s\n' "$candidate" "$(ha_node_port "$candidate")"
             ;;
         crash-primary)
@@ -974,6 +992,9 @@ ha_main() {
                 ha_start_node "$node"
             fi
             ha_wait 180 "$node to be a streaming replica (log: $d/patroni.log)" ha_check_revived "$node"
+            if ha_sync_mode_on; then
+                ha_wait 30 "a replica listed as Sync Standby (synchronous_mode is on)" ha_check_sync yes
+            fi
             if tail -c +"$(( start_at + 1 ))" "$d/patroni.log" | grep -q 'running pg_rewind'; then
                 ha_log "$node: pg_rewind ran"
             fi
@@ -1037,6 +1058,21 @@ ha_main() {
     esac
 }
 
+# Sets CANDIDATE to a replica streaming from the leader (old, port): the Sync
+# Standby in synchronous mode (Patroni only switches over to it), else the
+# first one by name.
+ha_pick_candidate() {
+    local streaming sync
+    streaming="$(ha_streaming_from "$2" | grep -E '^node[0-9]+$')" || return 1
+    sync="$(ha_members | awk -F'\t' '$2 == "Sync Standby" { print $1; exit }')" || true
+    if [[ -n "$sync" ]] && grep -qx -- "$sync" <<<"$streaming"; then
+        CANDIDATE="$sync"
+    else
+        CANDIDATE="$(head -n 1 <<<"$streaming")"
+    fi
+    [[ -n "$CANDIDATE" && "$CANDIDATE" != "$1" ]]
+}
+
 ha_check_writable_node() {
     ha_probe_write && [[ "$WRITABLE_NODE" == "$1" ]]
 }
@@ -1053,6 +1089,10 @@ ha_check_revived() {
         return 0
     fi
     ha_check_streaming "$WRITABLE_PORT" "$node"
+}
+
+ha_sync_mode_on() {
+    ha_ctl show-config 2>/dev/null | grep -qE '^synchronous_mode: *true'
 }
 
 ha_check_sync() { # yes|no
@@ -1105,18 +1145,39 @@ ha_check_no_walsender() { # leader_port
     [[ "$n" == 0 ]]
 }
 
+# Succeeds when the server on PORT refuses a replication connection by pg_hba
+# (proof that the postmaster has loaded the reject rule).
+ha_check_replication_refused() {
+    local out
+    out="$(PGPASSWORD="$(ha_password replication)" PGCONNECT_TIMEOUT=2 timeout 8 "$PSQL" -X -q -A -t \
+        "host=127.0.0.1 port=$1 user=replicator dbname=postgres replication=true" \
+        -c "IDENTIFY_SYSTEM" 2>&1)" && return 1
+    grep -q 'pg_hba.conf rejects replication connection' <<<"$out"
+}
+
 ha_do_cut() {
+    [[ ! -f "$CUT_FILE" ]] || ha_die "replication is already cut (see $CUT_FILE); run lossy-failover or start"
     ha_require_leader
-    local leader="$DCS_LEADER" port="$DCS_LEADER_PORT" replicas=() n lsn
+    local leader="$DCS_LEADER" port="$DCS_LEADER_PORT" replicas=() n lsn hba
     while read -r n; do [[ "$n" != "$leader" ]] && replicas+=("$n"); done < <(ha_node_names)
     (( ${#replicas[@]} > 0 )) || ha_die "cut-replication needs at least one replica"
     ha_wait 30 "replicas ${replicas[*]} to stream from $leader" ha_check_streaming "$port" "${replicas[@]}"
     lsn="$(ha_sql_port "$port" "select pg_current_wal_lsn()")" || ha_die "cannot query $leader"
     ha_wait 30 "replicas ${replicas[*]} to replay $leader's WAL up to $lsn" \
         ha_check_replayed "$port" "$lsn" "${replicas[@]}"
-    ha_sql_port "$port" "alter role replicator with nologin" >/dev/null ||
-        ha_die "cannot alter role replicator on $leader"
+    # Refuse every replication connection on the primary (a local file: it is
+    # not replicated, and Patroni writes pg_hba.conf anew whenever it starts
+    # PostgreSQL, so a revived old primary gets the normal one back).
+    hba="$(ha_node_dir "$leader")/data/pg_hba.conf"
+    [[ -f "$hba" ]] || ha_die "$hba not found"
+    cp "$hba" "$STATE_DIR/cut.pg_hba.conf"
     printf 'leader=%s\nreplayed_lsn=%s\n' "$leader" "$lsn" >"$CUT_FILE"
+    { printf '# cut-replication (scripts/ha-cluster.sh): no replication connections\n'
+      printf 'host replication all all reject\n'
+      cat "$STATE_DIR/cut.pg_hba.conf"; } | ha_write_file "$hba"
+    ha_sql_port "$port" "select pg_reload_conf()" >/dev/null || ha_die "cannot reload the configuration of $leader"
+    ha_wait 10 "$leader to refuse replication connections (pg_hba.conf reloaded)" \
+        ha_check_replication_refused "$port"
     ha_sql_port "$port" "select pg_terminate_backend(pid) from pg_stat_replication
         where application_name ~ '^node[0-9]+\$'" >/dev/null || ha_die "cannot terminate walsenders on $leader"
     ha_wait 10 "the walsenders of $leader to exit" ha_check_no_walsender "$port"
@@ -1124,6 +1185,12 @@ ha_do_cut() {
     cut_lsn="$(ha_sql_port "$port" "select pg_current_wal_lsn()")" || ha_die "cannot query $leader"
     printf 'cut_lsn=%s\n' "$cut_lsn" >>"$CUT_FILE"
     ha_log "replication from $leader cut (replicas had replayed $lsn; primary at $cut_lsn; replicas: ${replicas[*]})"
+}
+
+# Patroni lists NODE as a running Leader (its member key is up to date).
+ha_check_listed_leader() {
+    ha_members | awk -F'\t' -v n="$1" '$1 == n && $2 == "Leader" && $3 == "running" && $5 != "" { ok = 1 }
+        END { exit !ok }'
 }
 
 ha_do_lossy_failover() {
@@ -1138,6 +1205,10 @@ ha_do_lossy_failover() {
     done < <(ha_node_names)
     [[ -n "$candidate" ]] || ha_die "lossy-failover: no running replica to promote"
     ha_kill_node "$old"
+    # The dead node's files: its normal pg_hba.conf back (Patroni would rewrite
+    # it at the next start anyway).
+    ha_restore_hba "$old"
+    rm -f "$CUT_FILE" "$STATE_DIR/cut.pg_hba.conf"
     ha_log "failover to $candidate (patronictl failover --candidate $candidate --force)"
     # The dead leader's REST API refuses, so patronictl writes the failover key
     # into etcd itself ("falling back to DCS"; its traceback goes to the log).
@@ -1147,9 +1218,7 @@ ha_do_lossy_failover() {
         ha_die "patronictl failover did not start a failover (see $STATE_DIR/patronictl.log)"
     ha_wait 60 "$candidate to accept writes after the failover (log: $(ha_node_dir "$candidate")/patroni.log)" \
         ha_check_writable_node "$candidate"
-    ha_sql_port "$WRITABLE_PORT" "alter role replicator with login" >/dev/null ||
-        ha_die "cannot give replicator LOGIN back on $candidate"
-    rm -f "$CUT_FILE"
+    ha_wait 30 "patronictl list to show $candidate as the running leader" ha_check_listed_leader "$candidate"
     # Other running replicas (3+ nodes) follow the new leader.
     local followers=()
     while read -r n; do
