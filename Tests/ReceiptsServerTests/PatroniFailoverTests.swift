@@ -147,7 +147,9 @@ struct PatroniFailoverTests {
         events.filter { $0["type"] as? String == "message.created" }.flatMap { $0["messageIds"] as? [String] ?? [] }
     }
 
-    /// Reads events from `stream` until `condition` holds for all of them (or a deadline).
+    /// Reads events from `stream` until `condition` holds for all of them (or a deadline), and
+    /// then those that follow within half a second of each other (a read's events come after
+    /// its message's).
     static func collect(
         _ stream: inout EventReader, within limit: Duration = .seconds(60), until condition: ([[String: Any]]) -> Bool
     ) async -> [[String: Any]] {
@@ -156,6 +158,7 @@ struct PatroniFailoverTests {
         while !condition(events), ContinuousClock.now < deadline {
             if let event = await stream.next(within: .seconds(5)) { events.append(event) }
         }
+        while let event = await stream.next(within: .milliseconds(500)) { events.append(event) }
         return events
     }
 
