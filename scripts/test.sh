@@ -3,9 +3,11 @@
 #
 # On a fresh Debian machine it first installs what is missing (postgresql, libpq-dev,
 # pkg-config, docker-compose for the compose-file check, chromium and chromium-driver for
-# the browser tests (BrowserTests), and python3-venv with the OpenAPI linter from PyPI:
-# scripts/openapi-tools.sh), starts a PostgreSQL cluster
-# under .receipts/ (see scripts/postgres.sh), builds everything, and runs every test.
+# the browser tests (BrowserTests), patroni and etcd-server for the failover tests, and
+# python3-venv with the OpenAPI linter from PyPI: scripts/openapi-tools.sh), starts a
+# PostgreSQL cluster under .receipts/ (see scripts/postgres.sh) and a Patroni cluster of two
+# PostgreSQL nodes on loopback (scripts/ha-cluster.sh, removed again at the end), builds
+# everything, and runs every test.
 # Extra arguments go to `swift test` (e.g. --filter PostgresTests).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -39,6 +41,16 @@ ensure_openapi_tools || echo "test.sh: could not install the OpenAPI tools from 
 
 DATABASE_URL="$(scripts/postgres.sh url)"
 export DATABASE_URL
+
+# The failover tests (PatroniFailoverTests) run receiptsd on a real Patroni cluster: one etcd
+# and two PostgreSQL nodes on loopback, which they switch over, crash and fail over (about a
+# minute and a half of the run, beside the other tests). A bare `swift test` skips them.
+ha_url="$(scripts/ha-cluster.sh start)" || {
+    echo "test.sh: error: could not start the Patroni cluster (scripts/ha-cluster.sh); the failover tests need it" >&2
+    exit 1
+}
+trap 'scripts/ha-cluster.sh destroy >/dev/null 2>&1 || true' EXIT
+export RECEIPTS_HA_DATABASE_URL="${ha_url#DATABASE_URL=}"
 
 # At most this many tests at once (swift-testing starts every test together otherwise): many
 # tests start a service of their own and some time what it answers, and a few hundred

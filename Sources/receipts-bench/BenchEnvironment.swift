@@ -37,11 +37,7 @@ struct BenchDatabase: Sendable {
         // A database name is an identifier; this one is made of [a-z0-9_] only.
         try await admin.withConnection { _ = try await $0.executeScript("DROP DATABASE IF EXISTS \(name) WITH (FORCE)") }
         try await admin.withConnection { _ = try await $0.executeScript("CREATE DATABASE \(name)") }
-        guard var components = URLComponents(string: serverURL), serverURL.contains("://") else {
-            throw BenchFailure("the benchmark needs a postgresql:// URL")
-        }
-        components.path = "/" + name
-        let url = components.string!
+        let url = try Self.url(serverURL, database: name)
         let pool = PostgresConnectionPool(
             configuration: .init(connectionString: url, applicationName: "receipts-bench"),
             options: .init(maximumConnections: 64, leaseTimeout: .seconds(60)),
@@ -53,6 +49,16 @@ struct BenchDatabase: Sendable {
             logger: logger
         )
         return BenchDatabase(name: name, url: url, admin: admin, pool: pool, servicePool: servicePool)
+    }
+
+    /// `url` with the database `name`: a `postgresql://` URL, its hosts kept as they are (one,
+    /// or several for a cluster: `h1:5432,h2:5432`, which URL parsers refuse).
+    static func url(_ url: String, database name: String) throws -> String {
+        guard let scheme = url.range(of: "://") else { throw BenchFailure("the benchmark needs a postgresql:// URL") }
+        let rest = url[scheme.upperBound...]
+        let hostsEnd = rest.firstIndex { $0 == "/" || $0 == "?" } ?? rest.endIndex
+        let queryStart = rest[hostsEnd...].firstIndex(of: "?") ?? rest.endIndex
+        return String(url[..<hostsEnd]) + "/" + name + String(rest[queryStart...])
     }
 
     func drop() async {

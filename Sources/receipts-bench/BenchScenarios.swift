@@ -28,6 +28,7 @@ struct BenchScenarios {
         case deleteChat = "delete-chat"
         case erase
         case webhook
+        case markLatency = "mark-latency"
     }
 
     func run(_ scenarios: Set<Scenario>, into results: inout BenchResults) async throws {
@@ -53,6 +54,7 @@ struct BenchScenarios {
         if scenarios.contains(.deleteChat) { try await self.deleteLargeChat(into: &results) }
         if scenarios.contains(.erase) { try await self.eraseUser(into: &results) }
         if scenarios.contains(.webhook) { try await self.webhooks(into: &results) }
+        if scenarios.contains(.markLatency) { try await self.markReadLatency(into: &results) }
     }
 
     /// Gives the new database a history and the planner its statistics, as in any database

@@ -71,7 +71,9 @@ BEGIN
                 CASE WHEN v_newest.system_identifier IS DISTINCT FROM v_system THEN 'new cluster' ELSE 'new timeline' END);
         END IF;
     END IF;
-    PERFORM set_config('receipts.event_history_timeline', v_timeline, false);
+    IF current_setting('receipts.event_history_timeline', true) IS DISTINCT FROM v_timeline THEN
+        PERFORM set_config('receipts.event_history_timeline', v_timeline, false);
+    END IF;
     RETURN v_newest.history_id;
 END;
 $$;

@@ -631,7 +631,11 @@ public final class EventHub: Service, Sendable {
     /// The next events for a subscription. Throws `CloseReason` when it was closed.
     func nextEvents(for subscription: EventSubscription) async throws -> Batch {
         let (pull, history) = self.state.withLockedValue { state -> (Pull, EventHistory?) in
-            if state.feedsAwaitCursor && !state.isShuttingDown { return (.awaitingCursor, nil) }
+            if state.feedsAwaitCursor && !state.isShuttingDown {
+                // A subscription closed meanwhile learns why at once (a webhook's starts again).
+                guard let subscriber = state.feeds[subscription.tenant]?.subscribers[subscription.id] else { return (.closed(.shuttingDown), nil) }
+                return (subscriber.closeReason.map(Pull.closed) ?? .awaitingCursor, nil)
+            }
             // In place: a copy of the feed would copy its table of subscribers on the write,
             // once per subscriber woken, which made a fan-out quadratic in its subscribers.
             let pull = state.feeds[subscription.tenant]?.pull(for: subscription.id, pageSize: self.options.pageSize) ?? .closed(.shuttingDown)
