@@ -5528,7 +5528,10 @@ public struct Client: APIProtocol {
     /// without `after` receives every visible event committed after the handshake
     /// response. `after` resumes after that id, replaying every later event exactly once,
     /// in order; an unknown or expired id gets one `resync.required` event carrying the
-    /// current id, then the stream continues live. The client may send
+    /// current id, then the stream continues live. After a database failover that lost
+    /// events, a stream that may hold one of them (open through it, or resuming with its id)
+    /// gets `resync.required` carrying the newest id the database kept, then every event
+    /// after it. The client may send
     /// `{"type":"delivered","chatId":"…","messageIds":["…"]}` to acknowledge delivery as
     /// its user (ignored for chats it is not a member of); when it cannot be recorded (the
     /// database is unavailable) the stream sends

@@ -21,7 +21,9 @@ extension Components {
     public enum Schemas {
         /// One change, as streams deliver it. `id` is opaque and URL-safe (at most 64 characters
         /// of [A-Za-z0-9._:-]), in stream order: store the last one and send it back to resume,
-        /// never compare ids. `unread.changed` also carries `unreadCount` and `markedUnread`.
+        /// never compare ids (after a database failover they name its new history, e.g.
+        /// `4711.3fa9c01b77e2`; no id ever names two events). `resync.required` says: reload what
+        /// you show, the stream goes on after its `id`. `unread.changed` also carries `unreadCount` and `markedUnread`.
         /// `message.deleted` carries `chatId`, `userId` (the sender) and `messageIds` (the one
         /// deleted); `chat.deleted` carries `chatId` only; `user.erased` (tenant key only)
         /// carries `userId` only. Clients ignore types they do not know.
