@@ -82,7 +82,7 @@ struct MigrationCatalogueTests {
         // Event histories (a table; webhooks' position_history is covered by "webhook"); the
         // log's readers say which history they read in, and the commit-time check begins one.
         "0005_event_histories": ["event_histories"] + [
-            "wal_timeline", "current_event_history", "begin_history_locked", "begin_event_history", "event_history_lineage",
+            "wal_timeline", "current_event_history", "enter_event_history", "begin_history_locked", "begin_event_history", "event_history_lineage",
             "settle_event_history", "events_since", "newest_event", "stream_position", "retained_events_after",
             "renumber_abandoned_events",
         ].map { "receipts.\($0)(" },

@@ -30,8 +30,9 @@
 --   * A resync.required is always safe: the client reloads what it shows from the API and
 --     goes on from the id it carries.
 -- Cost: the triggers' commit-time check (sql/triggers/events.sql) compares the WAL timeline
--- with the one this session last checked (a setting), per event row; the rest runs once per
--- session and once per history.
+-- with the one this session last checked (a setting), per event row; each read of the log
+-- reads the newest history's id and compares it with what the session checked last; the
+-- rest runs once per session and once per history.
 -- The advisory lock key 8242555388271095924 ("rcpthist" as a number, one above the abandon
 -- lock's) serialises the beginning of a history, in this database only. Nothing else may use it.
 
@@ -42,12 +43,38 @@ LANGUAGE sql VOLATILE SET search_path = pg_catalog, pg_temp AS $$
 $$;
 COMMENT ON FUNCTION receipts.wal_timeline() IS 'The WAL timeline this server writes on (8 hex digits): a promotion changes it.';
 
--- The current history's id; begins a new history first when the newest one was made on
--- another cluster or timeline. As the owner: it reads every tenant's event ids (ids only)
--- and writes the histories. Remembers the timeline it checked in the session setting
--- receipts.event_history_timeline (reset with the transaction if it rolls back), which the
--- commit-time check compares.
+-- The current history's id. The common path reads the newest history's id and compares it,
+-- with the WAL timeline, to what this session last checked (the setting
+-- receipts.event_history_checked, "<history id>@<timeline>"): invoker's rights and no SET
+-- clause, which would cost on every read of the log. Anything else goes to
+-- receipts.enter_event_history, which checks the cluster and the timeline and begins a new
+-- history when the newest was made elsewhere.
 CREATE OR REPLACE FUNCTION receipts.current_event_history() RETURNS text
+LANGUAGE plpgsql VOLATILE AS $$
+DECLARE
+    v_newest text;
+BEGIN
+    SELECT history.history_id INTO v_newest FROM receipts.event_histories AS history ORDER BY history.ordinal DESC LIMIT 1;
+    IF pg_catalog.current_setting('receipts.event_history_checked', true)
+        IS NOT DISTINCT FROM v_newest || '@' || pg_catalog.substr(pg_catalog.pg_walfile_name(pg_catalog.pg_current_wal_lsn()), 1, 8)
+    THEN
+        RETURN v_newest;
+    END IF;
+    RETURN receipts.enter_event_history();
+END;
+$$;
+COMMENT ON FUNCTION receipts.current_event_history() IS
+    'The current event history''s id, beginning a new history when the database now runs on another cluster or WAL timeline than the newest one (see sql/functions/histories.sql).';
+REVOKE ALL ON FUNCTION receipts.current_event_history() FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION receipts.current_event_history() TO receipts_service;
+
+-- The current history's id, checked: the newest history was made on this cluster (system
+-- identifier, read from the control file once a session) and WAL timeline, or a new one
+-- begins now. As the owner: it reads every tenant's event ids (ids only) and writes the
+-- histories. Remembers what it checked in the session settings receipts.event_history_checked
+-- and receipts.event_history_timeline (the commit-time check's), reset with the transaction
+-- if it rolls back.
+CREATE OR REPLACE FUNCTION receipts.enter_event_history() RETURNS text
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     v_timeline text := receipts.wal_timeline();
@@ -71,16 +98,15 @@ BEGIN
                 CASE WHEN v_newest.system_identifier IS DISTINCT FROM v_system THEN 'new cluster' ELSE 'new timeline' END);
         END IF;
     END IF;
-    IF current_setting('receipts.event_history_timeline', true) IS DISTINCT FROM v_timeline THEN
-        PERFORM set_config('receipts.event_history_timeline', v_timeline, false);
-    END IF;
+    PERFORM set_config('receipts.event_history_timeline', v_timeline, false);
+    PERFORM set_config('receipts.event_history_checked', v_newest.history_id || '@' || v_timeline, false);
     RETURN v_newest.history_id;
 END;
 $$;
-COMMENT ON FUNCTION receipts.current_event_history() IS
-    'The current event history''s id, beginning a new history when the database now runs on another cluster or WAL timeline than the newest one (see sql/functions/histories.sql).';
-REVOKE ALL ON FUNCTION receipts.current_event_history() FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION receipts.current_event_history() TO receipts_service;
+COMMENT ON FUNCTION receipts.enter_event_history() IS
+    'The current event history''s id, after checking that the newest history was made on this cluster and WAL timeline (else beginning a new one); see sql/functions/histories.sql.';
+REVOKE ALL ON FUNCTION receipts.enter_event_history() FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION receipts.enter_event_history() TO receipts_service;
 
 -- Begins a history (the caller holds the advisory lock): what the previous one kept, where
 -- its ids end, and the abandon horizon raised to there. Returns the new row.

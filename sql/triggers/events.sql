@@ -128,7 +128,7 @@ COMMENT ON FUNCTION receipts.record_unread_changes() IS 'Trigger: unread.changed
 -- local counter after the first row of a transaction), the WAL timeline against the one this
 -- session last checked (a setting), and one read of the horizon. Invoker's rights and no
 -- SET clause: both would cost on every row. When the timeline is not the one checked (the
--- session's first event, or the server was promoted), receipts.current_event_history looks
+-- session's first event, or the server was promoted), receipts.enter_event_history looks
 -- and, on a new timeline, begins a new history, which raises the horizon above every id this
 -- transaction may hold: so it reads the horizon after that.
 CREATE OR REPLACE FUNCTION receipts.renumber_abandoned_events() RETURNS trigger
@@ -137,7 +137,7 @@ BEGIN
     PERFORM pg_catalog.pg_advisory_xact_lock_shared(8242555388271095923);
     IF pg_catalog.current_setting('receipts.event_history_timeline', true)
         IS DISTINCT FROM pg_catalog.substr(pg_catalog.pg_walfile_name(pg_catalog.pg_current_wal_lsn()), 1, 8) THEN
-        PERFORM receipts.current_event_history();
+        PERFORM receipts.enter_event_history();
     END IF;
     IF NEW.event_id <= (SELECT horizon.last_value FROM receipts.abandoned_event_ids AS horizon) THEN
         PERFORM receipts.renumber_abandoned_event(NEW.tenant_id, NEW.event_id);
