@@ -25,6 +25,14 @@ import ServiceLifecycle
 /// behind, from the log, so a slow client never delays the others and memory stays bounded.
 /// A subscriber that falls more than `maximumLag` events behind is closed with a reason; it
 /// can resume from its last id.
+///
+/// Positions are of the database's current event history (`EventHistory`,
+/// sql/functions/histories.sql), which every read of the log names. When a read names
+/// another one (a failover or a restore), the hub follows it (`follow(_:)`): its cursor starts
+/// again, and each subscriber goes on from its position, or from the newest one the new
+/// history kept, with `resync.required` first when its client may hold events that were lost
+/// (`Feed.follow(_:from:)`). The hub records its position about once a second
+/// (`settleHistory()`), which is where a new history starts checking what it kept.
 public final class EventHub: Service, Sendable {
     /// The channel the triggers notify.
     public static let channel = ReceiptsStore.eventChannel

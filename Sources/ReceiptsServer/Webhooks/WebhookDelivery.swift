@@ -332,6 +332,7 @@ final class WebhookDelivery: Sendable {
         /// or the webhook is gone.
         mutating func skip(through position: Int64) async -> Bool {
             self.acknowledged = position
+            self.acknowledgedHistory = self.receivedHistory
             guard ContinuousClock.now - self.lastSkipWrite >= WebhookDelivery.skipWriteInterval else { return true }
             self.lastSkipWrite = .now
             do {
@@ -342,8 +343,6 @@ final class WebhookDelivery: Sendable {
                     self.followHistoryChange()
                     return true
                 }
-                // (`acknowledged` is of `receivedHistory` now.)
-                if settings != nil { self.acknowledgedHistory = self.receivedHistory }
                 self.settingsOfLastAcknowledgement = settings
                 return settings != nil
             } catch {
