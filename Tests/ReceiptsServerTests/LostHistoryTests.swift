@@ -55,6 +55,7 @@ struct LostHistoryTests {
             var keptId = ""
             var lostIds: [String] = []
             var newIds: [String] = []
+            var earlyEvents: [[String: Any]] = []
             try await StreamClients.withEventSource(port: client.port, credential: tenant.apiKey) { live in
                 try await StreamClients.withEventSource(port: client.port, credential: dToken) { quiet in
                     // Kept by the new primary: three messages and d's own.
@@ -76,9 +77,19 @@ struct LostHistoryTests {
 
                     try await Self.loseEvents(after: try #require(Self.number(keptId)), databaseURL: databaseURL)
 
-                    // The new primary hands out the same numbers again, for other events.
-                    for index in 0..<3 { try await tenant.send(in: "g", from: "a", text: "new \(index)") }
-                    try await tenant.send(in: "quiet", from: "c", text: "new for d")
+                    // A client resuming with a lost id before anything new was written: told at
+                    // once, then given every new event.
+                    try await StreamClients.withEventSource(
+                        port: client.port, credential: tenant.apiKey, lastEventID: lostIds[lostIds.count - 1]
+                    ) { early in
+                        let told = await early.next()
+                        #expect(told?["type"] as? String == "resync.required")
+                        #expect(told?["id"] as? String == keptId)
+                        // The new primary hands out the same numbers again, for other events.
+                        for index in 0..<3 { try await tenant.send(in: "g", from: "a", text: "new \(index)") }
+                        try await tenant.send(in: "quiet", from: "c", text: "new for d")
+                        earlyEvents = await early.take(4)
+                    }
                     // The tenant key saw lost events: resync.required at the newest position the new
                     // primary kept, then every new event.
                     let after = await live.take(5)
@@ -95,6 +106,8 @@ struct LostHistoryTests {
                 }
             }
 
+            // The client that resumed before the new writes got every one of them after its resync.
+            #expect(Self.ids(earlyEvents) == newIds)
             // A client that resumes from a position the new primary kept gets exactly what followed.
             try await StreamClients.withEventSource(port: client.port, credential: tenant.apiKey, lastEventID: keptId) { resumed in
                 #expect(Self.ids(await resumed.take(4)) == newIds)
