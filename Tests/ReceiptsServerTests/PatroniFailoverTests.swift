@@ -41,8 +41,11 @@ struct PatroniFailoverTests {
         return url.replacingCharacters(in: range, with: "/\(name)?")
     }
 
-    /// A new database on the cluster (dropped at the end), and `receiptsd serve` on it.
+    /// A new database on the cluster (dropped at the end), and `receiptsd serve` on it. The
+    /// cluster is made whole first (every node running and streaming: a test that failed
+    /// half-way leaves the next one a cluster to work with).
     static func withService(_ body: (ReceiptsdProcess, _ databaseURL: String) async throws -> Void) async throws {
+        try await Self.cluster("start")
         let name = TestDatabase.uniqueName("receipts_ha")
         let admin = try await PostgresConnection.connect(to: PostgresConfiguration(connectionString: try #require(Self.clusterURL)), logger: TestDatabase.logger)
         _ = try await admin.executeScript("CREATE DATABASE \(name)")
@@ -120,9 +123,15 @@ struct PatroniFailoverTests {
     /// same id again is idempotent), with b reading everything after every fifth. Stops after
     /// `count` messages.
     static func write(_ count: Int, prefix: String, to service: ReceiptsdProcess, apiKey: String, writes: Writes) async {
+        // No failover here takes a minute: past it, the test fails instead of waiting for ever.
+        let deadline = ContinuousClock.now + .seconds(60 + count)
         for index in 0..<count {
             let id = "\(prefix)\(index)"
             while true {
+                guard ContinuousClock.now < deadline else {
+                    Issue.record("writes failed for longer than the failover could take; last answers: \(writes.statuses)")
+                    return
+                }
                 let answer = await Self.send(
                     .POST, service.baseURL + "/v1/chats/g/messages", as: apiKey, json: #"{"id":"\#(id)","senderId":"a","text":"\#(id)"}"#)
                 writes.record(answer.status, message: answer.status == 201 || answer.status == 200 ? id : nil)
@@ -131,7 +140,7 @@ struct PatroniFailoverTests {
                 try? await Task.sleep(for: .milliseconds(20))
             }
             if index % 5 == 4 {
-                while true {
+                while ContinuousClock.now < deadline {
                     let answer = await Self.send(.POST, service.baseURL + "/v1/chats/g/read", as: apiKey, json: #"{"userId":"b"}"#)
                     writes.record(answer.status, message: nil)
                     if answer.status == 200 { break }
