@@ -36,11 +36,6 @@ extension EventHub {
             resync: Resync(position: current, eventId: history.eventId(current)))
     }
 
-    /// The current event histories (nil before the hub has first looked at the log).
-    var history: EventHistory? {
-        self.state.withLockedValue { $0.history }
-    }
-
     /// How far a subscription has been given events (or skipped those not for it): after a
     /// `nextEvents(for:)`, every event of its tenant up to here was in that batch or before.
     func position(of subscription: EventSubscription) -> Int64? {

@@ -1,0 +1,207 @@
+import DequeModule
+import ReceiptsStore
+
+/// The hub's memory per tenant with open streams (`Feed`), and what it keeps of each
+/// subscriber: its position, what it must not be sent, and what it must be told first.
+extension EventHub {
+    struct Subscriber {
+        let principal: Principal
+        /// The last event id this subscriber has been given (or skipped as not its own).
+        var position: Int64
+        /// Where it started: its client holds the events (or, for a new stream, the state it
+        /// loaded) up to about here; then the events it was given after it. After a failover,
+        /// a subscriber is told `resync.required` only if its client may hold something lost
+        /// (`Feed.follow(_:from:)`).
+        var startedAt: Int64
+        /// For a new stream: the events committed before it started, which are not sent.
+        var committedBefore: CommittedBefore?
+        let wake: AsyncStream<Void>.Continuation
+        var closeReason: CloseReason?
+        /// Its client may hold events of a history the database lost (a failover): its next
+        /// batch is `resync.required`, at its position, or at where the hub goes on from when
+        /// nothing of the history before was kept (`Feed.resume(from:)`).
+        var pendingResync: PendingResync?
+        /// Closed (`CloseReason.historyChanged`) when the database goes on to another history,
+        /// instead of going on.
+        var closesOnHistoryChange = false
+    }
+
+    enum PendingResync {
+        /// At the subscriber's position (the newest the new history kept).
+        case atPosition
+        /// At the position the hub goes on from in the new history.
+        case atCursor
+    }
+
+    /// The events committed before a stream (or a webhook) began, not sent to it: those whose
+    /// transaction had finished in `snapshot`, among the event ids up to `idsEnd`. Ids above it
+    /// were handed out in a later history, after a failover, where transaction ids of the
+    /// lost past may come again: those events are all later than the snapshot.
+    struct CommittedBefore: Sendable {
+        let snapshot: TransactionSnapshot
+        var idsEnd = Int64.max
+
+        func excludes(_ event: LiveEvent) -> Bool {
+            event.id <= self.idsEnd && self.snapshot.hasFinished(event.transactionId)
+        }
+    }
+
+    /// A `resync.required` to send: the position the stream goes on from, and its id.
+    struct Resync: Sendable {
+        let position: Int64
+        let eventId: String
+
+        var json: String { LiveEvent.resyncRequired(currentId: self.eventId) }
+    }
+
+    /// A tenant's events in memory while it has subscribers.
+    struct Feed {
+        /// `recent` holds every event of the tenant after this position (up to the cursor).
+        var coveredFrom: Int64
+        var recent: Deque<LiveEvent> = []
+        /// The `estimatedBytes` of `recent`.
+        var recentBytes = 0
+        var subscribers: [Int: Subscriber] = [:]
+
+        /// The index in `recent` of the first event after `position`.
+        func firstIndex(after position: Int64) -> Int {
+            var low = 0
+            var high = self.recent.count
+            while low < high {
+                let middle = (low + high) / 2
+                if self.recent[middle].id <= position { low = middle + 1 } else { high = middle }
+            }
+            return low
+        }
+
+        /// How many events held in memory a subscriber at `position` has still to get. A
+        /// subscriber before `coveredFrom` is catching up from the log (it resumed from an
+        /// older id) at its own pace, holding nothing: it is not lagging the live stream.
+        func liveLag(of position: Int64) -> Int {
+            position < self.coveredFrom ? 0 : self.recent.count - self.firstIndex(after: position)
+        }
+
+        /// The next page of events held in memory for a subscriber, moving its position past
+        /// them; or where to read from the log when it is behind what memory holds.
+        mutating func pull(for id: Int, pageSize: Int) -> Pull {
+            guard let subscriber = self.subscribers[id] else { return .closed(.shuttingDown) }
+            if let reason = subscriber.closeReason { return .closed(reason) }
+            if subscriber.pendingResync != nil {
+                self.subscribers[id]!.pendingResync = nil
+                return .resync(at: subscriber.position)
+            }
+            if subscriber.position < self.coveredFrom {
+                return .fromLog(after: subscriber.position, through: self.coveredFrom, committedBefore: subscriber.committedBefore)
+            }
+            let start = self.firstIndex(after: subscriber.position)
+            let end = min(self.recent.count, start + pageSize)
+            guard start < end else { return .events([], isUpToDate: true, committedBefore: nil) }
+            let events = Array(self.recent[start..<end])
+            self.subscribers[id]!.position = events[events.count - 1].id
+            return .events(events, isUpToDate: end == self.recent.count, committedBefore: subscriber.committedBefore)
+        }
+
+        mutating func append(_ event: LiveEvent) {
+            self.recent.append(event)
+            self.recentBytes += event.estimatedBytes
+        }
+
+        /// After the database went on to another event history (a failover): every subscriber
+        /// goes on from its position, or from the newest one `history` kept of `previous` when
+        /// its own is later (it then gets everything after it again: what it skipped there was
+        /// not for it, or lost). One whose client may hold something that was not kept (it
+        /// started after what was kept, or was given an event after it, as far as memory tells;
+        /// when it does not, it is taken to) gets `resync.required` first. When nothing was kept
+        /// (a history this lineage does not have), every subscriber gets it, at the position the
+        /// hub goes on from. Then drops what memory holds (ids of the history before); the feed
+        /// serves nothing until `resume(from:)`.
+        mutating func follow(_ history: EventHistory, from previous: String) {
+            let kept = history.keptThrough(currentIn: previous)
+            let idsEnd = history.idsEnd(of: previous)
+            for (id, subscriber) in self.subscribers {
+                if subscriber.closesOnHistoryChange {
+                    if subscriber.closeReason == nil {
+                        self.subscribers[id]!.closeReason = .historyChanged
+                        subscriber.wake.finish()
+                    }
+                } else if let kept {
+                    if self.mayHaveSentLost(to: subscriber, keptThrough: kept) {
+                        self.subscribers[id]!.pendingResync = subscriber.pendingResync ?? .atPosition
+                    }
+                    self.subscribers[id]!.position = min(subscriber.position, kept)
+                    self.subscribers[id]!.startedAt = min(subscriber.startedAt, kept)
+                    if var committedBefore = subscriber.committedBefore {
+                        committedBefore.idsEnd = min(committedBefore.idsEnd, idsEnd)
+                        self.subscribers[id]!.committedBefore = committedBefore
+                    }
+                } else {
+                    self.subscribers[id]!.pendingResync = .atCursor
+                }
+            }
+            self.recent.removeAll()
+            self.recentBytes = 0
+        }
+
+        /// Whether `subscriber`'s client may hold something after `kept`: it started after it,
+        /// or it was given an event after it (memory must hold every event from there on to tell).
+        func mayHaveSentLost(to subscriber: Subscriber, keptThrough kept: Int64) -> Bool {
+            if subscriber.startedAt > kept { return true }
+            guard subscriber.position > kept else { return false }
+            guard self.coveredFrom <= kept else { return true }
+            for event in self.recent[self.firstIndex(after: kept)...] {
+                guard event.id <= subscriber.position else { break }
+                if event.isVisible(to: subscriber.principal) && !(subscriber.committedBefore?.excludes(event) ?? false) {
+                    return true
+                }
+            }
+            return false
+        }
+
+        /// Serves again after `follow(_:from:)`, once the hub knows where it stands in the new
+        /// history: memory covers what comes after `position`; subscribers marked for
+        /// `resync.required` go on from there.
+        ///
+        /// - Returns: the wake-ups of every subscriber.
+        mutating func resume(from position: Int64) -> [AsyncStream<Void>.Continuation] {
+            self.coveredFrom = position
+            var wakes: [AsyncStream<Void>.Continuation] = []
+            for (id, subscriber) in self.subscribers {
+                if subscriber.pendingResync == .atCursor {
+                    self.subscribers[id]!.position = position
+                    self.subscribers[id]!.startedAt = position
+                }
+                wakes.append(subscriber.wake)
+            }
+            return wakes
+        }
+
+        /// Drops the events naming `user` as their userId: the user was erased, and replays
+        /// from memory must not carry them any more than the log does.
+        mutating func forget(user: String) {
+            self.recent.removeAll { $0.userId == user }
+            self.recentBytes = self.recent.reduce(0) { $0 + $1.estimatedBytes }
+        }
+
+        /// Drops the oldest events beyond `limit` or `byteLimit`, and marks the subscribers
+        /// more than `maximumLag` behind as too slow.
+        ///
+        /// - Returns: the wake-ups of every subscriber, closed ones finished.
+        mutating func trim(to limit: Int, bytes byteLimit: Int, maximumLag: Int) -> [AsyncStream<Void>.Continuation] {
+            while let oldest = self.recent.first, self.recent.count > limit || self.recentBytes > byteLimit {
+                self.coveredFrom = oldest.id
+                self.recentBytes -= oldest.estimatedBytes
+                self.recent.removeFirst()
+            }
+            var wakes: [AsyncStream<Void>.Continuation] = []
+            wakes.reserveCapacity(self.subscribers.count)
+            for (id, subscriber) in self.subscribers {
+                if subscriber.closeReason == nil && self.liveLag(of: subscriber.position) > maximumLag {
+                    self.subscribers[id]!.closeReason = .tooSlow
+                    subscriber.wake.finish()
+                }
+                wakes.append(subscriber.wake)
+            }
+            return wakes
+        }
+    }
+}
