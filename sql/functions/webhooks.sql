@@ -82,7 +82,8 @@ BEGIN
     PERFORM receipts.enter_tenant(p_tenant);
     RETURN QUERY
     SELECT webhook.webhook_id::text, webhook.url, webhook.events, webhook.created_at, webhook.delivered_through,
-           webhook.position_history::text, receipts.webhook_pending_events(p_tenant, webhook.delivered_through, webhook.events), webhook.failures,
+           webhook.position_history::text,
+           receipts.webhook_pending_events(p_tenant, webhook.delivered_through, webhook.events), webhook.failures,
            webhook.last_error, webhook.last_attempt_at, webhook.next_attempt_at
     FROM receipts.webhooks AS webhook
     WHERE webhook.tenant_id = p_tenant AND (p_webhook IS NULL OR webhook.webhook_id = p_webhook)
