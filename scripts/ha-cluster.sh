@@ -288,6 +288,17 @@ ha_spawn() {
         (( $(ha_now_ms) < deadline )) || ha_die "timed out after 10s waiting for $pidfile (see $log)"
         sleep 0.05
     done
+    # The pid is the wrapper sh's until it execs the daemon; while the exec runs, the
+    # process's cmdline may read empty. Wait for the daemon's own, so that the liveness checks
+    # that follow (which match the cmdline) never see the wrapper or the exec half done.
+    local pid first
+    pid="$(tr -dc '0-9' <"$pidfile")"
+    while kill -0 "$pid" 2>/dev/null; do
+        first="$(tr '\0' '\n' <"/proc/$pid/cmdline" 2>/dev/null | head -n 1)"
+        [[ -n "$first" && "$first" != sh ]] && break
+        (( $(ha_now_ms) < deadline )) || ha_die "timed out after 10s waiting for $pid to start $1 (see $log)"
+        sleep 0.02
+    done
 }
 
 # Pid from PIDFILE when that process is alive and its command line has PATTERN.

@@ -45,11 +45,15 @@ export DATABASE_URL
 # The failover tests (PatroniFailoverTests) run receiptsd on a real Patroni cluster: one etcd
 # and two PostgreSQL nodes on loopback, which they switch over, crash and fail over (about a
 # minute and a half of the run, beside the other tests). A bare `swift test` skips them.
+trap 'scripts/ha-cluster.sh destroy >/dev/null 2>&1 || true' EXIT
 ha_url="$(scripts/ha-cluster.sh start)" || {
+    echo "test.sh: the Patroni cluster did not start; once more from nothing" >&2
+    scripts/ha-cluster.sh destroy >/dev/null 2>&1 || true
+    ha_url="$(scripts/ha-cluster.sh start)"
+} || {
     echo "test.sh: error: could not start the Patroni cluster (scripts/ha-cluster.sh); the failover tests need it" >&2
     exit 1
 }
-trap 'scripts/ha-cluster.sh destroy >/dev/null 2>&1 || true' EXIT
 export RECEIPTS_HA_DATABASE_URL="${ha_url#DATABASE_URL=}"
 
 # At most this many tests at once (swift-testing starts every test together otherwise): many

@@ -1,5 +1,4 @@
 import CoreMetrics
-import DequeModule
 import HTTPTypes
 import Logging
 import NIOConcurrencyHelpers
@@ -69,8 +68,10 @@ public final class EventHub: Service, Sendable {
         /// writer's renumbering at its commit.
         public var abandonGapsAfter: Duration
         /// How often the hub records its position in the database while it moves (see
-        /// `ReceiptsStore.settleEventHistory`): after a failover that lost events, positions
-        /// handed out up to about this long before it still resume without resync.required.
+        /// `ReceiptsStore.settleEventHistory`): after a failover, the new history checks what it
+        /// kept from the last position recorded on, so an event id that went unused in about
+        /// this much time before the failover (a rollback) may cost clients past it a
+        /// `resync.required` they did not need.
         public var historySettleInterval: Duration
 
         public init(
@@ -280,7 +281,8 @@ public final class EventHub: Service, Sendable {
         /// See `Subscriber.committedBefore`.
         let committedBefore: CommittedBefore?
         /// Set when the client's `after` was unknown, expired, or of a history the database
-        /// lost: the current position, to send in `resync.required`.
+        /// lost: the `resync.required` to send first, carrying `position` (where the stream
+        /// goes on from).
         let resync: Resync?
     }
 
