@@ -152,4 +152,33 @@ struct LostHistoryTests {
             await receiver.stop()
         }
     }
+
+    @Test("an instance that made none of the writes follows the failover too: its stream gets resync.required, then every new event")
+    func anotherInstance() async throws {
+        try await WebhookTests.withService { client, databaseURL in
+            try await TestService.run(configure: { $0.databaseURL = databaseURL }) { other in
+                let tenant = try await client.createTenant()
+                try await tenant.createChat("g", members: ["a", "b"])
+                // The other instance learns of a new tenant within a second.
+                let deadline = ContinuousClock.now + .seconds(10)
+                while try await other.request(.get, "/v1/chats/g", as: tenant.apiKey).status != .ok, ContinuousClock.now < deadline {
+                    try await Task.sleep(for: .milliseconds(50))
+                }
+                try await StreamClients.withEventSource(port: other.port, credential: tenant.apiKey) { live in
+                    for index in 0..<2 { try await tenant.send(in: "g", from: "a", text: "kept \(index)") }
+                    let kept = await live.take(2)
+                    let keptId = try #require(kept.last?["id"] as? String)
+                    for index in 0..<2 { try await tenant.send(in: "g", from: "a", text: "lost \(index)") }
+                    let lost = await live.take(2)
+                    #expect(lost.count == 2)
+                    try await Self.loseEvents(after: try #require(Self.number(keptId)), databaseURL: databaseURL)
+                    for index in 0..<2 { try await tenant.send(in: "g", from: "a", text: "new \(index)") }
+                    let after = await live.take(3)
+                    #expect(Self.types(after) == ["resync.required", "message.created", "message.created"])
+                    #expect(after.first?["id"] as? String == keptId)
+                    #expect(Set(Self.ids(Array(after.dropFirst()))).isDisjoint(with: Self.ids(kept + lost)))
+                }
+            }
+        }
+    }
 }
