@@ -58,6 +58,23 @@ struct MigrationTests {
         }
     }
 
+    /// A script that changes is applied over the objects its previous version made: every
+    /// script must run again over itself (a function whose arguments changed drops the old
+    /// signature and creates or replaces the new one).
+    @Test("every script applies again over what it made, as when it changes")
+    func scriptsApplyAgain() async throws {
+        try await TestDatabase.withFreshDatabase { url in
+            _ = try await migrate(url)
+            try await withConnection(to: url) { connection in
+                _ = try await connection.execute("UPDATE receipts.schema_scripts SET checksum = 'changed'")
+            }
+            let again = try await migrate(url)
+            let scripts = try RepeatableScript.load(besides: migrationsDirectory)
+            #expect(again.output.contains("Applied \(scripts.count) script(s)"), "\(again.output)")
+            #expect(try await migrate(url).output == "Database is up to date.")
+        }
+    }
+
     @Test("two concurrent runs apply each migration once")
     func concurrentRuns() async throws {
         let expected = try Migration.load(from: migrationsDirectory).map(\.version)
