@@ -122,6 +122,10 @@
 
 set -euo pipefail
 
+# The local cluster's helpers (sourcing it only defines functions): its password maker.
+# shellcheck source=scripts/postgres.sh
+source "$(dirname "${BASH_SOURCE[0]}")/postgres.sh"
+
 HA_SCOPE=receipts-ha
 HA_NAMESPACE=/receipts/
 HA_ETCD_CLIENT_PORT=23790
@@ -361,18 +365,10 @@ PY
 
 # ---------------------------------------------------------- passwords ----
 
-ha_random_password() {
-    local pw=""
-    while (( ${#pw} < 24 )); do
-        pw+="$(LC_ALL=C tr -dc 'A-Za-z0-9' < <(head -c 512 /dev/urandom))"
-    done
-    printf '%s' "${pw:0:24}"
-}
-
 ha_ensure_password() {
     local f="$STATE_DIR/$1.password"
     if [[ ! -s "$f" ]]; then
-        (umask 077 && ha_random_password >"$f.tmp" && mv "$f.tmp" "$f")
+        (umask 077 && receipts_pg_random_password >"$f.tmp" && mv "$f.tmp" "$f")
     fi
     chmod 600 "$f"
     (( IS_ROOT )) && chown "$SERVER_USER:" "$f"

@@ -73,26 +73,13 @@ struct PatroniFailoverTests {
         }
     }
 
-    /// Sends `json` with `method`; the status (0 when no answer came) and JSON answer.
+    /// `WebhookFailoverTests.send`, with status 0 when no answer came (the service or the
+    /// connection to it failed meanwhile) instead of an error.
     @discardableResult
     static func send(
         _ method: HTTPMethod, _ url: String, as credential: String, json: String? = nil
     ) async -> (status: Int, json: [String: Any]) {
-        var request = HTTPClientRequest(url: url)
-        request.method = method
-        request.headers.add(name: "Authorization", value: "Bearer \(credential)")
-        if let json {
-            request.headers.add(name: "Content-Type", value: "application/json")
-            request.body = .bytes(ByteBuffer(string: json))
-        }
-        do {
-            let response = try await HTTPClient.shared.execute(request, timeout: .seconds(10))
-            let body = try await response.body.collect(upTo: 1 << 20)
-            let object = (try? JSONSerialization.jsonObject(with: Data(body.readableBytesView))) as? [String: Any]
-            return (Int(response.status.code), object ?? [:])
-        } catch {
-            return (0, [:])
-        }
+        (try? await WebhookFailoverTests.send(method, url, as: credential, json: json)) ?? (0, [:])
     }
 
     /// A tenant with the group chat "g" of a, b and c; its API key.

@@ -117,44 +117,52 @@ extension EventHub {
         /// serves nothing until `resume(from:)`.
         mutating func follow(_ history: EventHistory, from previous: String) {
             let kept = history.keptThrough(currentIn: previous)
-            let idsEnd = history.idsEnd(of: previous)
+            let seen = kept.flatMap(self.firstVisible(after:))
             for (id, subscriber) in self.subscribers {
                 if subscriber.closesOnHistoryChange {
                     if subscriber.closeReason == nil {
                         self.subscribers[id]!.closeReason = .historyChanged
                         subscriber.wake.finish()
                     }
-                } else if let kept {
-                    if self.mayHaveSentLost(to: subscriber, keptThrough: kept) {
-                        self.subscribers[id]!.pendingResync = subscriber.pendingResync ?? .atPosition
-                    }
-                    self.subscribers[id]!.position = min(subscriber.position, kept)
-                    self.subscribers[id]!.startedAt = min(subscriber.startedAt, kept)
-                    if var committedBefore = subscriber.committedBefore {
-                        committedBefore.idsEnd = min(committedBefore.idsEnd, idsEnd)
-                        self.subscribers[id]!.committedBefore = committedBefore
-                    }
                 } else {
-                    self.subscribers[id]!.pendingResync = .atCursor
+                    self.subscribers[id]!.follow(history, from: previous) { kept in
+                        Self.mayHaveSentLost(to: subscriber, keptThrough: kept, seen: seen)
+                    }
                 }
             }
             self.recent.removeAll()
             self.recentBytes = 0
         }
 
+        /// The events memory holds after a position: the first one's id (the tenant key sees
+        /// every event), and for each user the first one they may see.
+        struct FirstVisible {
+            var any: Int64?
+            var byUser: [String: Int64] = [:]
+        }
+
+        /// `FirstVisible` after `kept`, in one pass over memory (bounded by the feed's byte
+        /// budget, audiences included); nil when memory no longer holds every event after it.
+        func firstVisible(after kept: Int64) -> FirstVisible? {
+            guard self.coveredFrom <= kept else { return nil }
+            var seen = FirstVisible()
+            for event in self.recent[self.firstIndex(after: kept)...] {
+                if seen.any == nil { seen.any = event.id }
+                for user in event.audience where seen.byUser[user] == nil { seen.byUser[user] = event.id }
+            }
+            return seen
+        }
+
         /// Whether `subscriber`'s client may hold something after `kept`: it started after it,
-        /// or it was given an event after it (memory must hold every event from there on to tell).
-        func mayHaveSentLost(to subscriber: Subscriber, keptThrough kept: Int64) -> Bool {
+        /// or it may have been given an event after it (`seen`; nil: memory cannot tell, so it
+        /// may). An event the subscriber skipped as committed before it started counts too:
+        /// a resync.required too many, never one too few.
+        static func mayHaveSentLost(to subscriber: Subscriber, keptThrough kept: Int64, seen: FirstVisible?) -> Bool {
             if subscriber.startedAt > kept { return true }
             guard subscriber.position > kept else { return false }
-            guard self.coveredFrom <= kept else { return true }
-            for event in self.recent[self.firstIndex(after: kept)...] {
-                guard event.id <= subscriber.position else { break }
-                if event.isVisible(to: subscriber.principal) && !(subscriber.committedBefore?.excludes(event) ?? false) {
-                    return true
-                }
-            }
-            return false
+            guard let seen else { return true }
+            let first = if let user = subscriber.principal.tokenUser { seen.byUser[user] } else { seen.any }
+            return first.map { $0 <= subscriber.position } ?? false
         }
 
         /// Serves again after `follow(_:from:)`, once the hub knows where it stands in the new
@@ -202,6 +210,28 @@ extension EventHub {
                 wakes.append(subscriber.wake)
             }
             return wakes
+        }
+    }
+}
+
+extension EventHub.Subscriber {
+    /// Takes the database's going on from history `previous` to `history`, for a stream open
+    /// through it or one whose start was resolved before it: the subscriber goes on from its
+    /// position, or from the newest one `history` kept when its own is later, with
+    /// `resync.required` first when `mayHoldLost` says its client may hold something after
+    /// that; from the position the hub goes on from, after `resync.required`, when nothing
+    /// of `previous` was kept (a history this lineage does not have).
+    mutating func follow(_ history: EventHistory, from previous: String, mayHoldLost: (_ kept: Int64) -> Bool) {
+        guard let kept = history.keptThrough(currentIn: previous) else {
+            self.pendingResync = .atCursor
+            return
+        }
+        if mayHoldLost(kept) { self.pendingResync = self.pendingResync ?? .atPosition }
+        self.position = min(self.position, kept)
+        self.startedAt = min(self.startedAt, kept)
+        if var committedBefore = self.committedBefore {
+            committedBefore.idsEnd = min(committedBefore.idsEnd, history.idsEnd(of: previous))
+            self.committedBefore = committedBefore
         }
     }
 }

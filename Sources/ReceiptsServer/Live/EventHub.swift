@@ -348,17 +348,9 @@ public final class EventHub: Service, Sendable {
             } else if let history = state.history, history.currentId != start.history {
                 // The database went on to another history since `start` was resolved: as for
                 // the streams open through it (`Feed.follow(_:from:)`).
-                switch history.position(start.position, currentIn: start.history) {
-                case .position:
-                    subscriber.committedBefore?.idsEnd = history.idsEnd(of: start.history)
-                case .lost(let kept):
-                    (subscriber.position, subscriber.startedAt, subscriber.pendingResync) = (kept, kept, .atPosition)
-                    subscriber.committedBefore?.idsEnd = history.idsEnd(of: start.history)
-                case .unknown:
-                    subscriber.pendingResync = .atCursor
-                    if !state.feedsAwaitCursor, let cursor = state.cursor {
-                        (subscriber.position, subscriber.startedAt, subscriber.pendingResync) = (cursor.position, cursor.position, .atPosition)
-                    }
+                subscriber.follow(history, from: start.history) { kept in start.position > kept }
+                if subscriber.pendingResync == .atCursor, !state.feedsAwaitCursor, let cursor = state.cursor {
+                    (subscriber.position, subscriber.startedAt, subscriber.pendingResync) = (cursor.position, cursor.position, .atPosition)
                 }
             }
             state.feeds[start.tenant, default: Feed(coveredFrom: coveredFrom)].subscribers[id] = subscriber

@@ -40,9 +40,6 @@ public struct EventHistory: Sendable, Equatable {
     /// The current history's id.
     public var currentId: String { self.segments[self.segments.count - 1].id }
 
-    /// Whether `id` is one of the lineage's histories.
-    public func contains(_ id: String) -> Bool { self.segments.contains { $0.id == id } }
-
     /// The id of the event (or position) `position` of the current history: the number alone
     /// while it means the same in the first history, else the number and the newest history
     /// from which on it does.
