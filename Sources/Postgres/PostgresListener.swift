@@ -9,23 +9,33 @@ import Glibc
 import Darwin
 #endif
 
-/// Listens on PostgreSQL channels over a dedicated connection and delivers notifications
-/// as an `AsyncSequence`.
+/// Listens on PostgreSQL channels over a dedicated connection and hands each channel's
+/// notifications to the subscriptions of that channel.
 ///
-/// The connection waits on socket readiness (`poll` on `PQsocket`), so notifications arrive
-/// as soon as the server sends them. When the connection drops, the listener reconnects with
-/// exponential backoff, listens again, and emits `.listening(afterGap: true)`: notifications
-/// sent while it was away are lost, so the consumer must catch up from a table.
+/// Each part of a program that needs notifications subscribes for itself
+/// (`subscribe(to:)`), before the listener runs; the listener `LISTEN`s on every channel
+/// subscribed to. The connection waits on socket readiness (`poll` on `PQsocket`), so
+/// notifications arrive as soon as the server sends them. When the connection drops, the
+/// listener reconnects with exponential backoff, listens again, and tells every subscription
+/// `.listening(afterGap: true)`: notifications sent while it was away are lost, so a consumer
+/// catches up from a table.
 ///
-/// Run it as a `Service`; `events` has a single consumer and finishes when `run()` returns.
+/// A subscription holds at most `bufferSize` notifications its consumer has not taken: past
+/// that it drops them and reports `.missed` before the next one, which a consumer treats as
+/// a gap too. So one slow consumer never holds up the others, nor grows without bound.
+///
+/// Run it as a `Service`; the subscriptions finish when `run()` returns.
 public final class PostgresListener: Service, Sendable {
-    /// What the listener reports, in order.
+    /// What a subscription reports, in order.
     public enum Event: Sendable, Hashable {
         /// `LISTEN` is in effect on a new connection. `afterGap` is true when an earlier
         /// connection was lost, so notifications in between may have been missed.
         case listening(afterGap: Bool)
-        /// A notification on one of the channels.
+        /// A notification on the subscription's channel.
         case notification(PostgresNotification)
+        /// The consumer fell `bufferSize` notifications behind and some were dropped, just
+        /// before this: catch up as after a gap.
+        case missed
     }
 
     /// Reconnection timing. The maximum is short: attempts against a server that is down
@@ -46,14 +56,36 @@ public final class PostgresListener: Service, Sendable {
         }
     }
 
-    private struct State {
-        var backendPID: Int32?
+    /// One consumer's channel and where its events go.
+    private struct Subscription {
+        let channel: String
+        let continuation: AsyncStream<Event>.Continuation
+        /// Events were dropped since the consumer last took one: `.missed` goes first.
+        var hasMissed = false
+
+        /// Hands `event` on, or drops it (and remembers so) when the consumer's buffer is full.
+        mutating func deliver(_ event: Event) {
+            if self.hasMissed {
+                guard case .enqueued = self.continuation.yield(.missed) else { return }
+                self.hasMissed = false
+            }
+            if case .dropped = self.continuation.yield(event) { self.hasMissed = true }
+        }
     }
 
-    public let events: AsyncStream<Event>
-    private let continuation: AsyncStream<Event>.Continuation
+    private struct State {
+        var backendPID: Int32?
+        var subscriptions: [Int: Subscription] = [:]
+        var nextSubscriptionId = 0
+        /// Set once `run()` has begun: the channels are fixed then.
+        var hasStarted = false
+
+        var channels: Set<String> { Set(self.subscriptions.values.map(\.channel)) }
+    }
+
+    /// Notifications a subscription holds for its consumer before it drops them.
+    public let bufferSize: Int
     private let configuration: PostgresConfiguration
-    private let channels: [String]
     private let backoff: Backoff
     private let logger: Logger
     /// One thread, blocked in `poll` while the listener waits.
@@ -63,14 +95,14 @@ public final class PostgresListener: Service, Sendable {
 
     public init(
         configuration: PostgresConfiguration,
-        channels: [String],
         backoff: Backoff = Backoff(),
+        bufferSize: Int = 1024,
         logger: Logger
     ) {
-        (self.events, self.continuation) = AsyncStream.makeStream(of: Event.self, bufferingPolicy: .unbounded)
+        precondition(bufferSize > 0, "a subscription must hold at least one notification")
         self.configuration = configuration
-        self.channels = channels
         self.backoff = backoff
+        self.bufferSize = bufferSize
         self.logger = logger
         self.threadPool = NIOThreadPool(numberOfThreads: 1)
         self.threadPool.start()
@@ -81,6 +113,25 @@ public final class PostgresListener: Service, Sendable {
         self.threadPool.shutdownGracefully { _ in }
     }
 
+    /// The notifications of `channel`, and every `.listening(afterGap:)`, from now until the
+    /// listener stops (or the consumer stops iterating). Subscribe before `run()`: the
+    /// listener listens on the channels subscribed to when it starts.
+    public func subscribe(to channel: String) -> AsyncStream<Event> {
+        let (events, continuation) = AsyncStream.makeStream(of: Event.self, bufferingPolicy: .bufferingOldest(self.bufferSize))
+        let id = self.state.withLockedValue { state -> Int? in
+            precondition(!state.hasStarted, "PostgresListener: subscribe to \(channel) before run()")
+            let id = state.nextSubscriptionId
+            state.nextSubscriptionId += 1
+            state.subscriptions[id] = Subscription(channel: channel, continuation: continuation)
+            return id
+        }
+        continuation.onTermination = { [weak self] _ in
+            guard let id else { return }
+            self?.state.withLockedValue { _ = $0.subscriptions.removeValue(forKey: id) }
+        }
+        return events
+    }
+
     /// Whether `LISTEN` is currently in effect (for readiness checks).
     public var isListening: Bool { self.state.withLockedValue { $0.backendPID != nil } }
 
@@ -89,23 +140,42 @@ public final class PostgresListener: Service, Sendable {
 
     /// Listens until cancelled or gracefully shut down.
     public func run() async throws {
-        defer { self.continuation.finish() }
+        let channels = self.state.withLockedValue { state -> [String] in
+            state.hasStarted = true
+            return state.channels.sorted()
+        }
+        defer {
+            let subscriptions = self.state.withLockedValue { state in
+                defer { state.subscriptions = [:] }
+                return state.subscriptions.values
+            }
+            for subscription in subscriptions { subscription.continuation.finish() }
+        }
         await cancelWhenGracefulShutdown {
             await withTaskCancellationHandler {
-                await self.listenUntilCancelled()
+                await self.listenUntilCancelled(on: channels)
             } onCancel: {
                 self.wakePipe.signal()
             }
         }
     }
 
-    private func listenUntilCancelled() async {
+    /// Hands `event` to the subscriptions of `channel` (all of them when nil).
+    private func deliver(_ event: Event, channel: String?) {
+        self.state.withLockedValue { state in
+            for id in state.subscriptions.keys where channel == nil || state.subscriptions[id]!.channel == channel {
+                state.subscriptions[id]!.deliver(event)
+            }
+        }
+    }
+
+    private func listenUntilCancelled(on channels: [String]) async {
         var failures = 0
         var hasListened = false
         while !Task.isCancelled {
             let connection: LibPQConnection
             do {
-                connection = try await self.connectAndListen()
+                connection = try await self.connectAndListen(on: channels)
             } catch {
                 self.logger.warning(
                     "postgres listener could not connect; retrying",
@@ -117,8 +187,8 @@ public final class PostgresListener: Service, Sendable {
             }
             failures = 0
             self.state.withLockedValue { $0.backendPID = connection.backendPID }
-            self.logger.debug("postgres listener listening", metadata: ["postgres.channels": "\(self.channels)"])
-            self.continuation.yield(.listening(afterGap: hasListened))
+            self.logger.debug("postgres listener listening", metadata: ["postgres.channels": "\(channels)"])
+            self.deliver(.listening(afterGap: hasListened), channel: nil)
             hasListened = true
 
             await self.relayNotifications(from: connection)
@@ -131,9 +201,8 @@ public final class PostgresListener: Service, Sendable {
         }
     }
 
-    private func connectAndListen() async throws -> LibPQConnection {
+    private func connectAndListen(on channels: [String]) async throws -> LibPQConnection {
         let configuration = self.configuration
-        let channels = self.channels
         return try await self.threadPool.runIfActive {
             let connection = try LibPQConnection.connect(configuration)
             do {
@@ -149,7 +218,7 @@ public final class PostgresListener: Service, Sendable {
         }
     }
 
-    /// Yields notifications until the connection is lost or the listener is stopped.
+    /// Hands notifications on until the connection is lost or the listener is stopped.
     private func relayNotifications(from connection: LibPQConnection) async {
         let wakeDescriptor = self.wakePipe.readDescriptor
         while !Task.isCancelled {
@@ -158,7 +227,7 @@ public final class PostgresListener: Service, Sendable {
             }
             switch outcome {
             case .notifications(let notifications):
-                for notification in notifications { self.continuation.yield(.notification(notification)) }
+                for notification in notifications { self.deliver(.notification(notification), channel: notification.channel) }
             case .connectionLost, .woken, nil:
                 return
             }

@@ -38,8 +38,7 @@ public func buildApplication(
     let store = ReceiptsStore(pool: pool, logger: logger)
     var listenerDatabase = database
     listenerDatabase.applicationName = "\(configuration.instanceName)-listener"
-    let listener = PostgresListener(
-        configuration: listenerDatabase, channels: [EventHub.channel, CredentialChanges.channel], logger: logger)
+    let listener = PostgresListener(configuration: listenerDatabase, logger: logger)
     let hubOptions = EventHub.Options(
         maximumLag: configuration.streamMaximumLag,
         notifiesOtherInstances: configuration.notifiesOtherInstances,
@@ -47,11 +46,10 @@ public func buildApplication(
         abandonGapsAfter: configuration.abandonEventGapsAfter
     )
     let metrics = ServiceMetrics()
-    // Credential changes come through the listener too (the hub is its one consumer).
-    let credentialChanges = CredentialChanges(directory: store.credentials)
-    let hub = EventHub(
-        store: store, listener: listener, options: hubOptions, logger: logger, metrics: metrics.factory,
-        otherListenerEvents: { credentialChanges.heard($0) })
+    // Each subscribes to its channel of the listener.
+    let hub = EventHub(store: store, listener: listener, options: hubOptions, logger: logger, metrics: metrics.factory)
+    let credentialNotifications = CredentialNotifications(
+        listener: listener, changes: CredentialChanges(directory: store.credentials))
     let components = ServiceComponents(configuration: configuration, pool: pool, store: store, hub: hub, metrics: metrics)
 
     let app = Application(
@@ -62,7 +60,7 @@ public func buildApplication(
             serverName: "receiptsd"
         ),
         services: [
-            pool, store, listener, hub, components.databaseHealth,
+            pool, store, listener, hub, credentialNotifications, components.databaseHealth,
             EventRetentionService(
                 store: store, retentionSeconds: configuration.eventRetentionSeconds, interval: .seconds(3600), logger: logger),
             // Deleting, erasing and credentials: background work.

@@ -6,20 +6,22 @@ import Synchronization
 /// The service's sessions run with `receipts.notify = off` (see
 /// `sql/functions/events.sql`): their triggers send no NOTIFY, so the hub learns
 /// of this process's writes from here, without a round trip through PostgreSQL.
+///
+/// A write only yields to the streams registered here (`wake(_:)`), where it runs: its task,
+/// or a connection's thread for a run of batches. No code of the hub runs there, and nothing
+/// is handed over on the way from a commit to the hub's task, which waits on the stream.
 public final class CommittedWrites: Sendable {
-    private let observers = Mutex<[@Sendable () -> Void]>([])
+    private let streams = Mutex<[AsyncStream<Void>.Continuation]>([])
 
     init() {}
 
-    /// Calls `observer` after every write, at once, where the writer runs: its task, or a
-    /// connection's thread for a run of batches. No hand-over on the way from a commit to the
-    /// event hub, so an observer only passes the news on (say, yields to an `AsyncStream`
-    /// that coalesces) and returns.
-    public func observe(_ observer: @escaping @Sendable () -> Void) {
-        self.observers.withLock { $0.append(observer) }
+    /// Yields to `stream` after every write from now on. Give it a stream that buffers one
+    /// element (`.bufferingNewest(1)`): writes that commit while its consumer works coalesce.
+    public func wake(_ stream: AsyncStream<Void>.Continuation) {
+        self.streams.withLock { $0.append(stream) }
     }
 
     func signal() {
-        for observer in self.observers.withLock({ $0 }) { observer() }
+        for stream in self.streams.withLock({ $0 }) { stream.yield() }
     }
 }

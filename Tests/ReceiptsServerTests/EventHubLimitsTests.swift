@@ -16,7 +16,7 @@ struct EventHubLimitsTests {
     static func hub(options: EventHub.Options, members: [String]) async throws -> (EventHub, ReceiptsStore, String, PostgresConnectionPool) {
         let (store, pool, tenant) = try await TestDatabase.serviceStore(tenantPrefix: "hub_limits")
         #expect(try await store.putChat(tenant: tenant, chat: "g", kind: .group, members: members) == .created)
-        let listener = PostgresListener(configuration: TestDatabase.configuration, channels: [], logger: TestDatabase.logger)
+        let listener = PostgresListener(configuration: TestDatabase.configuration, logger: TestDatabase.logger)
         return (EventHub(store: store, listener: listener, options: options, logger: TestDatabase.logger), store, tenant, pool)
     }
 

@@ -19,7 +19,7 @@ struct EventHubTests {
         #expect(try await store.createTenant(id: tenant, name: "hub test", apiKeyHash: Array(tenant.utf8), tokenSecret: [1]))
         #expect(try await store.putChat(tenant: tenant, chat: "g", kind: .group, members: ["a", "b"]) == .created)
         // Not run: the test drives refreshes itself, as notifications would.
-        let listener = PostgresListener(configuration: configuration, channels: [], logger: TestDatabase.logger)
+        let listener = PostgresListener(configuration: configuration, logger: TestDatabase.logger)
         let hub = EventHub(store: store, listener: listener, options: .init(maximumLag: 10), logger: TestDatabase.logger)
         func catchUp() async { while await hub.refresh() != .upToDate {} }
 

@@ -292,12 +292,13 @@ struct LiveEventTests {
             }
             try await TestService.run(configure: configure) { client in
                 let configuration = PostgresConfiguration(connectionString: url, applicationName: "receipts-tests")
-                let listener = PostgresListener(configuration: configuration, channels: ["receipts_events"], logger: TestDatabase.logger)
+                let listener = PostgresListener(configuration: configuration, logger: TestDatabase.logger)
+                let notifications = listener.subscribe(to: "receipts_events")
                 let received = NIOLockedValueBox<[PostgresNotification]>([])
                 try await withThrowingTaskGroup(of: Void.self) { group in
                     group.addTask { try await listener.run() }
                     group.addTask {
-                        for await event in listener.events {
+                        for await event in notifications {
                             if case .notification(let notification) = event { received.withLockedValue { $0.append(notification) } }
                         }
                     }

@@ -31,7 +31,7 @@ struct OperationsTests {
     func openAPIMatchesRoutes() async throws {
         let pool = PostgresConnectionPool(configuration: TestDatabase.configuration, logger: TestDatabase.logger)
         let store = ReceiptsStore(pool: pool, logger: TestDatabase.logger)
-        let listener = PostgresListener(configuration: TestDatabase.configuration, channels: [], logger: TestDatabase.logger)
+        let listener = PostgresListener(configuration: TestDatabase.configuration, logger: TestDatabase.logger)
         let components = ServiceComponents(
             configuration: TestService.configuration(),
             pool: pool,

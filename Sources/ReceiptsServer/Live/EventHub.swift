@@ -9,11 +9,10 @@ import ServiceLifecycle
 /// Relays the event log to the streams of this process.
 ///
 /// The hub looks at the log right after a write of this process commits (the store's
-/// `committedWrites`), and when its `PostgresListener` connection gets `NOTIFY
+/// `committedWrites`), and when its `PostgresListener` subscription hears `NOTIFY
 /// receipts_events`: from psql and other tools (their triggers notify), and from other
-/// instances, which send one NOTIFY at a time for their writes, as this hub does for its
-/// own while it knows another instance listens (`PeerInstances`; see sql/functions/events.sql:
-/// a NOTIFY in every writing transaction would make them commit one by one). It then reads
+/// instances, which send one NOTIFY at a time for their writes, as this hub's
+/// `PeerNotifier` does for its own while it knows another instance listens. It then reads
 /// every tenant's new events once, in id order, through an `EventLogCursor` (which never
 /// moves past an event that may still commit), keeps the most recent ones in memory for
 /// tenants with open streams, and wakes their subscribers. A wait at a missing id lasts at
@@ -113,7 +112,6 @@ public final class EventHub: Service, Sendable {
         var feeds: [String: Feed] = [:]
         var nextSubscriberId = 0
         var isShuttingDown = false
-        var peers: PeerInstances
         /// Where the cursor has been waiting (`EventLogCursor.waitingAt`) since when; nil
         /// while it does not wait.
         var waitStarted: (at: Int64, since: ContinuousClock.Instant)?
@@ -138,33 +136,34 @@ public final class EventHub: Service, Sendable {
     let state: NIOLockedValueBox<State>
     /// Reports a gap that holds live events back for long (log line and metrics).
     private let stallWatch: EventStallWatch
+    /// Asks for a look at the log (requests coalesce while one is made): after this process's
+    /// writes (`CommittedWrites`), notifications, and whoever waits for the hub to be ready.
     private let refreshRequests: AsyncStream<Void>
     let requestRefresh: AsyncStream<Void>.Continuation
-    /// The payload of this hub's own notifications, which its listener ignores.
-    private let notificationPayload = PeerInstances.payloadPrefix + String(UInt64.random(in: 1...UInt64.max), radix: 36)
-    /// Asks for one NOTIFY of this instance's payload (requests coalesce while one is sent).
-    private let peerNotifications: AsyncStream<Void>
-    private let requestPeerNotification: AsyncStream<Void>.Continuation
-    /// Hears what the listener reports besides the event log's channel (the listener has one
-    /// consumer, this hub): notifications on other channels, and each new `LISTEN` (after a
-    /// gap, notifications may have been missed).
-    let otherListenerEvents: (@Sendable (PostgresListener.Event) -> Void)?
+    /// The listener's notifications on `channel`.
+    private let notifications: AsyncStream<PostgresListener.Event>
+    /// Nil when `Options.notifiesOtherInstances` is off.
+    private let peerNotifier: PeerNotifier?
 
+    /// Subscribes to `listener`'s notifications on `channel`: make the hub before the listener runs.
+    ///
     /// - Parameter metrics: where the hub's metrics go (`receipts_live_events_*`); the global
     ///   `MetricsSystem` when nil.
     public init(
         store: ReceiptsStore, listener: PostgresListener, options: Options = Options(), logger: Logger,
-        metrics: (any MetricsFactory)? = nil, otherListenerEvents: (@Sendable (PostgresListener.Event) -> Void)? = nil
+        metrics: (any MetricsFactory)? = nil
     ) {
-        self.otherListenerEvents = otherListenerEvents
         self.store = store
         self.listener = listener
         self.options = options
         self.logger = logger
         self.stallWatch = EventStallWatch(logger: logger, factory: metrics ?? MetricsSystem.factory)
-        self.state = NIOLockedValueBox(State(peers: PeerInstances(announcementInterval: options.peerAnnouncementInterval)))
+        self.state = NIOLockedValueBox(State())
         (self.refreshRequests, self.requestRefresh) = AsyncStream.makeStream(bufferingPolicy: .bufferingNewest(1))
-        (self.peerNotifications, self.requestPeerNotification) = AsyncStream.makeStream(bufferingPolicy: .bufferingNewest(1))
+        self.notifications = listener.subscribe(to: Self.channel)
+        self.peerNotifier =
+            options.notifiesOtherInstances
+            ? PeerNotifier(store: store, announcementInterval: options.peerAnnouncementInterval, logger: logger) : nil
     }
 
     /// Whether live events flow: the listener is connected and the hub knows its position.
@@ -174,42 +173,28 @@ public final class EventHub: Service, Sendable {
 
     /// Relays notifications until graceful shutdown, then closes every stream.
     public func run() async throws {
-        self.store.committedWrites.observe { [weak self] in self?.followCommittedWrite() }
+        self.store.committedWrites.wake(self.requestRefresh)
         await cancelWhenGracefulShutdown {
             await withTaskGroup(of: Void.self) { group in
                 group.addTask { await self.followLog() }
                 group.addTask { await self.settleHistory() }
                 group.addTask {
-                    for await event in self.listener.events {
+                    for await event in self.notifications {
                         switch event {
-                        case .listening:
-                            // After a reconnect notifications may have been missed: read the log.
+                        case .listening, .missed:
+                            // Notifications may have been missed (a reconnect): read the log.
                             self.requestRefresh.yield()
-                            self.announce()
-                            self.otherListenerEvents?(event)
-                        case .notification(let notification)
-                        where notification.channel == Self.channel && notification.payload != self.notificationPayload:
+                            if case .listening = event { self.peerNotifier?.announce() }
+                        case .notification(let notification) where notification.payload != self.peerNotifier?.payload:
                             self.requestRefresh.yield()
-                            if PeerInstances.isPeer(notification.payload, own: self.notificationPayload),
-                                self.state.withLockedValue({ $0.peers.heard(at: .now) })
-                            {
-                                self.announce()  // so that the new peer knows of this instance too
-                            }
-                        case .notification(let notification) where notification.channel != Self.channel:
-                            self.otherListenerEvents?(event)
+                            self.peerNotifier?.heard(notification.payload)
                         case .notification:
-                            break
+                            break  // this instance's own
                         }
                     }
                 }
-                if self.options.notifiesOtherInstances {
-                    group.addTask { await self.sendPeerNotifications() }
-                    group.addTask {
-                        while !Task.isCancelled {
-                            try? await Task.sleep(for: self.options.peerAnnouncementInterval)
-                            self.announce()
-                        }
-                    }
+                if let peerNotifier = self.peerNotifier {
+                    group.addTask { await peerNotifier.run() }
                 }
                 self.requestRefresh.yield()
                 await group.next()
@@ -235,32 +220,6 @@ public final class EventHub: Service, Sendable {
                 try? await Task.sleep(for: pause)
                 let longest: Duration = if case .failed = result { .seconds(1) } else { .milliseconds(20) }
                 pause = min(pause * 2, longest)
-            }
-        }
-    }
-
-    /// After each write of this process: look at the log, and tell other instances while there
-    /// are any. Called in the writer's task (`CommittedWrites.observe`).
-    private func followCommittedWrite() {
-        self.requestRefresh.yield()
-        if self.options.notifiesOtherInstances, self.state.withLockedValue({ $0.peers.arePresent(at: .now) }) {
-            self.requestPeerNotification.yield()
-        }
-    }
-
-    /// Tells other instances that this one listens (the same NOTIFY as after writes).
-    private func announce() {
-        if self.options.notifiesOtherInstances { self.requestPeerNotification.yield() }
-    }
-
-    /// Sends this instance's NOTIFYs, one at a time: requests made while one is sent share
-    /// the next.
-    private func sendPeerNotifications() async {
-        for await _ in self.peerNotifications {
-            do {
-                try await self.store.notifyListeners(payload: self.notificationPayload)
-            } catch {
-                self.logger.warning("notifying other instances failed", metadata: ["error": "\(error)"])
             }
         }
     }
