@@ -8,7 +8,7 @@ import ReceiptsStore
 extension EventHub {
     /// The histories that led to the current one (nil before the hub has first looked at the log).
     var history: EventHistory? {
-        self.state.withLockedValue { $0.history }
+        self.state.withLockedValue { $0.log.history }
     }
 
     /// `readyPosition()`, and where the tenant's log stands, read in the same event history:
@@ -34,17 +34,8 @@ extension EventHub {
     /// (`Feed.follow(_:from:)`).
     func follow(_ history: EventHistory) {
         let previous = self.state.withLockedValue { state -> EventHistory? in
-            guard let previous = state.history else {
-                state.history = history
-                return nil
-            }
-            guard previous.currentId != history.currentId else { return nil }
-            state.history = history
-            state.cursor = nil
-            state.waitStarted = nil
-            state.startBlockedSince = nil
-            state.feedsAwaitCursor = true
-            for tenant in state.feeds.keys { state.feeds[tenant]!.follow(history, from: previous.currentId) }
+            guard let previous = state.log.follow(history) else { return nil }
+            state.fanOut.follow(history, from: previous.currentId)
             return previous
         }
         guard let previous else { return }
@@ -65,8 +56,7 @@ extension EventHub {
         while !Task.isCancelled {
             try? await Task.sleep(for: self.options.historySettleInterval)
             let current = self.state.withLockedValue { state -> (history: String, position: Int64)? in
-                guard let cursor = state.cursor, cursor.isReady, let history = state.history else { return nil }
-                return (history.currentId, cursor.position)
+                state.log.ready.map { ($0.history.currentId, $0.position) }
             }
             guard let current, settled.map({ $0 != current }) ?? true else { continue }
             do {

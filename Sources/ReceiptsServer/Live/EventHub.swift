@@ -31,6 +31,12 @@ import ServiceLifecycle
 /// history kept, with `resync.required` first when its client may hold events that were lost
 /// (`Feed.follow(_:from:)`). The hub records its position about once a second
 /// (`settleHistory()`), which is where a new history starts checking what it kept.
+///
+/// The hub is the shell that reads and waits; its decisions live in pure parts, each tested
+/// alone: `EventLogFollower` (where it stands in the log: cursor, gaps, abandonment, history),
+/// `EventFanOut` (the feeds and subscribers), and `PeerNotifier` beside it (waking other
+/// instances). Credential notifications are not its business: `CredentialNotifications`
+/// subscribes to them itself.
 public final class EventHub: Service, Sendable {
     /// The channel the triggers notify.
     public static let channel = ReceiptsStore.eventChannel
@@ -99,24 +105,13 @@ public final class EventHub: Service, Sendable {
         case historyChanged = "the database went on to another event history (a failover); start again from the last position"
     }
 
+    /// The hub's two jobs, under one lock: the feeds' memory starts where the cursor stands,
+    /// so both move together.
     struct State {
-        /// Nil until the hub has looked at the log for the first time, and again after the
-        /// database went on to another event history, until it looks again.
-        var cursor: EventLogCursor?
-        /// The event histories that led to the one the cursor's positions are in (nil until
-        /// the hub has looked at the log for the first time).
-        var history: EventHistory?
-        /// Set when the database went on to another history: the feeds serve nothing until the
-        /// new cursor is ready (`Feed.resume(from:)`).
-        var feedsAwaitCursor = false
-        var feeds: [String: Feed] = [:]
-        var nextSubscriberId = 0
-        var isShuttingDown = false
-        /// Where the cursor has been waiting (`EventLogCursor.waitingAt`) since when; nil
-        /// while it does not wait.
-        var waitStarted: (at: Int64, since: ContinuousClock.Instant)?
-        /// Since when the hub, not started yet, has found a writer without a transaction id.
-        var startBlockedSince: ContinuousClock.Instant?
+        /// Where the hub stands in the log.
+        var log: EventLogFollower
+        /// The streams and what memory holds for them.
+        var fanOut: EventFanOut
     }
 
     /// What one look at the log found.
@@ -158,7 +153,7 @@ public final class EventHub: Service, Sendable {
         self.options = options
         self.logger = logger
         self.stallWatch = EventStallWatch(logger: logger, factory: metrics ?? MetricsSystem.factory)
-        self.state = NIOLockedValueBox(State())
+        self.state = NIOLockedValueBox(State(log: EventLogFollower(abandonGapsAfter: options.abandonGapsAfter), fanOut: EventFanOut(options: options)))
         (self.refreshRequests, self.requestRefresh) = AsyncStream.makeStream(bufferingPolicy: .bufferingNewest(1))
         self.notifications = listener.subscribe(to: Self.channel)
         self.peerNotifier =
@@ -168,7 +163,7 @@ public final class EventHub: Service, Sendable {
 
     /// Whether live events flow: the listener is connected and the hub knows its position.
     public var isLive: Bool {
-        self.listener.isListening && self.state.withLockedValue { $0.cursor?.isReady ?? false }
+        self.listener.isListening && self.state.withLockedValue { $0.log.ready != nil }
     }
 
     /// Relays notifications until graceful shutdown, then closes every stream.
@@ -212,10 +207,10 @@ public final class EventHub: Service, Sendable {
         for await _ in self.refreshRequests {
             var pause = Duration.milliseconds(1)
             while !Task.isCancelled {
-                let before = self.state.withLockedValue { $0.cursor?.position }
+                let before = self.state.withLockedValue { $0.log.cursor?.position }
                 let result = await self.refresh()
                 if case .upToDate = result { break }
-                let moved = before != self.state.withLockedValue { $0.cursor?.position }
+                let moved = before != self.state.withLockedValue { $0.log.cursor?.position }
                 if moved { pause = .milliseconds(1) }
                 try? await Task.sleep(for: pause)
                 let longest: Duration = if case .failed = result { .seconds(1) } else { .milliseconds(20) }
@@ -276,11 +271,7 @@ public final class EventHub: Service, Sendable {
         // Longer than the hub waits at start for a transaction that may still commit a lower id.
         let deadline = ContinuousClock.now + max(.seconds(10), self.options.abandonGapsAfter + .seconds(2))
         while true {
-            let ready = self.state.withLockedValue { state -> (Int64, EventHistory)? in
-                guard let cursor = state.cursor, cursor.isReady, let history = state.history else { return nil }
-                return (cursor.position, history)
-            }
-            if let ready { return ready }
+            if let ready = self.state.withLockedValue({ $0.log.ready }) { return ready }
             guard ContinuousClock.now < deadline else {
                 throw NotReady()
             }
@@ -294,60 +285,34 @@ public final class EventHub: Service, Sendable {
     /// goes on to another event history; any other goes on (`Feed.follow(_:from:)`).
     func subscribe(_ principal: Principal, from start: Start, closesOnHistoryChange: Bool = false) async -> EventSubscription {
         let (wakeups, wake) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
-        let id = self.state.withLockedValue { state -> Int in
-            let id = state.nextSubscriberId
-            state.nextSubscriberId += 1
-            let coveredFrom = state.cursor?.position ?? start.position
-            var subscriber = Subscriber(
-                principal: principal, position: start.position, startedAt: start.position, committedBefore: start.committedBefore,
-                wake: wake, closeReason: nil, closesOnHistoryChange: closesOnHistoryChange)
-            if let history = state.history, history.currentId != start.history, closesOnHistoryChange {
-                subscriber.closeReason = .historyChanged
-                wake.finish()
-            } else if let history = state.history, history.currentId != start.history {
-                // The database went on to another history since `start` was resolved: as for
-                // the streams open through it (`Feed.follow(_:from:)`).
-                subscriber.follow(history, from: start.history) { kept in start.position > kept }
-                if subscriber.pendingResync == .atCursor, !state.feedsAwaitCursor, let cursor = state.cursor {
-                    (subscriber.position, subscriber.startedAt, subscriber.pendingResync) = (cursor.position, cursor.position, .atPosition)
-                }
-            }
-            state.feeds[start.tenant, default: Feed(coveredFrom: coveredFrom)].subscribers[id] = subscriber
-            if state.isShuttingDown { wake.finish() }
-            return id
+        let key = self.state.withLockedValue { state in
+            state.fanOut.subscribe(
+                principal, from: start, closesOnHistoryChange: closesOnHistoryChange, wake: wake, history: state.log.history,
+                cursor: state.log.cursor?.position)
         }
         wake.yield()
-        return EventSubscription(hub: self, id: id, tenant: start.tenant, principal: principal, resync: start.resync, wakeups: wakeups)
+        return EventSubscription(hub: self, id: key.id, tenant: key.tenant, principal: principal, resync: start.resync, wakeups: wakeups)
     }
 
     /// Closes one subscription (its stream ends with `reason`).
     func close(_ subscription: EventSubscription, _ reason: CloseReason) {
-        let wake = self.state.withLockedValue { state -> AsyncStream<Void>.Continuation? in
-            guard state.feeds[subscription.tenant]?.subscribers[subscription.id] != nil else { return nil }
-            state.feeds[subscription.tenant]?.subscribers[subscription.id]?.closeReason = reason
-            return state.feeds[subscription.tenant]?.subscribers[subscription.id]?.wake
-        }
+        let wake = self.state.withLockedValue { $0.fanOut.close(subscription.key, reason) }
         wake?.finish()
     }
 
     /// Wakes a subscription without new events (for heartbeats).
     func wake(_ subscription: EventSubscription) {
-        let wake = self.state.withLockedValue { $0.feeds[subscription.tenant]?.subscribers[subscription.id]?.wake }
+        let wake = self.state.withLockedValue { $0.fanOut.wake(subscription.key) }
         wake?.yield()
     }
 
     func unsubscribe(_ subscription: EventSubscription) {
-        self.state.withLockedValue { state in
-            state.feeds[subscription.tenant]?.subscribers[subscription.id] = nil
-            if state.feeds[subscription.tenant]?.subscribers.isEmpty == true {
-                state.feeds[subscription.tenant] = nil
-            }
-        }
+        self.state.withLockedValue { $0.fanOut.unsubscribe(subscription.key) }
     }
 
     /// The number of open streams (for tests and metrics).
     public var subscriberCount: Int {
-        self.state.withLockedValue { $0.feeds.values.reduce(0) { $0 + $1.subscribers.count } }
+        self.state.withLockedValue { $0.fanOut.subscriberCount }
     }
 
     // MARK: - Delivering
@@ -375,16 +340,8 @@ public final class EventHub: Service, Sendable {
 
     /// The next events for a subscription. Throws `CloseReason` when it was closed.
     func nextEvents(for subscription: EventSubscription) async throws -> Batch {
-        let (pull, history) = self.state.withLockedValue { state -> (Pull, EventHistory?) in
-            if state.feedsAwaitCursor && !state.isShuttingDown {
-                // A subscription closed meanwhile learns why at once (a webhook's starts again).
-                guard let subscriber = state.feeds[subscription.tenant]?.subscribers[subscription.id] else { return (.closed(.shuttingDown), nil) }
-                return (subscriber.closeReason.map(Pull.closed) ?? .awaitingCursor, nil)
-            }
-            // In place: a copy of the feed would copy its table of subscribers on the write,
-            // once per subscriber woken, which made a fan-out quadratic in its subscribers.
-            let pull = state.feeds[subscription.tenant]?.pull(for: subscription.id, pageSize: self.options.pageSize) ?? .closed(.shuttingDown)
-            return (pull, state.history)
+        let (pull, history) = self.state.withLockedValue { state in
+            (state.fanOut.pull(for: subscription.key), state.log.history)
         }
         func shown(_ events: [LiveEvent], committedBefore: CommittedBefore?) -> [LiveEvent] {
             events.filter { event in
@@ -410,30 +367,22 @@ public final class EventHub: Service, Sendable {
                 self.requestRefresh.yield()
                 return Batch(events: [], isUpToDate: true)
             }
-            /// Whether the subscription is still where this read began, in the same history.
-            func isStill(at position: Int64, _ state: State) -> Bool {
-                state.history?.currentId == history.currentId
-                    && state.feeds[subscription.tenant]?.subscribers[subscription.id]?.position == position
-            }
             if page.prunedThrough > position {
                 // Retention deleted events after `position` while the subscription caught up:
                 // it cannot have them all. As for an expired id at the start: resync.required
                 // with the current id, then on from there (live, from memory).
                 let current = self.state.withLockedValue { state -> Int64? in
-                    guard let current = state.cursor?.position, isStill(at: position, state) else { return nil }
-                    state.feeds[subscription.tenant]?.subscribers[subscription.id]?.position = max(current, through)
-                    state.feeds[subscription.tenant]?.subscribers[subscription.id]?.startedAt = max(current, through)
-                    return max(current, through)
+                    guard let current = state.log.cursor?.position, state.log.isIn(history.currentId) else { return nil }
+                    let restart = max(current, through)
+                    return state.fanOut.move(subscription.key, from: position, to: restart, restarting: true) ? restart : nil
                 }
                 // (When it moved meanwhile, the next pull says where it is.)
                 return Batch(events: [], isUpToDate: false, resync: current.map { Resync(position: $0, eventId: history.eventId($0)) })
             }
             let stored = page.events
             let reached = stored.count < self.options.pageSize ? through : stored[stored.count - 1].id
-            let moved = self.state.withLockedValue { state -> Bool in
-                guard isStill(at: position, state) else { return false }
-                state.feeds[subscription.tenant]?.subscribers[subscription.id]?.position = reached
-                return true
+            let moved = self.state.withLockedValue { state in
+                state.log.isIn(history.currentId) && state.fanOut.move(subscription.key, from: position, to: reached, restarting: false)
             }
             // Moved meanwhile (the database went on to another history, or the subscription
             // ended): the next pull says where it is.
@@ -446,35 +395,23 @@ public final class EventHub: Service, Sendable {
     /// Reads every tenant's new events into the feeds and wakes their subscribers.
     func refresh() async -> RefreshResult {
         do {
-            if self.state.withLockedValue({ $0.cursor == nil }) {
+            if self.state.withLockedValue({ $0.log.needsStart }) {
                 let newest = try await self.store.newestEvent()
-                if self.state.withLockedValue({ $0.history?.currentId }) != newest.history {
+                if !self.state.withLockedValue({ $0.log.isIn(newest.history) }) {
                     // The first look, or the database went on to another history meanwhile.
                     self.follow(try await self.store.eventHistory())
                     return .waiting
                 }
                 // Asked after that read: whatever may still commit a lower id is among these.
                 let writers = try await self.store.eventWriters()
-                let now = ContinuousClock.now
-                let blockedSince = self.state.withLockedValue { state -> ContinuousClock.Instant? in
-                    guard writers.hasWriterWithoutTransaction else { return nil }
-                    if state.startBlockedSince == nil { state.startBlockedSince = now }
-                    return state.startBlockedSince
+                let started = self.state.withLockedValue {
+                    $0.log.start(after: newest.id, in: newest.history, writers: writers, now: .now)
                 }
-                // A writer without a transaction id yet: ask again, until the deadline.
-                if let blockedSince, now - blockedSince < self.options.abandonGapsAfter { return .waiting }
-                self.state.withLockedValue { state in
-                    guard state.cursor == nil, state.history?.currentId == newest.history else { return }
-                    // Past the deadline, such a writer is waited for as a transaction that never
-                    // finishes, already overdue: the next look abandons what it may hold.
-                    let never: Set<Int64> = blockedSince == nil ? [] : [Int64.max]
-                    state.cursor = EventLogCursor(after: newest.id, running: writers.transactions.union(never))
-                    if let blockedSince { state.waitStarted = (newest.id, blockedSince) }
-                }
+                guard started else { return .waiting }
             }
             while true {
                 let position = self.state.withLockedValue { state -> (from: Int64, history: EventHistory)? in
-                    guard let cursor = state.cursor, let history = state.history else { return nil }
+                    guard let cursor = state.log.cursor, let history = state.log.history else { return nil }
                     return (cursor.position, history)
                 }
                 guard let (from, history) = position else { return .failed }
@@ -485,27 +422,20 @@ public final class EventHub: Service, Sendable {
                     return .waiting
                 }
                 // JSON-encoded once, outside the lock, for the tenants that have streams.
-                let streamed = self.state.withLockedValue { Set($0.feeds.keys) }
+                let streamed = self.state.withLockedValue { state in
+                    Set(page.events.lazy.map(\.tenantId).filter(state.fanOut.isStreamed))
+                }
                 var encoded: [Int64: LiveEvent] = [:]
                 for event in page.events where streamed.contains(event.tenantId) {
                     encoded[event.id] = LiveEvent(event, history: history)
                 }
                 let (wakes, cursor) = self.state.withLockedValue { state -> ([AsyncStream<Void>.Continuation], EventLogCursor?) in
                     // Another refresh (tests call it directly) may have moved on meanwhile.
-                    guard var cursor = state.cursor, cursor.position == from, state.history?.currentId == page.history else {
-                        return ([], nil)
-                    }
-                    let accepted = cursor.advance(with: page)
-                    state.cursor = cursor
-                    if !cursor.isWaiting { state.waitStarted = nil }
-                    var wakes: [AsyncStream<Void>.Continuation] = []
-                    if state.feedsAwaitCursor && cursor.isReady {
-                        // Settled in the history the database went on to: the feeds serve again
-                        // from where the cursor began in it.
-                        state.feedsAwaitCursor = false
-                        for tenant in state.feeds.keys { wakes += state.feeds[tenant]!.resume(from: from) }
-                    }
-                    return (wakes + self.append(accepted, encoded: encoded, history: history, to: &state), cursor)
+                    guard let (accepted, cursor) = state.log.accept(page, readAfter: from) else { return ([], nil) }
+                    // Settled in the history the database went on to: the feeds serve again
+                    // from where the cursor began in it.
+                    let resumed = cursor.isReady ? state.fanOut.resume(from: from) : []
+                    return (resumed + state.fanOut.append(accepted, encoded: encoded, history: history), cursor)
                 }
                 for wake in wakes { wake.yield() }
                 guard let cursor else { return .waiting }
@@ -514,7 +444,7 @@ public final class EventHub: Service, Sendable {
                     // Asked after the read: whatever may still fill the gap is among these.
                     let found = try await self.store.eventWriters()
                     if !found.hasWriterWithoutTransaction {
-                        self.state.withLockedValue { $0.cursor?.waitForGap(on: found.transactions) }
+                        self.state.withLockedValue { $0.log.waitForGap(on: found.transactions) }
                     }
                     writers = found
                 }
@@ -528,45 +458,25 @@ public final class EventHub: Service, Sendable {
         } catch {
             // Before the first successful read, migrations may still be running (serve applies
             // them while services start): that is expected, and retried.
-            let level: Logger.Level = self.state.withLockedValue { $0.cursor == nil } ? .debug : .error
+            let level: Logger.Level = self.state.withLockedValue { $0.log.needsStart } ? .debug : .error
             self.logger.log(level: level, "reading the event log failed", metadata: ["error": "\(error)"])
             return .failed
         }
     }
 
-    /// Ends a wait at a missing event id that has lasted `Options.abandonGapsAfter`: abandons
-    /// the missing ids up to the newest id seen (`ReceiptsStore.abandonEventIds`), which the
-    /// cursor steps over in its next read. A call that fails (a writer ran its commit-time check
-    /// early and holds the lock: see 0019) leaves the cursor waiting, as before; the next
-    /// attempt comes after another deadline, as after an abandonment that did not end the wait.
-    /// A wait for a transaction given up on before ends after 100 ms.
+    /// Ends a wait at a missing event id that has lasted `Options.abandonGapsAfter`
+    /// (`EventLogFollower.overdueWait(at:)`): abandons the missing ids up to the newest id seen
+    /// (`ReceiptsStore.abandonEventIds`), which the cursor steps over in its next read. A call
+    /// that fails (a writer ran its commit-time check early and holds the lock: see
+    /// sql/functions/events.sql) leaves the cursor waiting, as before; the next attempt comes
+    /// after another deadline, as after an abandonment that did not end the wait.
     ///
     /// - Returns: whether ids were abandoned (then read again at once).
     private func abandonOverdueWait() async -> Bool {
-        let now = ContinuousClock.now
-        let due = self.state.withLockedValue { state -> (gap: Int64?, target: Int64, waited: Duration)? in
-            guard let cursor = state.cursor, let at = cursor.waitingAt else {
-                state.waitStarted = nil
-                return nil
-            }
-            guard let started = state.waitStarted, started.at == at else {
-                state.waitStarted = (at, now)
-                return nil
-            }
-            // A transaction that was given up on before and is still open (a psql session left
-            // open for hours) would make every rolled-back id behind it wait the deadline again:
-            // such a wait ends after 100 ms (a gap that a running writer fills closes within a
-            // commit, far sooner, so gaps that fill are not abandoned for nothing).
-            let waited = now - started.since
-            let deadline = cursor.waitsForAbandonedWriter ? min(self.options.abandonGapsAfter, .milliseconds(100)) : self.options.abandonGapsAfter
-            guard waited >= deadline else { return nil }
-            state.waitStarted = (at, now)
-            return (cursor.gapStart, cursor.abandonmentTarget, now - started.since)
-        }
-        guard let due else { return false }
+        guard let due = self.state.withLockedValue({ $0.log.overdueWait(at: .now) }) else { return false }
         do {
             let abandoned = try await self.store.abandonEventIds(through: due.target)
-            self.state.withLockedValue { $0.cursor?.abandon(through: abandoned.horizon, transaction: abandoned.transaction) }
+            self.state.withLockedValue { $0.log.abandoned(through: abandoned.horizon, transaction: abandoned.transaction) }
             self.stallWatch.abandoned(at: due.gap, through: abandoned.horizon, waited: due.waited)
             return true
         } catch {
@@ -575,38 +485,8 @@ public final class EventHub: Service, Sendable {
         }
     }
 
-    /// Adds events to the feeds of their tenants, closes subscribers that fell too far
-    /// behind, and returns the wake-ups of every subscriber that may have something new.
-    private func append(
-        _ events: [StoredEvent], encoded: [Int64: LiveEvent], history: EventHistory, to state: inout State
-    ) -> [AsyncStream<Void>.Continuation] {
-        var touched = Set<String>()
-        for event in events where state.feeds[event.tenantId] != nil {
-            if event.type == "user.erased", let user = event.userId { state.feeds[event.tenantId]!.forget(user: user) }
-            // A feed that appeared since the encoding gets its event encoded here.
-            state.feeds[event.tenantId]!.append(encoded[event.id] ?? LiveEvent(event, history: history))
-            touched.insert(event.tenantId)
-        }
-        var wakes: [AsyncStream<Void>.Continuation] = []
-        for tenant in touched {
-            wakes += state.feeds[tenant]!.trim(
-                to: self.options.recentEvents, bytes: self.options.recentEventBytes, maximumLag: self.options.maximumLag)
-        }
-        return wakes
-    }
-
     private func closeAll(_ reason: CloseReason) {
-        let wakes = self.state.withLockedValue { state -> [AsyncStream<Void>.Continuation] in
-            state.isShuttingDown = true
-            var wakes: [AsyncStream<Void>.Continuation] = []
-            for tenant in state.feeds.keys {
-                for id in state.feeds[tenant]!.subscribers.keys {
-                    state.feeds[tenant]!.subscribers[id]!.closeReason = reason
-                    wakes.append(state.feeds[tenant]!.subscribers[id]!.wake)
-                }
-            }
-            return wakes
-        }
+        let wakes = self.state.withLockedValue { $0.fanOut.closeAll(reason) }
         for wake in wakes { wake.finish() }
     }
 }

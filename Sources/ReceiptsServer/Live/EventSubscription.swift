@@ -12,6 +12,9 @@ struct EventSubscription: Sendable {
     /// Yields when there may be new events; finishes when the subscription is closed.
     let wakeups: AsyncStream<Void>
 
+    /// Its place in the hub's fan-out.
+    var key: EventFanOut.Key { EventFanOut.Key(tenant: self.tenant, id: self.id) }
+
     /// Sends everything the subscriber may see, in order, until the subscription is closed
     /// or `send` throws.
     ///

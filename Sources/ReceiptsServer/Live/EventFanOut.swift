@@ -1,0 +1,169 @@
+import ReceiptsStore
+
+/// The event hub's fan-out: for each tenant with open streams a feed of its recent events
+/// (`EventHub.Feed`), and each subscriber's place in it (`EventHub.Subscriber`).
+///
+/// Events are appended once per tenant, however many streams it has; each subscriber pulls
+/// what comes after its own position, from memory, or is told where to read the log when it
+/// is further behind than memory reaches, so a slow client never delays the others and memory
+/// stays bounded (`EventHub.Options.recentEvents`, `recentEventBytes`). One that falls
+/// `maximumLag` behind is closed with a reason. No I/O: the hub reads the log and holds this
+/// under one lock with its `EventLogFollower`, and wakes the subscribers this returns.
+struct EventFanOut {
+    /// A subscriber: its tenant's feed, and its id there.
+    struct Key: Hashable, Sendable {
+        let tenant: String
+        let id: Int
+    }
+
+    let options: EventHub.Options
+    private(set) var feeds: [String: EventHub.Feed] = [:]
+    private var nextSubscriberId = 0
+    private(set) var isShuttingDown = false
+    /// Set when the database went on to another event history: the feeds serve nothing
+    /// until the hub knows where it stands in it (`resume(from:)`).
+    private(set) var awaitsCursor = false
+
+    init(options: EventHub.Options) {
+        self.options = options
+    }
+
+    /// The number of open streams.
+    var subscriberCount: Int { self.feeds.values.reduce(0) { $0 + $1.subscribers.count } }
+
+    /// Registers a subscriber starting at `start`, while the hub's cursor is at `cursor` in
+    /// `history` (nil before its first look at the log).
+    ///
+    /// - Returns: the subscriber's key.
+    mutating func subscribe(
+        _ principal: Principal, from start: EventHub.Start, closesOnHistoryChange: Bool, wake: AsyncStream<Void>.Continuation,
+        history: EventHistory?, cursor: Int64?
+    ) -> Key {
+        let id = self.nextSubscriberId
+        self.nextSubscriberId += 1
+        var subscriber = EventHub.Subscriber(
+            principal: principal, position: start.position, startedAt: start.position, committedBefore: start.committedBefore,
+            wake: wake, closeReason: nil, closesOnHistoryChange: closesOnHistoryChange)
+        if let history, history.currentId != start.history, closesOnHistoryChange {
+            subscriber.closeReason = .historyChanged
+            wake.finish()
+        } else if let history, history.currentId != start.history {
+            // The database went on to another history since `start` was resolved: as for
+            // the streams open through it (`Feed.follow(_:from:)`).
+            subscriber.follow(history, from: start.history) { kept in start.position > kept }
+            if subscriber.pendingResync == .atCursor, !self.awaitsCursor, let cursor {
+                (subscriber.position, subscriber.startedAt, subscriber.pendingResync) = (cursor, cursor, .atPosition)
+            }
+        }
+        self.feeds[start.tenant, default: EventHub.Feed(coveredFrom: cursor ?? start.position)].subscribers[id] = subscriber
+        if self.isShuttingDown { wake.finish() }
+        return Key(tenant: start.tenant, id: id)
+    }
+
+    /// Marks a subscriber closed for `reason`; returns its wake-up to finish (nil when it is gone).
+    mutating func close(_ subscription: Key, _ reason: EventHub.CloseReason) -> AsyncStream<Void>.Continuation? {
+        guard self.feeds[subscription.tenant]?.subscribers[subscription.id] != nil else { return nil }
+        self.feeds[subscription.tenant]!.subscribers[subscription.id]!.closeReason = reason
+        return self.feeds[subscription.tenant]!.subscribers[subscription.id]!.wake
+    }
+
+    /// A subscriber's wake-up (nil when it is gone).
+    func wake(_ subscription: Key) -> AsyncStream<Void>.Continuation? {
+        self.feeds[subscription.tenant]?.subscribers[subscription.id]?.wake
+    }
+
+    /// How far a subscriber has been given events (or skipped those not for it).
+    func position(of subscription: Key) -> Int64? {
+        self.feeds[subscription.tenant]?.subscribers[subscription.id]?.position
+    }
+
+    /// Forgets a subscriber, and its tenant's feed with its last one.
+    mutating func unsubscribe(_ subscription: Key) {
+        self.feeds[subscription.tenant]?.subscribers[subscription.id] = nil
+        if self.feeds[subscription.tenant]?.subscribers.isEmpty == true {
+            self.feeds[subscription.tenant] = nil
+        }
+    }
+
+    /// What a subscriber gets next: events held in memory (its position moves past them),
+    /// where to read the log, a `resync.required`, or nothing while the hub finds where it
+    /// stands in a new history.
+    mutating func pull(for subscription: Key) -> EventHub.Pull {
+        if self.awaitsCursor && !self.isShuttingDown {
+            // A subscription closed meanwhile learns why at once (a webhook's starts again).
+            guard let subscriber = self.feeds[subscription.tenant]?.subscribers[subscription.id] else { return .closed(.shuttingDown) }
+            return subscriber.closeReason.map(EventHub.Pull.closed) ?? .awaitingCursor
+        }
+        // In place: a copy of the feed would copy its table of subscribers on the write,
+        // once per subscriber woken, which made a fan-out quadratic in its subscribers.
+        return self.feeds[subscription.tenant]?.pull(for: subscription.id, pageSize: self.options.pageSize) ?? .closed(.shuttingDown)
+    }
+
+    /// Moves a subscriber that read the log after `position` on to `newPosition` (and, when
+    /// `restarting`, takes that as where it started: a `resync.required` goes before what
+    /// follows). Returns false when it moved meanwhile or is gone.
+    mutating func move(_ subscription: Key, from position: Int64, to newPosition: Int64, restarting: Bool) -> Bool {
+        guard self.feeds[subscription.tenant]?.subscribers[subscription.id]?.position == position else { return false }
+        self.feeds[subscription.tenant]!.subscribers[subscription.id]!.position = newPosition
+        if restarting { self.feeds[subscription.tenant]!.subscribers[subscription.id]!.startedAt = newPosition }
+        return true
+    }
+
+    /// Whether `tenant` has open streams (its events are worth encoding).
+    func isStreamed(_ tenant: String) -> Bool { self.feeds[tenant] != nil }
+
+    /// Adds events to the feeds of their tenants (those in `encoded`, made outside the lock,
+    /// or encoded here), closes subscribers that fell too far behind, and returns the
+    /// wake-ups of every subscriber that may have something new.
+    mutating func append(
+        _ events: [StoredEvent], encoded: [Int64: LiveEvent], history: EventHistory
+    ) -> [AsyncStream<Void>.Continuation] {
+        var touched = Set<String>()
+        for event in events where self.feeds[event.tenantId] != nil {
+            if event.type == "user.erased", let user = event.userId { self.feeds[event.tenantId]!.forget(user: user) }
+            // A feed that appeared since the encoding gets its event encoded here.
+            self.feeds[event.tenantId]!.append(encoded[event.id] ?? LiveEvent(event, history: history))
+            touched.insert(event.tenantId)
+        }
+        var wakes: [AsyncStream<Void>.Continuation] = []
+        for tenant in touched {
+            wakes += self.feeds[tenant]!.trim(
+                to: self.options.recentEvents, bytes: self.options.recentEventBytes, maximumLag: self.options.maximumLag)
+        }
+        return wakes
+    }
+
+    /// The database went on from history `previous` to `history` (a failover): every feed
+    /// drops what it holds and its subscribers go on as `Feed.follow(_:from:)` says, once
+    /// `resume(from:)` is called.
+    mutating func follow(_ history: EventHistory, from previous: String) {
+        self.awaitsCursor = true
+        for tenant in self.feeds.keys { self.feeds[tenant]!.follow(history, from: previous) }
+    }
+
+    /// Serves again after `follow(_:from:)`: the hub stands at `position` in the new history.
+    ///
+    /// - Returns: the wake-ups of every subscriber.
+    mutating func resume(from position: Int64) -> [AsyncStream<Void>.Continuation] {
+        guard self.awaitsCursor else { return [] }
+        self.awaitsCursor = false
+        var wakes: [AsyncStream<Void>.Continuation] = []
+        for tenant in self.feeds.keys { wakes += self.feeds[tenant]!.resume(from: position) }
+        return wakes
+    }
+
+    /// Closes every subscriber for `reason` and takes no more (shutdown).
+    ///
+    /// - Returns: their wake-ups, to finish.
+    mutating func closeAll(_ reason: EventHub.CloseReason) -> [AsyncStream<Void>.Continuation] {
+        self.isShuttingDown = true
+        var wakes: [AsyncStream<Void>.Continuation] = []
+        for tenant in self.feeds.keys {
+            for id in self.feeds[tenant]!.subscribers.keys {
+                self.feeds[tenant]!.subscribers[id]!.closeReason = reason
+                wakes.append(self.feeds[tenant]!.subscribers[id]!.wake)
+            }
+        }
+        return wakes
+    }
+}

@@ -1,0 +1,146 @@
+import Foundation
+import Postgres
+@testable import ReceiptsServer
+import ReceiptsStore
+import Testing
+
+/// The hub's fan-out on made-up events: who is handed what from memory, who reads the log,
+/// who is closed, and what a failover and a shutdown do to open streams.
+@Suite("Event fan-out")
+struct EventFanOutTests {
+    let history = EventHistory(segments: [.init(id: "h1", startedAfter: 0, resumableThrough: 0)])
+
+    func fanOut(recentEvents: Int = 100, maximumLag: Int = 50, pageSize: Int = 10) -> EventFanOut {
+        EventFanOut(options: EventHub.Options(recentEvents: recentEvents, maximumLag: maximumLag, pageSize: pageSize))
+    }
+
+    func event(_ id: Int64, tenant: String = "t", audience: [String] = ["a", "b"]) -> StoredEvent {
+        StoredEvent(
+            id: id, transactionId: 1, tenantId: tenant, type: "message.created", chatId: "c", userId: "a",
+            messageIds: ["m\(id)"], data: PostgresJSON("{}"), audience: audience, occurredAt: Date())
+    }
+
+    /// A subscriber at `position`, with the stream its wake-ups come on.
+    func subscribe(
+        _ fanOut: inout EventFanOut, _ principal: Principal, at position: Int64, tenant: String = "t", cursor: Int64? = nil,
+        closesOnHistoryChange: Bool = false
+    ) -> (key: EventFanOut.Key, wakeups: AsyncStream<Void>) {
+        let (wakeups, wake) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
+        let start = EventHub.Start(tenant: tenant, position: position, history: "h1", committedBefore: nil, resync: nil)
+        let key = fanOut.subscribe(
+            principal, from: start, closesOnHistoryChange: closesOnHistoryChange, wake: wake, history: self.history,
+            cursor: cursor ?? position)
+        return (key, wakeups)
+    }
+
+    /// The ids a pull hands out from memory (nil: it was not a pull from memory).
+    func pulledIds(_ fanOut: inout EventFanOut, _ key: EventFanOut.Key) -> [Int64]? {
+        guard case .events(let events, _, _) = fanOut.pull(for: key) else { return nil }
+        return events.map(\.id)
+    }
+
+    @Test("events are appended once per tenant and each subscriber of that tenant is handed them once, in order")
+    func fromMemory() {
+        var fanOut = self.fanOut()
+        let first = self.subscribe(&fanOut, .tenant("t"), at: 10)
+        let second = self.subscribe(&fanOut, .user(tenant: "t", user: "b"), at: 10)
+        let stranger = self.subscribe(&fanOut, .tenant("u"), at: 10, tenant: "u")
+        let wakes = fanOut.append([self.event(11), self.event(12)], encoded: [:], history: self.history)
+        #expect(wakes.count == 2)
+        let firstIds = self.pulledIds(&fanOut, first.key)
+        #expect(firstIds == [11, 12])
+        let firstAgain = self.pulledIds(&fanOut, first.key)
+        #expect(firstAgain == [])
+        let secondIds = self.pulledIds(&fanOut, second.key)
+        #expect(secondIds == [11, 12])
+        let strangerIds = self.pulledIds(&fanOut, stranger.key)
+        #expect(strangerIds == [])
+        #expect(fanOut.position(of: first.key) == 12)
+    }
+
+    @Test("a subscriber further back than memory reaches reads the log up to where memory begins, then goes on from memory")
+    func behindMemory() {
+        var fanOut = self.fanOut(recentEvents: 3, maximumLag: 100)
+        let live = self.subscribe(&fanOut, .tenant("t"), at: 10)
+        _ = fanOut.append((11...15).map { self.event($0) }, encoded: [:], history: self.history)
+        // Memory holds 13, 14 and 15: the subscriber at 10 reads 11 and 12 from the log.
+        guard case .fromLog(let after, let through, _) = fanOut.pull(for: live.key) else {
+            Issue.record("expected a read of the log")
+            return
+        }
+        #expect(after == 10 && through == 12)
+        let moved = fanOut.move(live.key, from: 10, to: 12, restarting: false)
+        #expect(moved)
+        // A second read that began at the old position changes nothing.
+        let movedAgain = fanOut.move(live.key, from: 10, to: 12, restarting: false)
+        #expect(!movedAgain)
+        let liveIds = self.pulledIds(&fanOut, live.key)
+        #expect(liveIds == [13, 14, 15])
+    }
+
+    @Test("a subscriber more than maximumLag behind what memory holds is closed as too slow; the others are not")
+    func tooSlow() {
+        var fanOut = self.fanOut(maximumLag: 3)
+        let slow = self.subscribe(&fanOut, .tenant("t"), at: 10)
+        let fast = self.subscribe(&fanOut, .tenant("t"), at: 10)
+        for id in Int64(11)...14 {
+            _ = fanOut.append([self.event(id)], encoded: [:], history: self.history)
+            _ = self.pulledIds(&fanOut, fast.key)
+        }
+        guard case .closed(.tooSlow) = fanOut.pull(for: slow.key) else {
+            Issue.record("expected the slow subscriber closed")
+            return
+        }
+        let fastIds = self.pulledIds(&fanOut, fast.key)
+        #expect(fastIds == [])
+    }
+
+    @Test("after a failover the feeds serve nothing until resumed; a subscriber past what the new history kept is told resync.required, at the newest position kept")
+    func failover() {
+        var fanOut = self.fanOut()
+        let behind = self.subscribe(&fanOut, .tenant("t"), at: 4)
+        let ahead = self.subscribe(&fanOut, .tenant("t"), at: 4)
+        let webhook = self.subscribe(&fanOut, .tenant("t"), at: 4, closesOnHistoryChange: true)
+        _ = fanOut.append((5...8).map { self.event($0) }, encoded: [:], history: self.history)
+        let aheadIds = self.pulledIds(&fanOut, ahead.key)
+        #expect(aheadIds == [5, 6, 7, 8])
+        // The new history kept everything up to 6.
+        let next = EventHistory(segments: self.history.segments + [.init(id: "h2", startedAfter: 6, resumableThrough: 6)])
+        fanOut.follow(next, from: "h1")
+        guard case .awaitingCursor = fanOut.pull(for: ahead.key), case .closed(.historyChanged) = fanOut.pull(for: webhook.key) else {
+            Issue.record("expected the streams to wait, and the webhook's subscription closed")
+            return
+        }
+        let woken = fanOut.resume(from: 6).count
+        #expect(woken == 3)
+        guard case .resync(let position) = fanOut.pull(for: ahead.key) else {
+            Issue.record("expected resync.required for the subscriber given events that were lost")
+            return
+        }
+        #expect(position == 6)
+        // The one that was given nothing past 6 goes on from its position, told nothing.
+        guard case .fromLog(let after, _, _) = fanOut.pull(for: behind.key) else {
+            Issue.record("expected the subscriber behind to read the log from its position")
+            return
+        }
+        #expect(after == 4)
+    }
+
+    @Test("shutdown closes every subscriber, and one that comes after is closed at once")
+    func shutdown() async {
+        var fanOut = self.fanOut()
+        let open = self.subscribe(&fanOut, .tenant("t"), at: 1)
+        for wake in fanOut.closeAll(.shuttingDown) { wake.finish() }
+        guard case .closed(.shuttingDown) = fanOut.pull(for: open.key) else {
+            Issue.record("expected the open subscriber closed")
+            return
+        }
+        let late = self.subscribe(&fanOut, .tenant("t"), at: 1)
+        // Its wake-ups end at once (after the one it may hold).
+        for await _ in late.wakeups {}
+        fanOut.unsubscribe(open.key)
+        fanOut.unsubscribe(late.key)
+        #expect(fanOut.subscriberCount == 0)
+        #expect(fanOut.feeds.isEmpty)
+    }
+}
