@@ -20,7 +20,7 @@ struct UserRequest: RequestBody {
 
 /// A chat as the API shows it: `{"id","kind","members":[{"userId","joinedAt"}],"createdAt"}`.
 struct ChatResponse: JSONResponse {
-    struct Member {
+    struct Member: Encodable {
         let userId: String
         let joinedAt: Date
     }
@@ -35,24 +35,6 @@ struct ChatResponse: JSONResponse {
         self.kind = chat.kind.rawValue
         self.members = chat.members.map { Member(userId: $0.userId, joinedAt: $0.joinedAt) }
         self.createdAt = chat.createdAt
-    }
-
-    func write(to json: inout JSONWriter) {
-        json.raw(#"{"id":"#)
-        json.string(self.id)
-        json.raw(#","kind":"#)
-        json.string(self.kind)
-        json.raw(#","members":["#)
-        for (index, member) in self.members.enumerated() {
-            json.raw(index == 0 ? #"{"userId":"# : #",{"userId":"#)
-            json.string(member.userId)
-            json.raw(#","joinedAt":"#)
-            json.timestamp(member.joinedAt)
-            json.raw("}")
-        }
-        json.raw(#"],"createdAt":"#)
-        json.timestamp(self.createdAt)
-        json.raw("}")
     }
 
     var estimatedJSONBytes: Int { 128 + self.members.count * 64 }

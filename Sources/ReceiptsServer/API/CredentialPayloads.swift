@@ -8,35 +8,21 @@ struct CreatedKeyResponse: JSONResponse {
     let keyId: String
     let apiKey: String
     let createdAt: Date
-
-    func write(to json: inout JSONWriter) {
-        json.raw(#"{"keyId":"#)
-        json.string(self.keyId)
-        json.raw(#","apiKey":"#)
-        json.string(self.apiKey)
-        json.raw(#","createdAt":"#)
-        json.timestamp(self.createdAt)
-        json.raw("}")
-    }
 }
 
 /// `GET /admin/v1/tenants/{tenantId}/keys` answer: `{"keys":[{"keyId","createdAt","lastUsedAt"}]}`
 /// (never a key).
 struct KeyListResponse: JSONResponse {
-    let keys: [APIKeyRecord]
+    struct Key: Encodable {
+        let keyId: String
+        let createdAt: Date
+        let lastUsedAt: Date?
+    }
 
-    func write(to json: inout JSONWriter) {
-        json.raw(#"{"keys":["#)
-        for (index, key) in self.keys.enumerated() {
-            json.raw(index == 0 ? #"{"keyId":"# : #",{"keyId":"#)
-            json.string(key.keyId)
-            json.raw(#","createdAt":"#)
-            json.timestamp(key.createdAt)
-            json.raw(#","lastUsedAt":"#)
-            json.timestamp(key.lastUsedAt)
-            json.raw("}")
-        }
-        json.raw("]}")
+    let keys: [Key]
+
+    init(_ keys: [APIKeyRecord]) {
+        self.keys = keys.map { Key(keyId: $0.keyId, createdAt: $0.createdAt, lastUsedAt: $0.lastUsedAt) }
     }
 }
 
@@ -44,23 +30,9 @@ struct KeyListResponse: JSONResponse {
 struct RevokedTokensResponse: JSONResponse {
     let userId: String
     let revokedBefore: Date
-
-    func write(to json: inout JSONWriter) {
-        json.raw(#"{"userId":"#)
-        json.string(self.userId)
-        json.raw(#","revokedBefore":"#)
-        json.timestamp(self.revokedBefore)
-        json.raw("}")
-    }
 }
 
 /// `POST /admin/v1/tenants/{tenantId}/token-secret/rotate` answer: `{"rotatedAt"}`.
 struct RotatedSecretResponse: JSONResponse {
     let rotatedAt: Date
-
-    func write(to json: inout JSONWriter) {
-        json.raw(#"{"rotatedAt":"#)
-        json.timestamp(self.rotatedAt)
-        json.raw("}")
-    }
 }

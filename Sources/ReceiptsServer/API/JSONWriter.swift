@@ -133,6 +133,24 @@ struct JSONWriter {
         self.bytes.append(contentsOf: String(value).utf8)
     }
 
+    /// A number, as `JSONEncoder` writes it (a whole number without a fraction). JSON has no
+    /// infinities and no NaN: those throw.
+    mutating func number(_ value: Double) throws {
+        guard value.isFinite else {
+            throw EncodingError.invalidValue(value, .init(codingPath: [], debugDescription: "JSON has no \(value)"))
+        }
+        if value.rounded() == value && abs(value) < 1e15 {
+            self.integer(Int64(value))
+        } else {
+            self.bytes.append(contentsOf: String(value).utf8)
+        }
+    }
+
+    /// `value` as JSON, written by `OrderedJSONEncoder`: members in the order it encodes them.
+    mutating func encode(_ value: some Encodable) throws {
+        try OrderedJSONEncoder.write(value, to: &self)
+    }
+
     mutating func boolean(_ value: Bool) {
         if value { self.raw("true") } else { self.raw("false") }
     }

@@ -37,35 +37,15 @@ struct MarkReadResponse: JSONResponse {
     let marked: Int
     let unreadCount: Int
 
-    func write(to json: inout JSONWriter) {
-        json.raw(#"{"marked":"#)
-        json.integer(self.marked)
-        json.raw(#","unreadCount":"#)
-        json.integer(self.unreadCount)
-        json.raw("}")
-    }
-
     var estimatedJSONBytes: Int { 48 }
 }
 
 /// `{"marked":…}`
 struct MarkDeliveredResponse: JSONResponse {
     let marked: Int
-
-    func write(to json: inout JSONWriter) {
-        json.raw(#"{"marked":"#)
-        json.integer(self.marked)
-        json.raw("}")
-    }
 }
 
 /// `{"unreadCount":…}`
 struct UnreadCountResponse: JSONResponse {
     let unreadCount: Int
-
-    func write(to json: inout JSONWriter) {
-        json.raw(#"{"unreadCount":"#)
-        json.integer(self.unreadCount)
-        json.raw("}")
-    }
 }

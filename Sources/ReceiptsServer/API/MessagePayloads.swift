@@ -75,68 +75,32 @@ struct MessageResponse: Encodable, JSONResponse {
         }
 
         func encode(to encoder: any Encoder) throws {
+            var container = encoder.singleValueContainer()
             switch self {
-            case .strings(let ids): try ids.encode(to: encoder)
-            case .stored(let ids): try ids.strings.encode(to: encoder)
+            case .strings(let ids): try container.encode(ids)
+            case .stored(let ids): try container.encode(ids)
             }
         }
     }
-}
 
-extension MessageResponse {
-    /// Written by hand for the member order (`JSONResponse`) and for speed: with
-    /// `JSONEncoder`, encoding took 6 % of a send's time in the service and most of the time
-    /// of a page of a large group's messages, with their `readBy`, `deliveredTo` and
-    /// `recipients`.
-    ///
-    /// `{"id":…,"chatId":…,"seq":…,"senderId":…,"text":…,"createdAt":…,"readBy":[…],"deliveredTo":[…]}`,
-    /// with `"receipt":{…}` and `"recipients":[…]` after them when present.
-    func write(to json: inout JSONWriter) {
-        json.raw(#"{"id":"#)
-        json.string(self.id)
-        json.raw(#","chatId":"#)
-        json.string(self.chatId)
-        json.raw(#","seq":"#)
-        json.integer(self.seq)
-        json.raw(#","senderId":"#)
-        json.string(self.senderId)
-        json.raw(#","text":"#)
-        json.string(self.text)
-        json.raw(#","createdAt":"#)
-        json.timestamp(self.createdAt)
-        json.raw(#","readBy":"#)
-        json.strings(self.readBy)
-        json.raw(#","deliveredTo":"#)
-        json.strings(self.deliveredTo)
-        if let receipt = self.receipt {
-            json.raw(#","receipt":{"state":"#)
-            json.string(receipt.state.rawValue)
-            json.raw(#","recipients":"#)
-            json.integer(receipt.recipients)
-            json.raw(#","delivered":"#)
-            json.integer(receipt.delivered)
-            json.raw(#","read":"#)
-            json.integer(receipt.read)
-            json.raw(#","readAt":"#)
-            json.timestamp(receipt.readAt)
-            json.raw(#","label":"#)
-            json.string(receipt.label)
-            json.raw("}")
-        }
-        if let recipients = self.recipients {
-            json.raw(#","recipients":["#)
-            for (index, recipient) in recipients.enumerated() {
-                json.raw(index == 0 ? #"{"userId":"# : #",{"userId":"#)
-                json.string(recipient.userId)
-                json.raw(#","deliveredAt":"#)
-                json.timestamp(recipient.deliveredAt)
-                json.raw(#","readAt":"#)
-                json.timestamp(recipient.readAt)
-                json.raw("}")
-            }
-            json.raw("]")
-        }
-        json.raw("}")
+    enum CodingKeys: String, CodingKey {
+        case id, chatId, seq, senderId, text, createdAt, readBy, deliveredTo, receipt, recipients
+    }
+
+    /// Every member in the documented order, `receipt` and `recipients` only when present
+    /// (a page's messages carry no `recipients`; a message seen by no viewer no `receipt`).
+    func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(self.id, forKey: .id)
+        try container.encode(self.chatId, forKey: .chatId)
+        try container.encode(self.seq, forKey: .seq)
+        try container.encode(self.senderId, forKey: .senderId)
+        try container.encode(self.text, forKey: .text)
+        try container.encode(self.createdAt, forKey: .createdAt)
+        try container.encode(self.readBy, forKey: .readBy)
+        try container.encode(self.deliveredTo, forKey: .deliveredTo)
+        if let receipt = self.receipt { try container.encode(receipt, forKey: .receipt) }
+        if let recipients = self.recipients { try container.encode(recipients, forKey: .recipients) }
     }
 
     /// About the size of the answer, so that its buffer rarely grows: ids are short.
@@ -146,30 +110,8 @@ extension MessageResponse {
 }
 
 /// `GET /v1/chats/{chatId}/messages` answer.
-struct MessageListResponse: Encodable, JSONResponse {
+struct MessageListResponse: JSONResponse {
     let messages: [MessageResponse]
-}
-
-extension MessageListResponse {
-    /// `{"messages":[…]}`, each message as `MessageResponse.write(to:)` writes it.
-    func write(to json: inout JSONWriter) {
-        json.raw(#"{"messages":["#)
-        for (index, message) in self.messages.enumerated() {
-            if index > 0 { json.raw(",") }
-            message.write(to: &json)
-        }
-        json.raw("]}")
-    }
 
     var estimatedJSONBytes: Int { self.messages.reduce(16) { $0 + $1.estimatedJSONBytes } }
-}
-
-extension JSONWriter {
-    /// `[…]` of the users of `readBy` or `deliveredTo`.
-    fileprivate mutating func strings(_ ids: MessageResponse.UserIds) {
-        switch ids {
-        case .strings(let ids): self.strings(ids)
-        case .stored(let ids): self.strings(ids)
-        }
-    }
 }

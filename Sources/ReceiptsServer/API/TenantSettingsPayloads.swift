@@ -8,10 +8,4 @@ struct TenantSettingsRequest: RequestBody {
 /// `{"allowedOrigins":[…]}`: `GET` and `PUT /v1/settings` answer.
 struct TenantSettingsResponse: JSONResponse {
     let allowedOrigins: [String]
-
-    func write(to json: inout JSONWriter) {
-        json.raw(#"{"allowedOrigins":"#)
-        json.strings(self.allowedOrigins)
-        json.raw("}")
-    }
 }

@@ -26,20 +26,6 @@ struct PutWebhookResponse: JSONResponse {
     let events: [String]
     let secret: String
     let createdAt: Date
-
-    func write(to json: inout JSONWriter) {
-        json.raw(#"{"id":"#)
-        json.string(self.id)
-        json.raw(#","url":"#)
-        json.string(self.url)
-        json.raw(#","events":"#)
-        json.strings(self.events)
-        json.raw(#","secret":"#)
-        json.string(self.secret)
-        json.raw(#","createdAt":"#)
-        json.timestamp(self.createdAt)
-        json.raw("}")
-    }
 }
 
 /// A webhook as `GET` shows it: `{"id","url","events","createdAt","delivery":{"lastEventId",
@@ -50,46 +36,39 @@ struct PutWebhookResponse: JSONResponse {
 /// written in (`EventHistory.eventId(_:currentIn:)`; the number alone before the hub has
 /// looked at the log).
 struct WebhookResponse: JSONResponse {
-    let webhook: WebhookRecord
-    let history: EventHistory?
+    struct Delivery: Encodable {
+        let lastEventId: String
+        let pending: Int64
+        let failures: Int
+        let lastError: String?
+        let lastAttemptAt: Date?
+        let nextAttemptAt: Date?
+    }
 
-    func write(to json: inout JSONWriter) {
-        json.raw(#"{"id":"#)
-        json.string(self.webhook.id)
-        json.raw(#","url":"#)
-        json.string(self.webhook.url)
-        json.raw(#","events":"#)
-        json.strings(self.webhook.events)
-        json.raw(#","createdAt":"#)
-        json.timestamp(self.webhook.createdAt)
-        json.raw(#","delivery":{"lastEventId":"#)
-        json.string(self.history?.eventId(self.webhook.position, currentIn: self.webhook.positionHistory) ?? String(self.webhook.position))
-        json.raw(#","pending":"#)
-        json.integer(self.webhook.pending)
-        json.raw(#","failures":"#)
-        json.integer(self.webhook.failures)
-        json.raw(#","lastError":"#)
-        json.string(self.webhook.lastError)
-        json.raw(#","lastAttemptAt":"#)
-        json.timestamp(self.webhook.lastAttemptAt)
-        json.raw(#","nextAttemptAt":"#)
-        json.timestamp(self.webhook.nextAttemptAt)
-        json.raw("}}")
+    let id: String
+    let url: String
+    let events: [String]
+    let createdAt: Date
+    let delivery: Delivery
+
+    init(_ webhook: WebhookRecord, history: EventHistory?) {
+        self.id = webhook.id
+        self.url = webhook.url
+        self.events = webhook.events
+        self.createdAt = webhook.createdAt
+        self.delivery = Delivery(
+            lastEventId: history?.eventId(webhook.position, currentIn: webhook.positionHistory) ?? String(webhook.position),
+            pending: webhook.pending, failures: webhook.failures, lastError: webhook.lastError,
+            lastAttemptAt: webhook.lastAttemptAt, nextAttemptAt: webhook.nextAttemptAt)
     }
 }
 
 /// `GET /v1/webhooks`: `{"webhooks":[…]}`.
 struct WebhookListResponse: JSONResponse {
-    let webhooks: [WebhookRecord]
-    let history: EventHistory?
+    let webhooks: [WebhookResponse]
 
-    func write(to json: inout JSONWriter) {
-        json.raw(#"{"webhooks":["#)
-        for (index, webhook) in self.webhooks.enumerated() {
-            if index > 0 { json.raw(",") }
-            WebhookResponse(webhook: webhook, history: self.history).write(to: &json)
-        }
-        json.raw("]}")
+    init(_ webhooks: [WebhookRecord], history: EventHistory?) {
+        self.webhooks = webhooks.map { WebhookResponse($0, history: history) }
     }
 
     var estimatedJSONBytes: Int { 64 + self.webhooks.count * 512 }

@@ -44,7 +44,7 @@ struct CredentialsController {
     @Sendable func listKeys(_ request: Request, context: ReceiptsRequestContext) async throws -> KeyListResponse {
         let tenant = try Validation.pathId("tenantId", in: context)
         guard let keys = try await self.store.apiKeys(tenant: tenant) else { throw APIError.notFound("no such tenant") }
-        return KeyListResponse(keys: keys)
+        return KeyListResponse(keys)
     }
 
     /// Removes a key (204; the last one too: the tenant is locked out until one is added).

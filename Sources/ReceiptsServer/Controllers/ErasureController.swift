@@ -75,29 +75,24 @@ struct UserErasureResponse: JSONResponse {
     let status: ErasureStatus
     let includesRequestedAt: Bool
 
-    func write(to json: inout JSONWriter) {
-        json.raw(#"{"userId":"#)
-        json.string(self.userId)
-        json.raw(#","erasure":"#)
-        json.string(self.status.done ? "done" : "pending")
-        if self.includesRequestedAt {
-            json.raw(#","requestedAt":"#)
-            json.timestamp(self.status.requestedAt)
-        }
-        json.raw("}")
+    enum CodingKeys: String, CodingKey { case userId, erasure, requestedAt }
+
+    func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(self.userId, forKey: .userId)
+        try container.encode(self.status.done ? "done" : "pending", forKey: .erasure)
+        if self.includesRequestedAt { try container.encode(self.status.requestedAt, forKey: .requestedAt) }
     }
 }
 
 /// `{"tenantId","erasure":"pending"|"done"}`.
 struct TenantErasureResponse: JSONResponse {
     let tenantId: String
-    let done: Bool
+    /// `pending` or `done`.
+    let erasure: String
 
-    func write(to json: inout JSONWriter) {
-        json.raw(#"{"tenantId":"#)
-        json.string(self.tenantId)
-        json.raw(#","erasure":"#)
-        json.string(self.done ? "done" : "pending")
-        json.raw("}")
+    init(tenantId: String, done: Bool) {
+        self.tenantId = tenantId
+        self.erasure = done ? "done" : "pending"
     }
 }

@@ -9,12 +9,6 @@ struct HealthController<Context: RequestContext>: Sendable {
     /// `{"status":…}`
     struct Status: JSONResponse {
         let status: String
-
-        func write(to json: inout JSONWriter) {
-            json.raw(#"{"status":"#)
-            json.string(self.status)
-            json.raw("}")
-        }
     }
 
     func addRoutes(to router: Router<Context>) {

@@ -66,13 +66,13 @@ struct WebhookController {
         guard let webhook = try await self.store.webhook(tenant: principal.tenantId, webhook: webhookId) else {
             throw APIError.notFound("no such webhook")
         }
-        return WebhookResponse(webhook: webhook, history: self.hub.history)
+        return WebhookResponse(webhook, history: self.hub.history)
     }
 
     @Sendable func list(_ request: Request, context: ReceiptsRequestContext) async throws -> WebhookListResponse {
         let principal = try context.requirePrincipal()
         try principal.requireTenantKey(for: "managing webhooks")
-        return WebhookListResponse(webhooks: try await self.store.webhooks(tenant: principal.tenantId), history: self.hub.history)
+        return WebhookListResponse(try await self.store.webhooks(tenant: principal.tenantId), history: self.hub.history)
     }
 
     /// Deletes a webhook: deliveries stop within 5 s on every instance (at once on this one).

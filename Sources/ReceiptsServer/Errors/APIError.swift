@@ -46,24 +46,28 @@ public struct APIError: HTTPResponseError, Sendable {
     public static func conflict(_ message: String) -> APIError { APIError(.conflict, .conflict, message) }
 
     /// `{"error":{"code":…,"message":…}}`
-    var json: String {
-        var json = JSONWriter(capacity: 64 + self.message.utf8.count)
-        self.write(to: &json)
-        return json.text
+    private struct Body: Encodable {
+        struct Detail: Encodable {
+            let code: String
+            let message: String
+        }
+
+        let error: Detail
     }
 
-    func write(to json: inout JSONWriter) {
-        json.raw(#"{"error":{"code":"#)
-        json.string(self.code.rawValue)
-        json.raw(#","message":"#)
-        json.string(self.message)
-        json.raw("}}")
+    /// The answer's body.
+    var json: String {
+        get throws {
+            var json = JSONWriter(capacity: 64 + self.message.utf8.count)
+            try json.encode(Body(error: .init(code: self.code.rawValue, message: self.message)))
+            return json.text
+        }
     }
 
     public func response(from request: Request, context: some RequestContext) throws -> Response {
         var headers = self.headers
         headers[.contentType] = "application/json; charset=utf-8"
         if self.status == .unauthorized { headers[.wwwAuthenticate] = "Bearer" }
-        return Response(status: self.status, headers: headers, body: .init(byteBuffer: ByteBuffer(string: self.json)))
+        return Response(status: self.status, headers: headers, body: .init(byteBuffer: ByteBuffer(string: try self.json)))
     }
 }

@@ -127,3 +127,10 @@ struct ListedReceiptChunk: Sendable {
         return areIdentifiers
     }
 }
+
+/// As a JSON array of strings (an encoder that knows the type writes it from the bytes).
+extension UserIdList: Encodable {
+    public func encode(to encoder: any Encoder) throws {
+        try self.strings.encode(to: encoder)
+    }
+}
