@@ -71,7 +71,7 @@ public final class PostgresConnection: @unchecked Sendable {
     ///
     /// Values are bound to `$1`, `$2`, … in order; never put values into `sql` itself.
     @discardableResult
-    public func query(_ sql: String, _ parameters: [any PostgresEncodable] = []) async throws -> PostgresRows {
+    public func query(_ sql: String, _ parameters: [any PostgresEncodable]) async throws -> PostgresRows {
         let bindings = try PostgresBindings(parameters)
         return try await self.onThread { connection throws(PostgresError) in
             try connection.execute(sql, bindings: bindings)
@@ -105,7 +105,7 @@ public final class PostgresConnection: @unchecked Sendable {
 
     /// Runs a statement and returns how many rows it inserted, updated or deleted.
     @discardableResult
-    public func execute(_ sql: String, _ parameters: [any PostgresEncodable] = []) async throws -> Int {
+    public func execute(_ sql: String, _ parameters: [any PostgresEncodable]) async throws -> Int {
         try await self.query(sql, parameters).affectedRows
     }
 

@@ -198,13 +198,13 @@ public final class PostgresConnectionPool: Service, Sendable {
 
     /// Runs one statement on a pooled connection.
     @discardableResult
-    public func query(_ sql: String, _ parameters: [any PostgresEncodable] = []) async throws -> PostgresRows {
+    public func query(_ sql: String, _ parameters: [any PostgresEncodable]) async throws -> PostgresRows {
         try await self.withConnection { try await $0.query(sql, parameters) }
     }
 
     /// Runs one statement on a pooled connection and returns the number of rows it changed.
     @discardableResult
-    public func execute(_ sql: String, _ parameters: [any PostgresEncodable] = []) async throws -> Int {
+    public func execute(_ sql: String, _ parameters: [any PostgresEncodable]) async throws -> Int {
         try await self.withConnection { try await $0.execute(sql, parameters) }
     }
 

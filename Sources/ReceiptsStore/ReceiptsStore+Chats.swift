@@ -6,7 +6,7 @@ extension ReceiptsStore {
     /// Creates a chat with `members`, or confirms that it exists with that kind and those
     /// current members.
     public func putChat(tenant: String, chat: String, kind: ChatKind, members: [String]) async throws -> PutChatOutcome {
-        let rows = try await self.query("SELECT receipts.put_chat($1, $2, $3, $4)", [tenant, chat, kind.rawValue, members])
+        let rows = try await self.query("SELECT receipts.put_chat(\(tenant), \(chat), \(kind.rawValue), \(members))")
         return try Self.outcome(PutChatOutcome.self, from: rows)
     }
 
@@ -19,13 +19,13 @@ extension ReceiptsStore {
 
     /// Adds `user` to a group chat.
     public func join(tenant: String, chat: String, user: String) async throws -> JoinOutcome {
-        let rows = try await self.write("SELECT receipts.join_chat($1, $2, $3)", [tenant, chat, user])
+        let rows = try await self.write("SELECT receipts.join_chat(\(tenant), \(chat), \(user))")
         return try Self.outcome(JoinOutcome.self, from: rows)
     }
 
     /// Ends `user`'s membership of a chat.
     public func leave(tenant: String, chat: String, user: String) async throws -> LeaveOutcome {
-        let rows = try await self.write("SELECT receipts.leave_chat($1, $2, $3)", [tenant, chat, user])
+        let rows = try await self.write("SELECT receipts.leave_chat(\(tenant), \(chat), \(user))")
         return try Self.outcome(LeaveOutcome.self, from: rows)
     }
 
@@ -33,8 +33,7 @@ extension ReceiptsStore {
     /// nil when there is no such chat.
     static func roster(tenant: String, chat: String, on connection: PostgresConnection) async throws -> ChatRoster? {
         let kindRows = try await connection.query(
-            "SELECT kind FROM receipts.chats WHERE tenant_id = $1 AND chat_id = $2",
-            [tenant, chat]
+            "SELECT kind FROM receipts.chats WHERE tenant_id = \(tenant) AND chat_id = \(chat)"
         )
         guard let kindRow = kindRows.first, let kind = ChatKind(rawValue: try kindRow.decode(column: 0)) else { return nil }
         let rows = try await connection.query(
@@ -42,9 +41,8 @@ extension ReceiptsStore {
             SELECT period.user_id, period.after_seq, period.until_seq, member.left_at IS NULL
             FROM receipts.membership_periods AS period
             JOIN receipts.chat_members AS member USING (tenant_id, chat_id, user_id)
-            WHERE period.tenant_id = $1 AND period.chat_id = $2
-            """,
-            [tenant, chat]
+            WHERE period.tenant_id = \(tenant) AND period.chat_id = \(chat)
+            """
         )
         var periods: [MembershipPeriod] = []
         var currentMembers: Set<String> = []
@@ -63,10 +61,9 @@ extension ReceiptsStore {
             FROM receipts.chats AS chat
             LEFT JOIN receipts.chat_members AS member
                 ON member.tenant_id = chat.tenant_id AND member.chat_id = chat.chat_id AND member.left_at IS NULL
-            WHERE chat.tenant_id = $1 AND chat.chat_id = $2
+            WHERE chat.tenant_id = \(tenant) AND chat.chat_id = \(chat)
             ORDER BY member.user_id
-            """,
-            [tenant, chat]
+            """
         )
         guard let first = rows.first, let kind = ChatKind(rawValue: try first.decode(column: 0)) else { return nil }
         let members = try rows.compactMap { row -> ChatRecord.Member? in

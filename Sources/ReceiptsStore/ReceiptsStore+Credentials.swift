@@ -29,7 +29,7 @@ public enum RemoveAPIKeyOutcome: String, Sendable {
 extension ReceiptsStore {
     /// Adds an API key (its hash) under `keyId`.
     public func addAPIKey(tenant: String, keyId: String, apiKeyHash: [UInt8]) async throws -> AddAPIKeyOutcome {
-        let rows = try await self.query("SELECT outcome, created_at FROM receipts.add_api_key($1, $2, $3)", [tenant, keyId, PostgresBytes(apiKeyHash)])
+        let rows = try await self.query("SELECT outcome, created_at FROM receipts.add_api_key(\(tenant), \(keyId), \(PostgresBytes(apiKeyHash)))")
         guard let row = rows.first else { throw UnexpectedOutcome(function: "receipts.add_api_key", outcome: "no row") }
         switch try row.decode(String.self, column: 0) {
         case "added":
@@ -44,9 +44,9 @@ extension ReceiptsStore {
     /// The tenant's API keys, oldest first; nil for an unknown tenant.
     public func apiKeys(tenant: String) async throws -> [APIKeyRecord]? {
         try await self.withTenant(tenant, readOnly: true) { connection in
-            guard try await !connection.query("SELECT 1 FROM receipts.tenants WHERE tenant_id = $1", [tenant]).isEmpty else { return nil }
+            guard try await !connection.query("SELECT 1 FROM receipts.tenants WHERE tenant_id = \(tenant)").isEmpty else { return nil }
             return try await connection.query(
-                "SELECT key_id, created_at, last_used_at FROM receipts.api_keys WHERE tenant_id = $1 ORDER BY created_at, key_id", [tenant]
+                "SELECT key_id, created_at, last_used_at FROM receipts.api_keys WHERE tenant_id = \(tenant) ORDER BY created_at, key_id"
             ).map { row in
                 APIKeyRecord(keyId: try row.decode(column: 0), createdAt: try row.decode(column: 1), lastUsedAt: try row.decode(column: 2))
             }
@@ -56,21 +56,21 @@ extension ReceiptsStore {
     /// Removes an API key (the last one too).
     public func removeAPIKey(tenant: String, keyId: String) async throws -> RemoveAPIKeyOutcome {
         let outcome = try Self.outcome(
-            RemoveAPIKeyOutcome.self, from: try await self.query("SELECT receipts.remove_api_key($1, $2)", [tenant, keyId]))
+            RemoveAPIKeyOutcome.self, from: try await self.query("SELECT receipts.remove_api_key(\(tenant), \(keyId))"))
         if outcome == .removed { self.credentials.invalidate() }
         return outcome
     }
 
     /// Revokes every token of `user` issued up to now; returns that moment.
     public func revokeTokens(tenant: String, user: String) async throws -> Date {
-        let revokedBefore = try await self.query("SELECT receipts.revoke_user_tokens($1, $2)", [tenant, user]).scalar(Date.self)
+        let revokedBefore = try await self.query("SELECT receipts.revoke_user_tokens(\(tenant), \(user))").scalar(Date.self)
         self.credentials.invalidate()
         return revokedBefore
     }
 
     /// Signs the tenant's new tokens with `secret` from now on; nil for an unknown tenant.
     public func rotateTokenSecret(tenant: String, secret: [UInt8]) async throws -> Date? {
-        let rotatedAt = try await self.query("SELECT receipts.rotate_token_secret($1, $2)", [tenant, PostgresBytes(secret)]).scalar(Date?.self)
+        let rotatedAt = try await self.query("SELECT receipts.rotate_token_secret(\(tenant), \(PostgresBytes(secret)))").scalar(Date?.self)
         if rotatedAt != nil { self.credentials.invalidate() }
         return rotatedAt
     }
@@ -78,6 +78,6 @@ extension ReceiptsStore {
     /// Records that requests used the keys with these hashes (`last_used_at`).
     public func recordAPIKeyUse(hashes: [[UInt8]]) async throws {
         guard !hashes.isEmpty else { return }
-        _ = try await self.query("SELECT receipts.record_api_key_use($1::bytea[])", [hashes.map(PostgresBytes.init)])
+        _ = try await self.query("SELECT receipts.record_api_key_use(\(hashes.map(PostgresBytes.init))::bytea[])")
     }
 }

@@ -30,7 +30,7 @@ extension ReceiptsStore {
     /// erasure worker's. A repeat while it is under way answers the same erasure.
     public func requestUserErasure(tenant: String, user: String, deletingMessages: Bool) async throws -> ErasureStatus {
         let rows = try await self.write(
-            "SELECT state, requested_at FROM receipts.request_user_erasure($1, $2, $3)", [tenant, user, deletingMessages])
+            "SELECT state, requested_at FROM receipts.request_user_erasure(\(tenant), \(user), \(deletingMessages))")
         self.credentials.invalidate(tenant: tenant)
         guard let row = rows.first else { throw UnexpectedOutcome(function: "receipts.request_user_erasure", outcome: "no row") }
         return ErasureStatus(done: try row.decode(String.self, column: 0) == "done", requestedAt: try row.decode(column: 1))
@@ -39,7 +39,7 @@ extension ReceiptsStore {
     /// The user's latest erasure; nil when none was asked.
     public func userErasure(tenant: String, user: String) async throws -> ErasureStatus? {
         try await self.withTenant(tenant, readOnly: true) { connection in
-            guard let row = try await connection.query("SELECT state, requested_at FROM receipts.user_erasure($1, $2)", [tenant, user]).first
+            guard let row = try await connection.query("SELECT state, requested_at FROM receipts.user_erasure(\(tenant), \(user))").first
             else { return nil }
             return ErasureStatus(done: try row.decode(String.self, column: 0) == "done", requestedAt: try row.decode(column: 1))
         }
@@ -48,7 +48,7 @@ extension ReceiptsStore {
     /// Erases a tenant: its keys and tokens stop at once, its rows go in the background.
     public func requestTenantErasure(tenant: String) async throws -> TenantErasureOutcome {
         let outcome = try Self.outcome(
-            TenantErasureOutcome.self, from: try await self.write("SELECT receipts.request_tenant_erasure($1)", [tenant]))
+            TenantErasureOutcome.self, from: try await self.write("SELECT receipts.request_tenant_erasure(\(tenant))"))
         self.credentials.invalidate(tenant: tenant)
         return outcome
     }
@@ -59,8 +59,7 @@ extension ReceiptsStore {
     /// instance.
     public func erasureStep(holder: String, lease: Duration, batchSize: Int) async throws -> ErasureStep {
         let rows = try await self.query(
-            "SELECT outcome, tenant_id, user_id FROM receipts.erasure_step($1, $2::integer, $3::integer)",
-            [holder, Int(lease.components.seconds), batchSize])
+            "SELECT outcome, tenant_id, user_id FROM receipts.erasure_step(\(holder), \(Int(lease.components.seconds))::integer, \(batchSize)::integer)")
         guard let row = rows.first else { throw UnexpectedOutcome(function: "receipts.erasure_step", outcome: "no row") }
         switch try row.decode(String.self, column: 0) {
         case "not_holder": return .notHolder

@@ -9,9 +9,8 @@ extension ReceiptsStore {
             """
             SELECT history_id, snapshot, event_id, transaction_id, tenant_id, type, chat_id, user_id, message_ids, data,
                    audience, occurred_at
-            FROM receipts.events_since($1, $2)
-            """,
-            [position, Int32(limit)]
+            FROM receipts.events_since(\(position), \(Int32(limit)))
+            """
         )
         guard let first = rows.first, let snapshot = TransactionSnapshot(try first.decode(String.self, column: 1)) else {
             throw PostgresError(code: .invalidValue, message: "receipts.events_since returned no snapshot")
@@ -32,7 +31,7 @@ extension ReceiptsStore {
     /// Where a new stream of `tenant` stands now.
     public func eventLogPosition(tenant: String) async throws -> EventLogPosition {
         let row = try await self.query(
-            "SELECT history_id, snapshot, last_allocated, pruned_through FROM receipts.stream_position($1)", [tenant]
+            "SELECT history_id, snapshot, last_allocated, pruned_through FROM receipts.stream_position(\(tenant))"
         )[0]
         guard let snapshot = TransactionSnapshot(try row.decode(String.self, column: 1)) else {
             throw PostgresError(code: .invalidValue, message: "receipts.stream_position returned no snapshot")
@@ -65,7 +64,7 @@ extension ReceiptsStore {
     @discardableResult
     public func settleEventHistory(_ history: String, through position: Int64) async throws -> Bool {
         let rows = try await self.query(
-            "SELECT receipts.settle_event_history($1, $2), set_config('synchronous_commit', 'off', true)", [history, position])
+            "SELECT receipts.settle_event_history(\(history), \(position)), set_config('synchronous_commit', 'off', true)")
         return try rows.scalar(Bool.self)
     }
 
@@ -103,7 +102,7 @@ extension ReceiptsStore {
     ///   snapshot shows it finished came after the call.
     public func abandonEventIds(through position: Int64) async throws -> (horizon: Int64, transaction: Int64) {
         let row = try await self.query(
-            "SELECT abandoned_through, transaction_id FROM receipts.abandon_event_ids($1)", [position])[0]
+            "SELECT abandoned_through, transaction_id FROM receipts.abandon_event_ids(\(position))")[0]
         return (try row.decode(column: 0), try row.decode(column: 1))
     }
 
@@ -113,9 +112,8 @@ extension ReceiptsStore {
         let rows = try await self.query(
             """
             SELECT event_id, transaction_id, tenant_id, type, chat_id, user_id, message_ids, data, audience, occurred_at
-            FROM receipts.events_after($1, $2, $3, $4)
-            """,
-            [tenant, position, through, Int32(limit)]
+            FROM receipts.events_after(\(tenant), \(position), \(through), \(Int32(limit)))
+            """
         )
         return try StoredEvent.all(in: rows)
     }
@@ -131,9 +129,8 @@ extension ReceiptsStore {
             """
             SELECT history_id, pruned_through, event_id, transaction_id, tenant_id, type, chat_id, user_id, message_ids, data,
                    audience, occurred_at
-            FROM receipts.retained_events_after($1, $2, $3, $4)
-            """,
-            [tenant, position, through, Int32(limit)]
+            FROM receipts.retained_events_after(\(tenant), \(position), \(through), \(Int32(limit)))
+            """
         )
         guard let first = rows.first else {
             throw PostgresError(code: .invalidValue, message: "receipts.retained_events_after returned no row")
@@ -147,12 +144,12 @@ extension ReceiptsStore {
     /// are in the log, and a listener reads it again when it reconnects).
     public func notifyListeners(payload: String) async throws {
         _ = try await self.query(
-            "SELECT set_config('synchronous_commit', 'off', true), pg_notify($1, $2)", [Self.eventChannel, payload])
+            "SELECT set_config('synchronous_commit', 'off', true), pg_notify(\(Self.eventChannel), \(payload))")
     }
 
     /// Deletes events older than `retentionSeconds`; returns how many.
     public func pruneEvents(olderThanSeconds retentionSeconds: Int) async throws -> Int {
-        try await self.maintenanceQuery("SELECT receipts.prune_events(make_interval(secs => $1))", [Double(retentionSeconds)])
+        try await self.maintenanceQuery("SELECT receipts.prune_events(make_interval(secs => \(Double(retentionSeconds))))")
             .scalar(Int.self)
     }
 }

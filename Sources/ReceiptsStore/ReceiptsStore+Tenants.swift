@@ -7,8 +7,7 @@ extension ReceiptsStore {
     public func createTenant(id: String, name: String, apiKeyHash: [UInt8], tokenSecret: [UInt8]) async throws -> Bool {
         do {
             _ = try await self.query(
-                "SELECT receipts.create_tenant($1, $2, $3, $4)",
-                [id, name, PostgresBytes(apiKeyHash), PostgresBytes(tokenSecret)]
+                "SELECT receipts.create_tenant(\(id), \(name), \(PostgresBytes(apiKeyHash)), \(PostgresBytes(tokenSecret)))"
             )
             self.credentials.record(tenant: id, apiKeyHash: apiKeyHash)
             return true
@@ -19,7 +18,7 @@ extension ReceiptsStore {
 
     /// Replaces a tenant's API keys with one; false when there is no such tenant.
     public func replaceAPIKey(tenant: String, apiKeyHash: [UInt8]) async throws -> Bool {
-        let replaced = try await self.query("SELECT receipts.replace_api_key($1, $2)", [tenant, PostgresBytes(apiKeyHash)]).scalar(Bool.self)
+        let replaced = try await self.query("SELECT receipts.replace_api_key(\(tenant), \(PostgresBytes(apiKeyHash)))").scalar(Bool.self)
         if replaced {
             self.credentials.record(tenant: tenant, apiKeyHash: apiKeyHash, replacingKeys: true)
             self.credentials.invalidate()
@@ -29,13 +28,13 @@ extension ReceiptsStore {
 
     /// The id of the tenant whose API key hashes to `apiKeyHash`.
     public func tenant(apiKeyHash: [UInt8]) async throws -> String? {
-        try await self.query("SELECT receipts.tenant_for_api_key($1)", [PostgresBytes(apiKeyHash)]).scalar(String?.self)
+        try await self.query("SELECT receipts.tenant_for_api_key(\(PostgresBytes(apiKeyHash)))").scalar(String?.self)
     }
 
     /// The keys that verify `tenant`'s user tokens (the current generation's, which also signs
     /// new ones, and the previous one's until the next rotation); nil for an unknown tenant.
     public func tokenSecrets(tenant: String) async throws -> TokenSecrets? {
-        let rows = try await self.query("SELECT generation, current_secret, previous_secret FROM receipts.tenant_token_secrets($1)", [tenant])
+        let rows = try await self.query("SELECT generation, current_secret, previous_secret FROM receipts.tenant_token_secrets(\(tenant))")
         guard let row = rows.first else { return nil }
         return TokenSecrets(
             generation: try row.decode(Int.self, column: 0), current: try row.decode(PostgresBytes.self, column: 1).bytes,

@@ -74,8 +74,7 @@ extension ReceiptsStore {
         maximumPerTenant: Int
     ) async throws -> PutWebhookOutcome {
         let row = try await self.query(
-            "SELECT outcome, created_at FROM receipts.put_webhook($1, $2, $3, $4, $5, $6, $7, $8)",
-            [tenant, webhook, url, events, secret, position, history, Int32(maximumPerTenant)]
+            "SELECT outcome, created_at FROM receipts.put_webhook(\(tenant), \(webhook), \(url), \(events), \(secret), \(position), \(history), \(Int32(maximumPerTenant)))"
         )[0]
         switch try row.decode(String.self, column: 0) {
         case "created": return .created(try row.decode(column: 1))
@@ -101,9 +100,8 @@ extension ReceiptsStore {
             """
             SELECT webhook_id, url, events, created_at, delivered_through, position_history, pending, failures, last_error,
                    last_attempt_at, next_attempt_at
-            FROM receipts.webhooks_of($1, $2)
-            """,
-            [tenant, webhook]
+            FROM receipts.webhooks_of(\(tenant), \(webhook))
+            """
         )
         return try rows.map { row in
             WebhookRecord(
@@ -116,22 +114,21 @@ extension ReceiptsStore {
 
     /// Deletes a webhook; false when there was none.
     public func deleteWebhook(tenant: String, webhook: String) async throws -> Bool {
-        try await self.query("SELECT receipts.delete_webhook($1, $2)", [tenant, webhook]).scalar(Bool.self)
+        try await self.query("SELECT receipts.delete_webhook(\(tenant), \(webhook))").scalar(Bool.self)
     }
 
     /// Renews the leases `owner` holds, takes free and expired ones up to `maximum` held in
     /// all, and returns the webhooks it holds now.
     public func claimWebhooks(owner: String, lease: Duration, maximum: Int) async throws -> [WebhookKey] {
         let rows = try await self.query(
-            "SELECT tenant_id, webhook_id FROM receipts.claim_webhooks($1, make_interval(secs => $2), $3)",
-            [owner, lease.seconds, Int32(maximum)]
+            "SELECT tenant_id, webhook_id FROM receipts.claim_webhooks(\(owner), make_interval(secs => \(lease.seconds)), \(Int32(maximum)))"
         )
         return try rows.map { WebhookKey(tenant: try $0.decode(column: 0), webhook: try $0.decode(column: 1)) }
     }
 
     /// Gives back every lease `owner` holds, so that another instance takes over at once.
     public func releaseWebhooks(owner: String) async throws {
-        _ = try await self.query("SELECT receipts.release_webhooks($1)", [owner])
+        _ = try await self.query("SELECT receipts.release_webhooks(\(owner))")
     }
 
     /// Renews `owner`'s lease on the webhook and reads what the next attempt uses; nil when
@@ -140,9 +137,8 @@ extension ReceiptsStore {
         let rows = try await self.query(
             """
             SELECT url, events, secret, delivered_through, position_history, committed_before, failures, next_attempt_at, recorded
-            FROM receipts.begin_webhook_attempt($1, $2, $3, make_interval(secs => $4))
-            """,
-            [key.tenant, key.webhook, owner, lease.seconds]
+            FROM receipts.begin_webhook_attempt(\(key.tenant), \(key.webhook), \(owner), make_interval(secs => \(lease.seconds)))
+            """
         )
         return try rows.first.map { try WebhookAttemptSettings(row: $0, function: "begin_webhook_attempt") }
     }
@@ -158,9 +154,8 @@ extension ReceiptsStore {
         let rows = try await self.query(
             """
             SELECT url, events, secret, delivered_through, position_history, committed_before, failures, next_attempt_at, recorded
-            FROM receipts.acknowledge_webhook_batch($1, $2, $3, $4, $5, $6, make_interval(secs => $7))
-            """,
-            [key.tenant, key.webhook, owner, position, history, delivered, lease.seconds]
+            FROM receipts.acknowledge_webhook_batch(\(key.tenant), \(key.webhook), \(owner), \(position), \(history), \(delivered), make_interval(secs => \(lease.seconds)))
+            """
         )
         return try rows.first.map { try WebhookAttemptSettings(row: $0, function: "acknowledge_webhook_batch") }
     }
@@ -169,14 +164,13 @@ extension ReceiptsStore {
     /// so far, or nil when `owner` lost the lease or the webhook is gone.
     public func recordWebhookFailure(_ key: WebhookKey, owner: String, error: String, retryAfter: Duration) async throws -> Int? {
         try await self.query(
-            "SELECT receipts.record_webhook_failure($1, $2, $3, $4, make_interval(secs => $5))",
-            [key.tenant, key.webhook, owner, error, retryAfter.seconds]
+            "SELECT receipts.record_webhook_failure(\(key.tenant), \(key.webhook), \(owner), \(error), make_interval(secs => \(retryAfter.seconds)))"
         ).scalar(Int32?.self).map(Int.init)
     }
 
     /// Events the webhook has still to deliver (at most 100,000 counted); nil when it is gone.
     public func webhookPending(_ key: WebhookKey) async throws -> Int64? {
-        try await self.query("SELECT receipts.webhook_pending($1, $2)", [key.tenant, key.webhook]).scalar(Int64?.self)
+        try await self.query("SELECT receipts.webhook_pending(\(key.tenant), \(key.webhook))").scalar(Int64?.self)
     }
 }
 

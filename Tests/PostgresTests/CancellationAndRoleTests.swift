@@ -33,7 +33,7 @@ struct CancellationAndRoleTests {
         configuration.applicationName = name
         let pool = PostgresConnectionPool(configuration: configuration, options: .init(maximumConnections: 1), logger: TestDatabase.logger)
         try await withLockedTable { table in
-            let waiting = Task { try await pool.query("SELECT count(*) FROM \(table)") }
+            let waiting = Task { try await pool.query("SELECT count(*) FROM \(table)", []) }
             // Until the server shows the statement waiting for the lock.
             let deadline = ContinuousClock.now + .seconds(10)
             while try await TestDatabase.pool.query(
@@ -60,7 +60,7 @@ struct CancellationAndRoleTests {
         let pool = PostgresConnectionPool(configuration: configuration, options: .init(maximumConnections: 1), logger: TestDatabase.logger)
         try await withLockedTable { table in
             let started = ContinuousClock.now
-            let error = await #expect(throws: PostgresError.self) { try await pool.query("SELECT count(*) FROM \(table)") }
+            let error = await #expect(throws: PostgresError.self) { try await pool.query("SELECT count(*) FROM \(table)", []) }
             #expect(error?.sqlState == PostgresError.SQLState.queryCanceled)
             #expect(error?.isUnavailability == true)
             #expect(ContinuousClock.now - started < .seconds(3))
@@ -78,7 +78,7 @@ struct CancellationAndRoleTests {
         )
         try await withLockedTable { table in
             let started = ContinuousClock.now
-            let error = await #expect(throws: PostgresError.self) { try await pool.query("SELECT count(*) FROM \(table)") }
+            let error = await #expect(throws: PostgresError.self) { try await pool.query("SELECT count(*) FROM \(table)", []) }
             #expect(error?.sqlState == PostgresError.SQLState.queryCanceled)
             #expect(ContinuousClock.now - started < .seconds(2), "the call waited \(ContinuousClock.now - started)")
         }

@@ -23,13 +23,13 @@ struct LeaseDeadlineTests {
         let pool = self.makePool()
         try await PostgresDeadline.within(.seconds(20)) { () async throws in
             let inTransaction = try await pool.withTransaction { connection in
-                try await connection.query(Self.statementTimeout).scalar(Int.self)
+                try await connection.query(Self.statementTimeout, []).scalar(Int.self)
             }
             #expect((1...20_000).contains(inTransaction), "statement_timeout in a transaction: \(inTransaction) ms")
-            let alone = try await pool.query(Self.statementTimeout).scalar(Int.self)
+            let alone = try await pool.query(Self.statementTimeout, []).scalar(Int.self)
             #expect((1...inTransaction).contains(alone), "statement_timeout of a later single statement: \(alone) ms")
         }
-        #expect(try await pool.query(Self.statementTimeout).scalar(Int.self) == 0)
+        #expect(try await pool.query(Self.statementTimeout, []).scalar(Int.self) == 0)
         await pool.close()
     }
 

@@ -51,7 +51,7 @@ struct PipelineTests {
                 }
             }
             #expect(outcomes == ["inserted 1", PostgresError.SQLState.uniqueViolation, "inserted 1"])
-            #expect(try await connection.query("SELECT array_agg(id ORDER BY id) FROM \(table)").scalar([Int].self) == [1, 2])
+            #expect(try await connection.query("SELECT array_agg(id ORDER BY id) FROM \(table)", []).scalar([Int].self) == [1, 2])
             try await connection.executeScript("DROP TABLE \(table)")
         }
     }

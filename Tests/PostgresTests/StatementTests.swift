@@ -41,7 +41,7 @@ struct StatementTests {
     @Test("commands report the rows they changed")
     func affectedRows() async throws {
         try await withScratchTable { table async throws in
-            #expect(try await pool.execute("INSERT INTO \(table) SELECT g, 'n' FROM generate_series(1, 5) g") == 5)
+            #expect(try await pool.execute("INSERT INTO \(table) SELECT g, 'n' FROM generate_series(1, 5) g", []) == 5)
             #expect(try await pool.execute("UPDATE \(table) SET note = $1 WHERE id > $2", ["m", 2]) == 3)
             #expect(try await pool.execute("DELETE FROM \(table) WHERE id = $1", [99]) == 0)
         }
@@ -58,11 +58,11 @@ struct StatementTests {
                     throw Abort()
                 }
             }
-            #expect(try await pool.query("SELECT count(*) FROM \(table)").scalar(Int.self) == 0)
+            #expect(try await pool.query("SELECT count(*) FROM \(table)", []).scalar(Int.self) == 0)
             try await pool.withTransaction { connection in
                 try await connection.execute("INSERT INTO \(table) (id, note) VALUES ($1, $2)", [3, "kept"])
             }
-            #expect(try await pool.query("SELECT count(*) FROM \(table)").scalar(Int.self) == 1)
+            #expect(try await pool.query("SELECT count(*) FROM \(table)", []).scalar(Int.self) == 1)
         }
     }
 
@@ -76,7 +76,7 @@ struct StatementTests {
                 }
             }
             #expect(error?.sqlState == "25P02")
-            #expect(try await pool.query("SELECT count(*) FROM \(table)").scalar(Int.self) == 0)
+            #expect(try await pool.query("SELECT count(*) FROM \(table)", []).scalar(Int.self) == 0)
         }
     }
 

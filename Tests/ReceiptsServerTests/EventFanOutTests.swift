@@ -1,5 +1,4 @@
 import Foundation
-import Postgres
 @testable import ReceiptsServer
 import ReceiptsStore
 import Testing
@@ -17,7 +16,7 @@ struct EventFanOutTests {
     func event(_ id: Int64, tenant: String = "t", audience: [String] = ["a", "b"]) -> StoredEvent {
         StoredEvent(
             id: id, transactionId: 1, tenantId: tenant, type: "message.created", chatId: "c", userId: "a",
-            messageIds: ["m\(id)"], data: PostgresJSON("{}"), audience: audience, occurredAt: Date())
+            messageIds: ["m\(id)"], data: "{}", audience: audience, occurredAt: Date())
     }
 
     /// A subscriber at `position`, with the stream its wake-ups come on.

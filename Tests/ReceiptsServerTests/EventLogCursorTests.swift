@@ -11,7 +11,7 @@ struct EventLogCursorTests {
     func event(_ id: Int64, transaction: Int64 = 1) -> StoredEvent {
         StoredEvent(
             id: id, transactionId: transaction, tenantId: "t", type: "message.created", chatId: "c", userId: "u",
-            messageIds: [], data: PostgresJSON("{}"), audience: [], occurredAt: Date())
+            messageIds: [], data: "{}", audience: [], occurredAt: Date())
     }
 
     func snapshot(running: Set<Int64>, next: Int64 = 100) -> TransactionSnapshot {

@@ -1,5 +1,4 @@
 import Foundation
-import Postgres
 @testable import ReceiptsServer
 import ReceiptsStore
 import Testing

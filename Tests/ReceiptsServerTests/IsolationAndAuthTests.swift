@@ -54,7 +54,7 @@ struct IsolationAndAuthTests {
         let connection = try await PostgresConnection.connect(to: configuration, logger: TestDatabase.logger)
         for table in ["tenants", "users", "chats", "chat_members", "membership_periods", "messages", "events"] {
             // Table names are identifiers from the list above, not values.
-            let count = try await connection.query("SELECT count(*) FROM receipts.\(table)").scalar(Int.self)
+            let count = try await connection.query("SELECT count(*) FROM receipts.\(table)", []).scalar(Int.self)
             #expect(count == 0, "receipts.\(table) without receipts.tenant_id")
         }
         // With a tenant set, the same role sees that tenant's rows and no other.

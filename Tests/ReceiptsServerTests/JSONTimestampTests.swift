@@ -53,7 +53,7 @@ struct JSONTimestampTests {
         func json(_ data: String) -> String {
             LiveEvent(StoredEvent(
                 id: 7, transactionId: 1, tenantId: "t", type: "unread.changed", chatId: "c", userId: "u", messageIds: [],
-                data: PostgresJSON(data), audience: ["u"], occurredAt: Date(timeIntervalSince1970: 0)),
+                data: data, audience: ["u"], occurredAt: Date(timeIntervalSince1970: 0)),
                 history: EventHistory(segments: [.init(id: "aaaaaaaaaaaa", startedAfter: 0, resumableThrough: 0)])).json
         }
         let common = #"{"id":"7","type":"unread.changed","chatId":"c","userId":"u","messageIds":[],"at":"1970-01-01T00:00:00.000Z""#

@@ -110,7 +110,7 @@ struct ReceiptChunkMigrationTests {
             "SELECT receipts.mark_read('t', 'big', 'late', NULL, NULL)",
             "SELECT receipts.mark_read('t2', 'd', 'b', ARRAY['m2'], NULL)",
         ]
-        for statement in statements { try await connection.query(statement) }
+        for statement in statements { try await connection.query(statement, []) }
     }
 
     static func oldReceipts(on connection: PostgresConnection) async throws -> [String: Receipts] {

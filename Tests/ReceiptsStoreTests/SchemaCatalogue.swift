@@ -18,7 +18,7 @@ struct SchemaCatalogue: Equatable {
     static func read(on connection: PostgresConnection) async throws -> SchemaCatalogue {
         // Names print schema-qualified whatever the login role's search path.
         try await connection.execute("SET search_path = pg_catalog")
-        let rows = try await connection.query(Self.sql)
+        let rows = try await connection.query(Self.sql, [])
         var entries: [String: String] = [:]
         for row in rows {
             let key = try row.decode(String.self, column: 0)

@@ -8,7 +8,7 @@ import Testing
 @Suite("Outcomes from SQL")
 struct UnexpectedOutcomeTests {
     func row(_ sql: String) async throws -> PostgresRow {
-        try await TestDatabase.pool.query(sql)[0]
+        try await TestDatabase.pool.query(sql, [])[0]
     }
 
     @Test("known outcomes decode; an unknown one throws UnexpectedOutcome, for reads, marks and sends")

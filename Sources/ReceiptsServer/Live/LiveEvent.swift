@@ -1,5 +1,4 @@
 import Foundation
-import Postgres
 import ReceiptsStore
 
 /// An event as streams send it: JSON encoded once, however many devices get it.
@@ -54,7 +53,7 @@ struct LiveEvent: Sendable {
         }
         json.raw(#","at":"#)
         json.timestamp(event.occurredAt)
-        json.members(of: event.data.text)
+        json.members(of: event.data)
         json.raw("}")
         self.json = json.text
         self.estimatedBytes = 144 + self.json.utf8.count + self.audience.reduce(0) { $0 + 48 + $1.utf8.count }

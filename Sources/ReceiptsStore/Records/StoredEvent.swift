@@ -14,15 +14,15 @@ public struct StoredEvent: Sendable {
     /// Who acted (see the column's comment); nil for `chat.deleted`.
     public let userId: String?
     public let messageIds: [String]
-    /// Type-specific fields (e.g. `unreadCount`), a JSON object.
-    public let data: PostgresJSON
+    /// Type-specific fields (e.g. `unreadCount`): the text of a JSON object.
+    public let data: String
     /// Users whose devices may see the event; the tenant key sees all.
     public let audience: [String]
     public let occurredAt: Date
 
     public init(
         id: Int64, transactionId: Int64, tenantId: String, type: String, chatId: String?, userId: String?,
-        messageIds: [String], data: PostgresJSON, audience: [String], occurredAt: Date
+        messageIds: [String], data: String, audience: [String], occurredAt: Date
     ) {
         self.id = id
         self.transactionId = transactionId
@@ -70,7 +70,7 @@ extension StoredEvent {
             id: try row.decode(column: columns.id), transactionId: try row.decode(column: columns.transactionId),
             tenantId: try row.decode(column: columns.tenantId), type: try row.decode(column: columns.type),
             chatId: try row.decode(column: columns.chatId), userId: try row.decode(column: columns.userId),
-            messageIds: try row.decode(column: columns.messageIds), data: try row.decode(column: columns.data),
+            messageIds: try row.decode(column: columns.messageIds), data: try row.decode(PostgresJSON.self, column: columns.data).text,
             audience: try row.decode(column: columns.audience), occurredAt: try row.decode(column: columns.occurredAt))
     }
 }
