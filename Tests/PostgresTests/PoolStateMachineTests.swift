@@ -7,16 +7,37 @@ import Testing
 struct PoolStateMachineTests {
     typealias Machine = PoolStateMachine<String, String>
 
-    static func machine(maximumConnections: Int = 2, maximumWaiters: Int = 10) -> Machine {
-        Machine(maximumConnections: maximumConnections, maximumWaiters: maximumWaiters)
+    /// The machine in a box, so that its events read as calls in `#expect`.
+    final class Pool {
+        var machine: Machine
+
+        init(_ machine: Machine) { self.machine = machine }
+
+        var usage: (open: Int, leased: Int, waiting: Int) { self.machine.usage }
+        var open: Set<String> { self.machine.open }
+        func lease() -> Machine.LeaseDecision { self.machine.lease() }
+        func wait(_ id: Int, _ waiter: String, isCancelled: Bool) -> Machine.WaitDecision {
+            self.machine.wait(id, waiter, isCancelled: isCancelled)
+        }
+        func cancel(_ id: Int) -> String? { self.machine.cancel(id) }
+        func timeOut(_ id: Int) -> String? { self.machine.timeOut(id) }
+        func opened(_ connection: String) { self.machine.opened(connection) }
+        func replace(_ connection: String) { self.machine.replace(connection) }
+        func release(_ connection: String, _ state: Machine.Return) -> Machine.ReleaseAction { self.machine.release(connection, state) }
+        func releaseAbandoned(_ connection: String) { self.machine.releaseAbandoned(connection) }
+        func slotFreed() -> String? { self.machine.slotFreed() }
+        func close() -> (idle: [String], waiters: [String]) { self.machine.close() }
+    }
+
+    static func machine(maximumConnections: Int = 2, maximumWaiters: Int = 10) -> Pool {
+        Pool(Machine(maximumConnections: maximumConnections, maximumWaiters: maximumWaiters))
     }
 
     /// A pool with `connections` open and lent (through `lease`, `opened`), none idle.
-    static func lentOut(_ connections: [String], maximumWaiters: Int = 10) -> Machine {
-        var machine = Self.machine(maximumConnections: connections.count, maximumWaiters: maximumWaiters)
+    static func lentOut(_ connections: [String], maximumWaiters: Int = 10) -> Pool {
+        let machine = Self.machine(maximumConnections: connections.count, maximumWaiters: maximumWaiters)
         for connection in connections {
-            let value1 = machine.lease()
-            #expect(value1 == .grant(.openSlot))
+            #expect(machine.lease() == .grant(.openSlot))
             machine.opened(connection)
         }
         return machine
@@ -26,45 +47,36 @@ struct PoolStateMachineTests {
 
     @Test("a lease opens a connection while fewer than maximumConnections are open, then waits")
     func opensUpToMaximum() {
-        var machine = Self.machine(maximumConnections: 2)
-        let value2 = machine.lease()
-        #expect(value2 == .grant(.openSlot))
-        let value3 = machine.lease()
-        #expect(value3 == .grant(.openSlot))
-        let value4 = machine.lease()
-        #expect(value4 == .wait)
+        let machine = Self.machine(maximumConnections: 2)
+        #expect(machine.lease() == .grant(.openSlot))
+        #expect(machine.lease() == .grant(.openSlot))
+        #expect(machine.lease() == .wait)
         #expect(machine.usage == (open: 2, leased: 2, waiting: 0))
     }
 
     @Test("an idle connection is lent before a new one is opened, the most recently used first")
     func idleFirst() {
-        var machine = Self.lentOut(["a", "b"])
+        let machine = Self.lentOut(["a", "b"])
         _ = machine.release("a", .reusable)
         _ = machine.release("b", .reusable)
-        let value5 = machine.lease()
-        #expect(value5 == .grant(.connection("b")))
-        let value6 = machine.lease()
-        #expect(value6 == .grant(.connection("a")))
+        #expect(machine.lease() == .grant(.connection("b")))
+        #expect(machine.lease() == .grant(.connection("a")))
     }
 
     @Test("a lease that finds a connection come back between its first look and its wait takes it instead of waiting")
     func lookAgainBeforeWaiting() {
-        var machine = Self.lentOut(["a"])
-        let value7 = machine.lease()
-        #expect(value7 == .wait)
+        let machine = Self.lentOut(["a"])
+        #expect(machine.lease() == .wait)
         _ = machine.release("a", .reusable)
-        let value8 = machine.wait(1, "w1", isCancelled: false)
-        #expect(value8 == .grant(.connection("a")))
+        #expect(machine.wait(1, "w1", isCancelled: false) == .grant(.connection("a")))
         #expect(machine.usage.waiting == 0)
     }
 
     @Test("a released connection goes to the longest waiter, in arrival order")
     func handOverInOrder() {
-        var machine = Self.lentOut(["a", "b"])
-        let value9 = machine.wait(1, "w1", isCancelled: false)
-        #expect(value9 == .waiting)
-        let value10 = machine.wait(2, "w2", isCancelled: false)
-        #expect(value10 == .waiting)
+        let machine = Self.lentOut(["a", "b"])
+        #expect(machine.wait(1, "w1", isCancelled: false) == .waiting)
+        #expect(machine.wait(2, "w2", isCancelled: false) == .waiting)
         guard case .handOver("b", to: "w1") = machine.release("b", .reusable) else { Issue.record("not handed to w1"); return }
         guard case .handOver("a", to: "w2") = machine.release("a", .reusable) else { Issue.record("not handed to w2"); return }
         #expect(machine.usage == (open: 2, leased: 2, waiting: 0))
@@ -72,7 +84,7 @@ struct PoolStateMachineTests {
 
     @Test("a released connection that no one waits for stays open and idle")
     func keptIdle() {
-        var machine = Self.lentOut(["a"])
+        let machine = Self.lentOut(["a"])
         guard case .keep = machine.release("a", .reusable) else { Issue.record("not kept"); return }
         #expect(machine.usage == (open: 1, leased: 0, waiting: 0))
         #expect(machine.open == ["a"])
@@ -80,76 +92,60 @@ struct PoolStateMachineTests {
 
     @Test("at most maximumWaiters leases wait; one more fails at once")
     func waitersBounded() {
-        var machine = Self.lentOut(["a"], maximumWaiters: 2)
-        let value11 = machine.wait(1, "w1", isCancelled: false)
-        #expect(value11 == .waiting)
-        let value12 = machine.wait(2, "w2", isCancelled: false)
-        #expect(value12 == .waiting)
-        let value13 = machine.wait(3, "w3", isCancelled: false)
-        #expect(value13 == .fail(.exhausted(waiting: 2)))
+        let machine = Self.lentOut(["a"], maximumWaiters: 2)
+        #expect(machine.wait(1, "w1", isCancelled: false) == .waiting)
+        #expect(machine.wait(2, "w2", isCancelled: false) == .waiting)
+        #expect(machine.wait(3, "w3", isCancelled: false) == .fail(.exhausted(waiting: 2)))
         // A place freed is taken again.
-        let value14 = machine.timeOut(1)
-        #expect(value14 == "w1")
-        let value15 = machine.wait(4, "w4", isCancelled: false)
-        #expect(value15 == .waiting)
+        #expect(machine.timeOut(1) == "w1")
+        #expect(machine.wait(4, "w4", isCancelled: false) == .waiting)
     }
 
     @Test("a lease cancelled before it waits fails and does not wait")
     func cancelledBeforeWaiting() {
-        var machine = Self.lentOut(["a"])
-        let value16 = machine.wait(1, "w1", isCancelled: true)
-        #expect(value16 == .fail(.cancelled))
+        let machine = Self.lentOut(["a"])
+        #expect(machine.wait(1, "w1", isCancelled: true) == .fail(.cancelled))
         #expect(machine.usage.waiting == 0)
     }
 
     @Test("a cancelled waiter is answered once and skipped when a connection comes back")
     func cancelledWaiter() {
-        var machine = Self.lentOut(["a"])
+        let machine = Self.lentOut(["a"])
         _ = machine.wait(1, "w1", isCancelled: false)
         _ = machine.wait(2, "w2", isCancelled: false)
-        let value17 = machine.cancel(1)
-        #expect(value17 == "w1")
-        let value18 = machine.cancel(1)
-        #expect(value18 == nil)
+        #expect(machine.cancel(1) == "w1")
+        #expect(machine.cancel(1) == nil)
         guard case .handOver("a", to: "w2") = machine.release("a", .reusable) else { Issue.record("not handed to w2"); return }
     }
 
     @Test("a waiter past its deadline is failed once, and what it waited for goes to the next one or stays free")
     func timedOutWaiter() {
-        var machine = Self.lentOut(["a"])
+        let machine = Self.lentOut(["a"])
         _ = machine.wait(1, "w1", isCancelled: false)
-        let value19 = machine.timeOut(1)
-        #expect(value19 == "w1")
+        #expect(machine.timeOut(1) == "w1")
         // A timer that fires after the waiter was served finds no one.
-        let value20 = machine.timeOut(1)
-        #expect(value20 == nil)
+        #expect(machine.timeOut(1) == nil)
         guard case .keep = machine.release("a", .reusable) else { Issue.record("not kept"); return }
-        let value21 = machine.lease()
-        #expect(value21 == .grant(.connection("a")))
+        #expect(machine.lease() == .grant(.connection("a")))
     }
 
     @Test("a waiter past its deadline leaves its slot free: a freed slot is not held for it")
     func timedOutWaiterLeavesSlotFree() {
-        var machine = Self.lentOut(["a"])
+        let machine = Self.lentOut(["a"])
         _ = machine.wait(1, "w1", isCancelled: false)
-        let value22 = machine.timeOut(1)
-        #expect(value22 == "w1")
+        #expect(machine.timeOut(1) == "w1")
         _ = machine.release("a", .unusable)
-        let value23 = machine.slotFreed()
-        #expect(value23 == nil)
+        #expect(machine.slotFreed() == nil)
         #expect(machine.usage == (open: 0, leased: 0, waiting: 0))
-        let value24 = machine.lease()
-        #expect(value24 == .grant(.openSlot))
+        #expect(machine.lease() == .grant(.openSlot))
     }
 
     @Test("waiters answered otherwise do not pile up in the waiting order")
     func orderStaysBounded() {
-        var machine = Self.lentOut(["a"], maximumWaiters: 1000)
+        let machine = Self.lentOut(["a"], maximumWaiters: 1000)
         for id in 0..<10_000 {
-            let value25 = machine.wait(id, "w\(id)", isCancelled: false)
-            #expect(value25 == .waiting)
-            let value26 = machine.timeOut(id)
-            #expect(value26 == "w\(id)")
+            #expect(machine.wait(id, "w\(id)", isCancelled: false) == .waiting)
+            #expect(machine.timeOut(id) == "w\(id)")
         }
         _ = machine.wait(10_000, "last", isCancelled: false)
         guard case .handOver("a", to: "last") = machine.release("a", .reusable) else { Issue.record("not handed over"); return }
@@ -159,47 +155,39 @@ struct PoolStateMachineTests {
 
     @Test("an unusable connection is closed, and its slot, once freed, goes to the longest waiter to open a new one")
     func unusableFreesSlotToWaiter() {
-        var machine = Self.lentOut(["a"])
+        let machine = Self.lentOut(["a"])
         _ = machine.wait(1, "w1", isCancelled: false)
         guard case .close("a") = machine.release("a", .unusable) else { Issue.record("not closed"); return }
         #expect(machine.open.isEmpty)
         // Until it is closed, the slot is still taken: nothing more may open.
         #expect(machine.usage.open == 1)
-        let value27 = machine.slotFreed()
-        #expect(value27 == "w1")
+        #expect(machine.slotFreed() == "w1")
         #expect(machine.usage == (open: 1, leased: 1, waiting: 0))
     }
 
     @Test("a freed slot with no waiter is free: the open count drops and the next lease opens")
     func slotFreedWithoutWaiter() {
-        var machine = Self.lentOut(["a", "b"])
+        let machine = Self.lentOut(["a", "b"])
         _ = machine.release("a", .unusable)
-        let value28 = machine.slotFreed()
-        #expect(value28 == nil)
+        #expect(machine.slotFreed() == nil)
         #expect(machine.usage == (open: 1, leased: 1, waiting: 0))
-        let value29 = machine.lease()
-        #expect(value29 == .grant(.openSlot))
+        #expect(machine.lease() == .grant(.openSlot))
     }
 
     @Test("a failed opening frees its slot")
     func failedOpening() {
-        var machine = Self.machine(maximumConnections: 1)
-        let value30 = machine.lease()
-        #expect(value30 == .grant(.openSlot))
-        let value31 = machine.lease()
-        #expect(value31 == .wait)
-        let value32 = machine.slotFreed()
-        #expect(value32 == nil)
-        let value33 = machine.lease()
-        #expect(value33 == .grant(.openSlot))
+        let machine = Self.machine(maximumConnections: 1)
+        #expect(machine.lease() == .grant(.openSlot))
+        #expect(machine.lease() == .wait)
+        #expect(machine.slotFreed() == nil)
+        #expect(machine.lease() == .grant(.openSlot))
     }
 
     @Test("an idle connection the server dropped is replaced in its own slot: the count stays, the watchdog forgets it")
     func replaceDropped() {
-        var machine = Self.lentOut(["a"])
+        let machine = Self.lentOut(["a"])
         _ = machine.release("a", .reusable)
-        let value34 = machine.lease()
-        #expect(value34 == .grant(.connection("a")))
+        #expect(machine.lease() == .grant(.connection("a")))
         machine.replace("a")
         machine.opened("a2")
         #expect(machine.open == ["a2"])
@@ -208,55 +196,47 @@ struct PoolStateMachineTests {
 
     @Test("a connection whose given-up call still runs keeps its slot until it is closed, and the watchdog forgets it")
     func abandonedKeepsSlot() {
-        var machine = Self.lentOut(["a"])
+        let machine = Self.lentOut(["a"])
         machine.releaseAbandoned("a")
         #expect(machine.open.isEmpty)
-        let value35 = machine.lease()
-        #expect(value35 == .wait)
-        let value36 = machine.wait(1, "w1", isCancelled: false)
-        #expect(value36 == .waiting)
-        let value37 = machine.slotFreed()
-        #expect(value37 == "w1")
+        #expect(machine.lease() == .wait)
+        #expect(machine.wait(1, "w1", isCancelled: false) == .waiting)
+        #expect(machine.slotFreed() == "w1")
     }
 
     // MARK: - Closing
 
     @Test("closing hands back the idle connections with their slots, and refuses later leases")
     func closingIdle() {
-        var machine = Self.lentOut(["a", "b", "c"])
+        let machine = Self.lentOut(["a", "b", "c"])
         _ = machine.release("a", .reusable)
         let (idle, waiters) = machine.close()
         #expect(idle == ["a"])
         #expect(waiters.isEmpty)
         #expect(machine.usage == (open: 2, leased: 2, waiting: 0))
         #expect(machine.open == ["b", "c"])
-        let value38 = machine.lease()
-        #expect(value38 == .fail(.closed))
-        let value39 = machine.wait(1, "w1", isCancelled: false)
-        #expect(value39 == .fail(.closed))
+        #expect(machine.lease() == .fail(.closed))
+        #expect(machine.wait(1, "w1", isCancelled: false) == .fail(.closed))
     }
 
     @Test("closing fails every waiting lease, in arrival order, once")
     func closingWaiters() {
-        var machine = Self.lentOut(["a"])
+        let machine = Self.lentOut(["a"])
         _ = machine.wait(1, "w1", isCancelled: false)
         _ = machine.wait(2, "w2", isCancelled: false)
         let (idle, waiters) = machine.close()
         #expect(idle.isEmpty)
         #expect(waiters == ["w1", "w2"])
-        let value40 = machine.cancel(1)
-        #expect(value40 == nil)
-        let value41 = machine.timeOut(2)
-        #expect(value41 == nil)
+        #expect(machine.cancel(1) == nil)
+        #expect(machine.timeOut(2) == nil)
     }
 
     @Test("after closing, a connection that comes back is closed, and its slot is not handed on")
     func closedPoolClosesReturns() {
-        var machine = Self.lentOut(["a"])
+        let machine = Self.lentOut(["a"])
         _ = machine.close()
         guard case .close("a") = machine.release("a", .reusable) else { Issue.record("not closed"); return }
-        let value42 = machine.slotFreed()
-        #expect(value42 == nil)
+        #expect(machine.slotFreed() == nil)
         #expect(machine.usage == (open: 0, leased: 0, waiting: 0))
     }
 
