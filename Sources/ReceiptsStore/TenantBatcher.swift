@@ -151,16 +151,23 @@ final class TenantBatcher<Request: Sendable, Outcome: Sendable>: Service, Sendab
         }
     }
 
-    /// Starts `body` as a task of the batcher's.
-    private func start(_ body: @escaping @Sendable () async -> Void, whenDone: (@Sendable () -> Void)? = nil) {
+    /// Starts `body` as a task of the batcher's; `whenDone` updates the state as it ends,
+    /// under the same lock, and returns what to resume then.
+    private func start(
+        _ body: @escaping @Sendable () async -> Void,
+        whenDone: (@Sendable (inout State) -> CheckedContinuation<Void, Never>?)? = nil
+    ) {
         self.state.withLock { state in
             state.nextTaskID += 1
             let taskID = state.nextTaskID
             // A run belongs to no request: it inherits none's task-local values (its deadline).
             let task = Task.detached {
                 await body()
-                self.state.withLock { $0.tasks[taskID] = nil }
-                whenDone?()
+                let resume = self.state.withLock { state in
+                    state.tasks[taskID] = nil
+                    return whenDone?(&state)
+                }
+                resume?.resume()
             }
             state.tasks[taskID] = task
             if state.isCancelled { task.cancel() }
@@ -170,13 +177,11 @@ final class TenantBatcher<Request: Sendable, Outcome: Sendable>: Service, Sendab
     private func startRun(_ runID: Int, of tenant: String, run: @escaping Run) {
         self.start {
             await self.drain(runID, of: tenant, run: run)
-        } whenDone: {
-            let shutdown = self.state.withLock { state -> CheckedContinuation<Void, Never>? in
-                guard state.machine.runFinished(runID) else { return nil }
-                defer { state.shutdown = nil }
-                return state.shutdown
-            }
-            shutdown?.resume()
+        } whenDone: { state in
+            // The last run under way lets a graceful shutdown end.
+            guard state.machine.runFinished(runID) else { return nil }
+            defer { state.shutdown = nil }
+            return state.shutdown
         }
     }
 
