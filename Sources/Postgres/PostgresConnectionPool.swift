@@ -1,9 +1,9 @@
-import DequeModule
 import Logging
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
 import ServiceLifecycle
+import Synchronization
 
 /// A bounded pool of `PostgresConnection`s.
 ///
@@ -41,6 +41,10 @@ import ServiceLifecycle
 ///
 /// Each connection's blocking libpq calls run on a thread pool with one thread per
 /// connection, so a busy pool never starves other blocking work.
+///
+/// Every decision (who gets which connection or a slot to open one, who waits, who fails,
+/// what becomes of a connection that comes back, what the watchdog does) is
+/// `PoolStateMachine`'s; the pool holds it under a lock and carries out what it returns.
 public final class PostgresConnectionPool: Service, Sendable {
     /// Pool limits.
     public struct Options: Sendable {
@@ -69,44 +73,33 @@ public final class PostgresConnectionPool: Service, Sendable {
         }
     }
 
-    /// What a waiting lease is handed.
-    private enum Grant {
-        /// An open, idle connection.
-        case connection(PostgresConnection)
-        /// Permission to open a new connection (a slot was freed).
-        case openSlot
+    /// A pooled connection, compared by identity.
+    fileprivate struct Pooled: Hashable {
+        let connection: PostgresConnection
+        static func == (lhs: Self, rhs: Self) -> Bool { lhs.connection === rhs.connection }
+        func hash(into hasher: inout Hasher) { hasher.combine(ObjectIdentifier(self.connection)) }
     }
 
-    private struct Waiter {
-        let continuation: CheckedContinuation<Grant, any Error>
+    /// A waiting lease: how to answer it, and its deadline's timer.
+    fileprivate struct Waiter {
+        let continuation: CheckedContinuation<Machine.Grant, any Error>
         let timeout: Scheduled<Void>
-    }
 
-    private struct State {
-        var idle: [PostgresConnection] = []
-        /// Connections open or being opened, idle or leased.
-        var openCount = 0
-        var waiters: [Int: Waiter] = [:]
-        var waiterOrder: Deque<Int> = []
-        var nextWaiterID = 0
-        var isClosed = false
-        /// Every open connection, idle or lent, for the watchdog.
-        var open: [ObjectIdentifier: PostgresConnection] = [:]
-
-        mutating func popWaiter() -> Waiter? {
-            while let id = self.waiterOrder.popFirst() {
-                if let waiter = self.waiters.removeValue(forKey: id) { return waiter }
-            }
-            return nil
+        func resume(with result: sending Result<Machine.Grant, any Error>) {
+            self.timeout.cancel()
+            self.continuation.resume(with: result)
         }
     }
+
+    fileprivate typealias Machine = PoolStateMachine<Pooled, Waiter>
 
     public let configuration: PostgresConfiguration
     public let options: Options
     private let logger: Logger
     private let threadPool: NIOThreadPool
     private let eventLoopGroup: any EventLoopGroup
-    private let state = NIOLockedValueBox(State())
+    private let state: NIOLockedValueBox<Machine>
+    private let nextWaiterID = Atomic<Int>(0)
     private let watchdog = NIOLockedValueBox<RepeatedTask?>(nil)
 
     public init(
@@ -119,6 +112,7 @@ public final class PostgresConnectionPool: Service, Sendable {
         self.options = options
         self.logger = logger
         self.eventLoopGroup = eventLoopGroup
+        self.state = NIOLockedValueBox(Machine(maximumConnections: options.maximumConnections, maximumWaiters: options.maximumWaiters))
         self.threadPool = NIOThreadPool(numberOfThreads: options.maximumConnections)
         self.threadPool.start()
         if let limit = options.unresponsiveCallTimeout {
@@ -132,24 +126,30 @@ public final class PostgresConnectionPool: Service, Sendable {
     /// The watchdog's round: cancels each call waiting on the server longer than `limit`, and
     /// abandons the connection under one still waiting `PostgresConnection.abandonAfter` after that.
     private func endUnresponsiveCalls(after limit: TimeAmount) {
-        let connections = self.state.withLockedValue { Array($0.open.values) }
-        let limit = Duration.nanoseconds(limit.nanoseconds)
-        for connection in connections {
-            guard let blocked = connection.connection.blockedFor, blocked > limit else { continue }
-            let metadata: Logger.Metadata = ["postgres.backend_pid": "\(connection.backendPID)", "postgres.waited": "\(blocked)"]
-            if blocked > limit + .nanoseconds(PostgresConnection.abandonAfter.nanoseconds) {
+        let connections = self.state.withLockedValue { $0.open }
+        for pooled in connections {
+            let connection = pooled.connection
+            let blocked = connection.connection.blockedFor
+            let action = Machine.watchdog(
+                blocked: blocked, limit: .nanoseconds(limit.nanoseconds),
+                abandonAfter: .nanoseconds(PostgresConnection.abandonAfter.nanoseconds), isCancelRequested: connection.isCancelRequested)
+            let metadata: Logger.Metadata = ["postgres.backend_pid": "\(connection.backendPID)", "postgres.waited": "\(blocked ?? .zero)"]
+            switch action {
+            case .abandon?:
                 self.logger.warning("the database does not answer a call, even to cancel it; dropping its connection", metadata: metadata)
                 connection.connection.abandon()
-            } else if !connection.isCancelRequested {
+            case .cancel?:
                 self.logger.warning("the database has not answered a call in time; cancelling it", metadata: metadata)
                 connection.cancelRunningCall()
+            case nil:
+                continue
             }
         }
     }
 
     /// How many connections are open and how many of them are lent out.
     public var usage: (open: Int, leased: Int, waiting: Int) {
-        self.state.withLockedValue { ($0.openCount, $0.openCount - $0.idle.count, $0.waiters.count) }
+        self.state.withLockedValue { $0.usage }
     }
 
     /// Lends a connection to `body` and takes it back afterwards.
@@ -210,41 +210,22 @@ public final class PostgresConnectionPool: Service, Sendable {
 
     // MARK: - Lease and release
 
-    private enum LeaseAction {
-        case use(PostgresConnection)
-        case open
-        case wait
-    }
-
     private func lease(by deadline: NIODeadline) async throws -> PostgresConnection {
-        while true {
-            let action = try self.state.withLockedValue { state throws(PostgresError) -> LeaseAction in
-                if state.isClosed { throw PostgresError(code: .poolClosed, message: "the connection pool is closed") }
-                if let connection = state.idle.popLast() { return .use(connection) }
-                if state.openCount < self.options.maximumConnections {
-                    state.openCount += 1
-                    return .open
-                }
-                return .wait
-            }
-            switch action {
-            case .use(let connection):
-                if connection.connection.checkAlive() { return connection }
-                self.logger.debug("replacing a dropped postgres connection")
-                await self.discard(connection, replacing: true)
-                return try await self.openConnection(by: deadline)
-            case .open:
-                return try await self.openConnection(by: deadline)
-            case .wait:
-                switch try await self.waitForGrant(until: deadline) {
-                case .connection(let connection):
-                    if connection.connection.checkAlive() { return connection }
-                    await self.discard(connection, replacing: true)
-                    return try await self.openConnection(by: deadline)
-                case .openSlot:
-                    return try await self.openConnection(by: deadline)
-                }
-            }
+        let grant: Machine.Grant
+        switch self.state.withLockedValue({ $0.lease() }) {
+        case .grant(let granted): grant = granted
+        case .fail(let failure): throw Self.error(failure)
+        case .wait: grant = try await self.waitForGrant(until: deadline)
+        }
+        switch grant {
+        case .connection(let pooled):
+            if pooled.connection.connection.checkAlive() { return pooled.connection }
+            self.logger.debug("replacing a dropped postgres connection")
+            self.state.withLockedValue { $0.replace(pooled) }
+            await pooled.connection.close()
+            return try await self.openConnection(by: deadline)
+        case .openSlot:
+            return try await self.openConnection(by: deadline)
         }
     }
 
@@ -268,7 +249,7 @@ public final class PostgresConnectionPool: Service, Sendable {
         switch outcome {
         case .success(let opened):
             let connection = PostgresConnection(pooled: opened, threadPool: self.threadPool, logger: self.logger)
-            self.state.withLockedValue { $0.open[ObjectIdentifier(connection)] = connection }
+            self.state.withLockedValue { $0.opened(Pooled(connection: connection)) }
             return connection
         case .failure(is PostgresConnection.DeadlinePassed):
             throw PostgresError(code: .poolTimeout, message: "no database connection could be opened by the deadline")
@@ -281,118 +262,61 @@ public final class PostgresConnectionPool: Service, Sendable {
         }
     }
 
-    private func waitForGrant(until deadline: NIODeadline) async throws -> Grant {
-        let id = self.state.withLockedValue { state in
-            defer { state.nextWaiterID += 1 }
-            return state.nextWaiterID
-        }
+    private func waitForGrant(until deadline: NIODeadline) async throws -> Machine.Grant {
+        let id = self.nextWaiterID.wrappingAdd(1, ordering: .relaxed).newValue
         return try await withTaskCancellationHandler {
-            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Grant, any Error>) in
-                let timeout = self.eventLoopGroup.any().scheduleTask(deadline: deadline) {
-                    self.failWaiter(
-                        id,
-                        with: PostgresError(code: .poolTimeout, message: "no database connection became free by the deadline")
-                    )
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Machine.Grant, any Error>) in
+                let timeout = self.eventLoopGroup.any().scheduleTask(deadline: deadline) { () -> Void in
+                    let waiter = self.state.withLockedValue { $0.timeOut(id) }
+                    waiter?.resume(with: .failure(Self.error(.timedOut)))
                 }
-                // A connection may have been released between the first look and now.
-                let grant = self.state.withLockedValue { state -> Result<Grant, any Error>? in
-                    if state.isClosed { return .failure(PostgresError(code: .poolClosed, message: "the connection pool is closed")) }
-                    if Task.isCancelled { return .failure(CancellationError()) }
-                    if let connection = state.idle.popLast() { return .success(.connection(connection)) }
-                    if state.openCount < self.options.maximumConnections {
-                        state.openCount += 1
-                        return .success(.openSlot)
-                    }
-                    if state.waiters.count >= self.options.maximumWaiters {
-                        return .failure(
-                            PostgresError(
-                                code: .poolExhausted,
-                                message: "\(state.waiters.count) leases wait for a database connection already"
-                            ))
-                    }
-                    state.waiters[id] = Waiter(continuation: continuation, timeout: timeout)
-                    state.waiterOrder.append(id)
-                    return nil
-                }
-                if let grant {
-                    timeout.cancel()
-                    continuation.resume(with: grant)
+                let waiter = Waiter(continuation: continuation, timeout: timeout)
+                // Cancelled before it waited: `cancel` found no waiter, so it is failed here.
+                switch self.state.withLockedValue({ $0.wait(id, waiter, isCancelled: Task.isCancelled) }) {
+                case .waiting: break
+                case .grant(let grant): waiter.resume(with: .success(grant))
+                case .fail(let failure): waiter.resume(with: .failure(Self.error(failure)))
                 }
             }
         } onCancel: {
-            self.failWaiter(id, with: CancellationError())
+            self.state.withLockedValue { $0.cancel(id) }?.resume(with: .failure(CancellationError()))
         }
     }
 
-    private func failWaiter(_ id: Int, with error: any Error) {
-        let waiter = self.state.withLockedValue { $0.waiters.removeValue(forKey: id) }
-        guard let waiter else { return }
-        waiter.timeout.cancel()
-        waiter.continuation.resume(throwing: error)
+    private static func error(_ failure: Machine.Failure) -> any Error {
+        switch failure {
+        case .closed: PostgresError(code: .poolClosed, message: "the connection pool is closed")
+        case .exhausted(let waiting): PostgresError(code: .poolExhausted, message: "\(waiting) leases wait for a database connection already")
+        case .cancelled: CancellationError()
+        case .timedOut: PostgresError(code: .poolTimeout, message: "no database connection became free by the deadline")
+        }
     }
 
     private func release(_ connection: PostgresConnection) async {
         connection.deadline = nil
+        let pooled = Pooled(connection: connection)
         // Nothing else may touch a connection whose abandoned call still runs, and the lease
         // must not wait for that call: it is closed, and its slot freed, when the call returns.
         if connection.hasAbandonedCall {
-            self.forget(connection)
+            self.state.withLockedValue { $0.releaseAbandoned(pooled) }
             connection.closeAfterAbandonedCall().whenComplete { _ in self.freeSlot() }
             return
         }
-        guard connection.isOpen, connection.connection.isIdle, !connection.isCancelRequested else {
-            await self.discard(connection, replacing: false)
-            return
-        }
-        enum ReleaseAction {
-            case handOver(Waiter)
-            case close
-            case keep
-        }
-        let action = self.state.withLockedValue { state -> ReleaseAction in
-            if state.isClosed {
-                state.openCount -= 1
-                return .close
-            }
-            if let waiter = state.popWaiter() { return .handOver(waiter) }
-            state.idle.append(connection)
-            return .keep
-        }
-        switch action {
-        case .handOver(let waiter):
-            waiter.timeout.cancel()
-            waiter.continuation.resume(returning: .connection(connection))
-        case .close:
-            self.forget(connection)
-            await connection.close()
+        let fit = connection.isOpen && connection.connection.isIdle && !connection.isCancelRequested
+        switch self.state.withLockedValue({ $0.release(pooled, fit ? .reusable : .unusable) }) {
+        case .handOver(let pooled, let waiter):
+            waiter.resume(with: .success(.connection(pooled)))
         case .keep:
             break
+        case .close(let pooled):
+            await pooled.connection.close()
+            self.freeSlot()
         }
     }
 
-    /// Closes a connection that must not be reused. With `replacing`, the caller keeps its
-    /// slot to open a new one; otherwise the slot goes to a waiter or is freed.
-    private func discard(_ connection: PostgresConnection, replacing: Bool) async {
-        self.forget(connection)
-        await connection.close()
-        if !replacing { self.freeSlot() }
-    }
-
-    private func forget(_ connection: PostgresConnection) {
-        self.state.withLockedValue { _ = $0.open.removeValue(forKey: ObjectIdentifier(connection)) }
-    }
-
-    /// Gives a slot to the longest waiter, who will open a connection, or frees it.
+    /// Gives a freed slot to the longest waiter, who will open a connection, or frees it.
     private func freeSlot() {
-        let waiter = self.state.withLockedValue { state -> Waiter? in
-            if !state.isClosed, let waiter = state.popWaiter() { return waiter }
-            state.openCount -= 1
-            return nil
-        }
-        if let waiter {
-            waiter.timeout.cancel()
-            waiter.continuation.resume(returning: .openSlot)
-        }
+        self.state.withLockedValue { $0.slotFreed() }?.resume(with: .success(.openSlot))
     }
 
     // MARK: - Service
@@ -406,24 +330,10 @@ public final class PostgresConnectionPool: Service, Sendable {
     /// Closes idle connections, fails waiting leases, and closes leased connections as
     /// they come back.
     public func close() async {
-        let (idle, waiters) = self.state.withLockedValue { state in
-            state.isClosed = true
-            let idle = state.idle
-            state.idle = []
-            state.openCount -= idle.count
-            var waiters: [Waiter] = []
-            while let waiter = state.popWaiter() { waiters.append(waiter) }
-            return (idle, waiters)
-        }
-        for waiter in waiters {
-            waiter.timeout.cancel()
-            waiter.continuation.resume(throwing: PostgresError(code: .poolClosed, message: "the connection pool is closed"))
-        }
+        let (idle, waiters) = self.state.withLockedValue { $0.close() }
+        for waiter in waiters { waiter.resume(with: .failure(Self.error(.closed))) }
         self.watchdog.withLockedValue { $0?.cancel() }
-        for connection in idle {
-            self.forget(connection)
-            await connection.close()
-        }
+        for pooled in idle { await pooled.connection.close() }
         self.logger.debug("postgres connection pool closed")
     }
 

@@ -13,8 +13,8 @@ import ServiceLifecycle
 ///
 /// As a `Service`, it runs the batchers that gather a tenant's concurrent reads, sends and deletes
 /// (`TenantBatcher`); the application runs it after the pool, so it stops before the pool
-/// closes. A store whose service does not run still works: each batch then runs in the task
-/// of the request that starts it.
+/// closes. A store whose service does not run batches alike: the service only lets shutdown
+/// wait for the batches under way, or cancel them.
 public struct ReceiptsStore: Service, Sendable {
     /// The role tenant work runs as; created by the first migration.
     public static let serviceRole = "receipts_service"

@@ -1,6 +1,4 @@
-import DequeModule
 import NIOCore
-import NIOPosix
 import Postgres
 import ServiceLifecycle
 import Synchronization
@@ -24,12 +22,13 @@ import Synchronization
 /// statement also holds the batch sent behind it: the requests of up to two batches wait for
 /// the lock, and the watch serves those that come after them.
 ///
-/// Runs and watches are child tasks of the batcher's `run()`, a `Service` the application
-/// runs beside the pool: on graceful shutdown it takes no more and waits for the runs under
-/// way, which answer every request they hold; cancelled, it cancels them (their requests fail
-/// with the cancellation). A batcher that is not running (a store used by a one-off command
-/// or a test that does not run its services) does each run in the task of the request that
-/// starts it, and watches for no stalls.
+/// Runs and watches are tasks of the batcher's own, never of a request: a run serves the
+/// requests that come while it works, and the request that started it is answered when its
+/// own batch is. The same whether or not the batcher runs as a `Service` (a store used by a
+/// one-off command or a test that does not run its services batches alike). As a service,
+/// `run()` is how shutdown reaches them: on graceful shutdown it waits for the runs under way,
+/// which answer every request they hold; cancelled, it cancels them (their requests fail
+/// with the cancellation).
 ///
 /// A request whose task is cancelled is answered at once with `CancellationError`. When its
 /// batch was already taken, the batch goes on without it: what it asked may still be
@@ -47,56 +46,26 @@ import Synchronization
 /// - a batch the server started late, behind another one that was slow, may end after that
 ///   deadline: its requests are answered `deadlineExceeded` `answerGrace` after theirs, and
 ///   the batch may still commit them (as with a cancelled request).
-/// Deadlines are kept while the batcher runs as a service (one task watches them all); a
-/// batcher that is not running keeps none.
+/// One task watches all the deadlines while requests with one are under way.
+///
+/// Every decision (which requests wait, what a batch takes, when a run starts or ends, which
+/// request is answered with what, and when) is `BatchingStateMachine`'s; this class holds it
+/// under a lock and carries out what it returns.
 final class TenantBatcher<Request: Sendable, Outcome: Sendable>: Service, Sendable {
     /// Does a tenant's batches, taking them off `queue` until it ends the run.
     typealias Run = @Sendable (_ tenant: String, _ queue: BatchQueue<Request, Outcome>) async throws -> Void
-
-    fileprivate struct Waiting: Sendable {
-        let id: Int
-        let request: Request
-        let key: [String]
-        /// When the request's database work must be done; nil: no deadline of its own.
-        let deadline: NIODeadline?
-        let reply: Reply<Outcome>
-    }
+    typealias Machine = BatchingStateMachine<Request, CheckedContinuation<Outcome, any Error>>
 
     fileprivate struct State {
-        var waiting: [String: [Waiting]] = [:]
-        /// Runs under way, per tenant.
-        var running: [String: Int] = [:]
-        /// When a run of the tenant last took a batch.
-        var lastBatchStart: [String: ContinuousClock.Instant] = [:]
-        /// The tenants with a stall watch under way.
-        var watched: Set<String> = []
-        /// The tenant and key of every request taken by a run and not yet answered.
-        var busy: Set<[String]> = []
-        var nextID = 0
-        /// Whether `run()` takes jobs: set while it runs, until graceful shutdown.
-        var isServing = false
-        /// The requests that have a deadline, in the order they came (which is nearly the
-        /// order of their deadlines: every request gets the same database timeout), for
-        /// `expireRequests()`. Answered ones leave it from the front as they are met.
-        var deadlines: Deque<Deadline> = []
-        /// Whether `expireRequests()` runs.
-        var isExpiring = false
+        var machine: Machine
+        /// The batcher's tasks under way (runs and watches), to cancel when `run()` is.
+        var tasks: [Int: Task<Void, Never>] = [:]
+        var nextTaskID = 0
+        /// Set once `run()` is cancelled: tasks started later begin cancelled.
+        var isCancelled = false
+        /// `run()`, after graceful shutdown, waiting for the runs under way to end.
+        var shutdown: CheckedContinuation<Void, Never>?
     }
-
-    fileprivate struct Deadline {
-        let deadline: NIODeadline
-        let id: Int
-        let tenant: String
-        let reply: Reply<Outcome>
-    }
-
-    /// What a request does after joining the queue.
-    private enum Next {
-        case startRun, startWatch, wait
-    }
-
-    /// A run or a watch, for `run()` to do as a child task.
-    private typealias Job = @Sendable () async -> Void
 
     let maximumBatch: Int
     /// Runs of one tenant at a time. One: while its batch is in the database, the next one
@@ -116,8 +85,8 @@ final class TenantBatcher<Request: Sendable, Outcome: Sendable>: Service, Sendab
     static var answerGrace: TimeAmount { .seconds(1) }
 
     private let key: @Sendable (Request) -> [String]
-    fileprivate let state = Mutex(State())
-    private let jobs = AsyncStream<Job>.makeStream()
+    fileprivate let state: Mutex<State>
+    private let nextRequestID = Atomic<Int>(0)
 
     /// - Parameter key: requests with equal keys never share a batch or run at once.
     init(
@@ -132,121 +101,113 @@ final class TenantBatcher<Request: Sendable, Outcome: Sendable>: Service, Sendab
         self.maximumConcurrentRuns = max(concurrentRuns, maximumConcurrentRuns)
         self.stallAfter = stallAfter
         self.key = key
+        let configuration = Machine.Configuration(
+            maximumBatch: maximumBatch, concurrentRuns: concurrentRuns, maximumConcurrentRuns: self.maximumConcurrentRuns,
+            stallAfter: TimeAmount(stallAfter), answerGrace: Self.answerGrace)
+        self.state = Mutex(State(machine: Machine(configuration)))
     }
 
-    /// Does the runs and watches that requests start, until graceful shutdown (then it waits
-    /// for those under way) or cancellation (then it cancels them).
+    /// Waits for graceful shutdown, then for the runs under way (which answer every request
+    /// they hold); cancelled, it cancels the batcher's tasks and waits for them to end.
     func run() async throws {
-        self.state.withLock { $0.isServing = true }
-        await withDiscardingTaskGroup { group in
-            await withGracefulShutdownHandler {
-                for await job in self.jobs.stream {
-                    group.addTask { await job() }
+        await withTaskCancellationHandler {
+            try? await gracefulShutdown()
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                let idle = self.state.withLock { state in
+                    guard state.machine.runsUnderWay > 0 else { return true }
+                    state.shutdown = continuation
+                    return false
                 }
-            } onGracefulShutdown: {
-                self.stopServing()
+                if idle { continuation.resume() }
             }
-            self.stopServing()
+        } onCancel: {
+            let tasks = self.state.withLock { state in
+                state.isCancelled = true
+                return Array(state.tasks.values)
+            }
+            for task in tasks { task.cancel() }
         }
-    }
-
-    private func stopServing() {
-        self.state.withLock { $0.isServing = false }
-        self.jobs.continuation.finish()
-    }
-
-    /// Hands `job` to `run()`; false when the batcher is not serving.
-    private func start(_ job: @escaping Job) -> Bool {
-        guard self.state.withLock({ $0.isServing }) else { return false }
-        if case .enqueued = self.jobs.continuation.yield(job) { return true }
-        return false
     }
 
     /// Does `request` in a batch of `tenant`'s; `run` does the batches if this request
     /// starts a run of them.
     func submit(_ request: Request, tenant: String, run: @escaping Run) async throws -> Outcome {
-        let key = [tenant] + self.key(request)
-        let deadline = PostgresDeadline.current
-        let reply = Reply<Outcome>()
-        let (id, next, startsExpiring) = self.state.withLock { state -> (Int, Next, Bool) in
-            state.nextID += 1
-            state.waiting[tenant, default: []].append(
-                Waiting(id: state.nextID, request: request, key: key, deadline: deadline, reply: reply))
-            var startsExpiring = false
-            // Not serving (a one-off command, a test of the store alone): no deadlines kept.
-            if let deadline, state.isServing {
-                while let first = state.deadlines.first, first.reply.isAnswered { state.deadlines.removeFirst() }
-                state.deadlines.append(Deadline(deadline: deadline, id: state.nextID, tenant: tenant, reply: reply))
-                startsExpiring = !state.isExpiring
-                if startsExpiring { state.isExpiring = true }
-            }
-            if state.running[tenant, default: 0] < self.concurrentRuns {
-                state.running[tenant, default: 0] += 1
-                return (state.nextID, .startRun, startsExpiring)
-            }
-            return (state.nextID, state.watched.insert(tenant).inserted ? .startWatch : .wait, startsExpiring)
-        }
-        // Ended by graceful shutdown rather than waited for: the runs under way answer then.
-        if startsExpiring, !self.start({ await cancelWhenGracefulShutdown { await self.expireRequests() } }) {
-            self.state.withLock { $0.isExpiring = false }
-        }
-        switch next {
-        case .startRun:
-            if !self.start({ await self.drain(tenant, run: run) }) {
-                await self.drain(tenant, run: run)
-            }
-        case .startWatch:
-            if !self.start({ await self.watchForStalls(of: tenant, run: run) }) {
-                _ = self.state.withLock { $0.watched.remove(tenant) }
-            }
-        case .wait:
-            break
-        }
+        let id = self.nextRequestID.wrappingAdd(1, ordering: .relaxed).newValue
+        let queued = QueuedRequest(id: id, request: request, key: [tenant] + self.key(request), deadline: PostgresDeadline.current)
         return try await withTaskCancellationHandler {
-            try await reply.value
+            try await withCheckedThrowingContinuation { continuation in
+                // Cancelled before it joined: `cancel` found nothing to answer, so it is answered here.
+                let starts = self.state.withLock { state -> Machine.Starts? in
+                    if Task.isCancelled { return nil }
+                    return state.machine.submit(queued, tenant: tenant, waiter: continuation)
+                }
+                guard let starts else { return continuation.resume(throwing: CancellationError()) }
+                if starts.deadlineWatch { self.start { await self.watchDeadlines() } }
+                if let runID = starts.run { self.startRun(runID, of: tenant, run: run) }
+                if starts.stallWatch { self.start { await self.watchForStalls(of: tenant, run: run) } }
+            }
         } onCancel: {
-            self.withdraw(id, of: tenant)
-            reply.resume(with: .failure(CancellationError()))
+            self.state.withLock { $0.machine.cancel(id) }?.resume(throwing: CancellationError())
         }
     }
 
-    /// Answers the requests whose deadline has passed (`expire`), for as long as requests
-    /// with a deadline are under way: one task for all of them, which sleeps until the
-    /// oldest one's deadline (a timer per request would cost every request two wake-ups of
-    /// a thread). A deadline is met within the disorder of the queue: requests that began
+    /// Starts `body` as a task of the batcher's; `whenDone` updates the state as it ends,
+    /// under the same lock, and returns what to resume then.
+    private func start(
+        _ body: @escaping @Sendable () async -> Void,
+        whenDone: (@Sendable (inout State) -> CheckedContinuation<Void, Never>?)? = nil
+    ) {
+        self.state.withLock { state in
+            state.nextTaskID += 1
+            let taskID = state.nextTaskID
+            // A run belongs to no request: it inherits none's task-local values (its deadline).
+            let task = Task.detached {
+                await body()
+                let resume = self.state.withLock { state in
+                    state.tasks[taskID] = nil
+                    return whenDone?(&state)
+                }
+                resume?.resume()
+            }
+            state.tasks[taskID] = task
+            if state.isCancelled { task.cancel() }
+        }
+    }
+
+    private func startRun(_ runID: Int, of tenant: String, run: @escaping Run) {
+        self.start {
+            await self.drain(runID, of: tenant, run: run)
+        } whenDone: { state in
+            // The last run under way lets a graceful shutdown end.
+            guard state.machine.runFinished(runID) else { return nil }
+            defer { state.shutdown = nil }
+            return state.shutdown
+        }
+    }
+
+    /// Answers the requests whose deadline has passed, for as long as requests with a
+    /// deadline are under way: one task for all of them, which sleeps until the next
+    /// deadline to meet (a timer per request would cost every request two wake-ups of a
+    /// thread). A deadline is met within the disorder of the queue: requests that began
     /// earlier may join it a little later (their authentication took longer).
-    private func expireRequests() async {
-        while !Task.isCancelled {
+    private func watchDeadlines() async {
+        while true {
             let now = NIODeadline.now()
-            let (expired, sleepUntil) = self.state.withLock { state -> ([Deadline], NIODeadline?) in
-                var expired: [Deadline] = []
-                while let first = state.deadlines.first, first.reply.isAnswered || first.deadline <= now {
-                    state.deadlines.removeFirst()
-                    if !first.reply.isAnswered { expired.append(first) }
+            let expired = self.state.withLock { state -> Machine.Expired in
+                guard !Task.isCancelled else {
+                    state.machine.stopWatchingDeadlines()
+                    return Machine.Expired()
                 }
-                guard let first = state.deadlines.first else {
-                    state.isExpiring = false
-                    return (expired, nil)
+                return state.machine.expire(now: now)
+            }
+            for (waiter, expiry) in expired.failures {
+                switch expiry {
+                case .waitingForTurn: waiter.resume(throwing: Self.deadlinePassed(waitingFor: "its turn in a batch"))
+                case .waitingForAnswer: waiter.resume(throwing: Self.deadlinePassed(waitingFor: "its batch's answer"))
                 }
-                return (expired, first.deadline)
             }
-            for request in expired { self.expire(request.id, of: request.tenant, reply: request.reply) }
-            guard let sleepUntil else { return }
-            try? await Task.sleep(for: .nanoseconds(max(0, (sleepUntil - NIODeadline.now()).nanoseconds)))
-        }
-        // Shutting down: the runs under way answer what waits.
-        self.state.withLock { $0.isExpiring = false }
-    }
-
-    /// Answers a request whose deadline has passed: at once if no run has taken it (then
-    /// nothing of it is done), else `answerGrace` later unless its batch answers first.
-    private func expire(_ id: Int, of tenant: String, reply: Reply<Outcome>) {
-        if self.withdraw(id, of: tenant) {
-            reply.resume(with: .failure(Self.deadlinePassed(waitingFor: "its turn in a batch")))
-        } else {
-            MultiThreadedEventLoopGroup.singleton.any().scheduleTask(in: Self.answerGrace) {
-                reply.resume(with: .failure(Self.deadlinePassed(waitingFor: "its batch's answer")))
-            }
+            guard let lookAgainAt = expired.lookAgainAt else { return }
+            try? await Task.sleep(for: .nanoseconds(max(0, (lookAgainAt - NIODeadline.now()).nanoseconds)))
         }
     }
 
@@ -254,23 +215,12 @@ final class TenantBatcher<Request: Sendable, Outcome: Sendable>: Service, Sendab
         PostgresError(code: .deadlineExceeded, message: "the database work's deadline passed while the request waited for \(what)")
     }
 
-    /// Takes a request off the queue, if no run has taken it yet; returns whether it did.
-    @discardableResult
-    private func withdraw(_ id: Int, of tenant: String) -> Bool {
-        self.state.withLock { state in
-            guard var waiting = state.waiting[tenant], let index = waiting.firstIndex(where: { $0.id == id }) else { return false }
-            waiting.remove(at: index)
-            state.waiting[tenant] = waiting.isEmpty ? nil : waiting
-            return true
-        }
-    }
-
     /// Lets `run` do the tenant's batches until the queue ends the run. A run that fails
     /// fails the batches it had taken and not answered; when it had taken none, the next
     /// batch fails with its error, so that a failure that repeats (a pool that cannot lend
     /// a connection) reaches the waiting requests instead of holding them.
-    private func drain(_ tenant: String, run: Run) async {
-        let queue = BatchQueue(batcher: self, tenant: tenant)
+    private func drain(_ runID: Int, of tenant: String, run: Run) async {
+        let queue = BatchQueue(batcher: self, run: runID)
         while !queue.hasEnded {
             do {
                 try await run(tenant, queue)
@@ -288,73 +238,18 @@ final class TenantBatcher<Request: Sendable, Outcome: Sendable>: Service, Sendab
     private func watchForStalls(of tenant: String, run: @escaping Run) async {
         while true {
             try? await Task.sleep(for: self.stallAfter)
-            let startsRun = self.state.withLock { state -> Bool? in
-                guard state.waiting[tenant] != nil, !Task.isCancelled else {
-                    state.watched.remove(tenant)
-                    return nil
+            let now = NIODeadline.now()
+            let decision = self.state.withLock { state -> Machine.StallDecision in
+                guard !Task.isCancelled else {
+                    state.machine.stopWatching(tenant)
+                    return .stop
                 }
-                let running = state.running[tenant, default: 0]
-                let stalled = state.lastBatchStart[tenant].map { ContinuousClock.now - $0 >= self.stallAfter } ?? true
-                guard running < self.maximumConcurrentRuns, stalled else { return false }
-                state.running[tenant] = running + 1
-                return true
+                return state.machine.stallCheck(of: tenant, now: now)
             }
-            switch startsRun {
-            case nil: return
-            case true?:
-                if !self.start({ await self.drain(tenant, run: run) }) {
-                    // Shutting down: the runs under way answer what waits.
-                    self.state.withLock { state in
-                        state.running[tenant, default: 1] -= 1
-                        if state.running[tenant] == 0 { state.running[tenant] = nil }
-                        state.watched.remove(tenant)
-                    }
-                    return
-                }
-            case false?: continue
-            }
-        }
-    }
-}
-
-/// The answer to one request: set once, by its batch or by its cancellation, whichever comes
-/// first; awaited once, by the request.
-final class Reply<Outcome: Sendable>: Sendable {
-    private enum State {
-        case pending(CheckedContinuation<Outcome, any Error>?)
-        case done(Result<Outcome, any Error>)
-    }
-    private let state = Mutex(State.pending(nil))
-
-    /// Whether the answer is set.
-    var isAnswered: Bool {
-        self.state.withLock { state in
-            if case .done = state { return true }
-            return false
-        }
-    }
-
-    /// Sets the answer, unless one was set already.
-    func resume(with result: Result<Outcome, any Error>) {
-        let waiter = self.state.withLock { state -> CheckedContinuation<Outcome, any Error>?? in
-            guard case .pending(let waiter) = state else { return nil }
-            state = .done(result)
-            return .some(waiter)
-        }
-        if case .some(.some(let waiter)) = waiter { waiter.resume(with: result) }
-    }
-
-    /// The answer, once set.
-    var value: Outcome {
-        get async throws {
-            try await withCheckedThrowingContinuation { continuation in
-                let result = self.state.withLock { state -> Result<Outcome, any Error>? in
-                    switch state {
-                    case .done(let result): return result
-                    case .pending: state = .pending(continuation); return nil
-                    }
-                }
-                if let result { continuation.resume(with: result) }
+            switch decision {
+            case .stop: return
+            case .keepWatching: continue
+            case .startRun(let runID): self.startRun(runID, of: tenant, run: run)
             }
         }
     }
@@ -362,7 +257,7 @@ final class Reply<Outcome: Sendable>: Sendable {
 
 /// Requests of one batch, taken off a `BatchQueue`.
 struct Batch<Request: Sendable, Outcome: Sendable>: Sendable {
-    fileprivate let members: [TenantBatcher<Request, Outcome>.Waiting]
+    fileprivate let members: [QueuedRequest<Request>]
 
     var requests: [Request] { self.members.map(\.request) }
     var count: Int { self.members.count }
@@ -388,59 +283,24 @@ struct Batch<Request: Sendable, Outcome: Sendable>: Sendable {
 /// busy); the keys of a batch stay taken until it is answered.
 final class BatchQueue<Request: Sendable, Outcome: Sendable>: Sendable {
     private let batcher: TenantBatcher<Request, Outcome>
-    private let tenant: String
-    private struct RunState {
-        /// Taken and not yet answered, by id.
-        var unanswered: [Int: TenantBatcher<Request, Outcome>.Waiting] = [:]
-        var hasEnded = false
-    }
-    private let runState = Mutex(RunState())
+    private let run: Int
 
-    fileprivate init(batcher: TenantBatcher<Request, Outcome>, tenant: String) {
+    fileprivate init(batcher: TenantBatcher<Request, Outcome>, run: Int) {
         self.batcher = batcher
-        self.tenant = tenant
+        self.run = run
     }
 
     /// Whether the run has ended: the queue had nothing for it.
-    var hasEnded: Bool { self.runState.withLock { $0.hasEnded } }
+    var hasEnded: Bool { self.batcher.state.withLock { $0.machine.hasEnded(self.run) } }
 
     /// Takes the next batch: the waiting requests whose keys are free, in arrival order.
     /// Nil when there is none; with `endingRunWhenEmpty`, that also ends the run (a run
     /// that still has batches to answer passes false, and asks again after answering).
     func next(endingRunWhenEmpty: Bool) -> Batch<Request, Outcome>? {
-        let maximumBatch = self.batcher.maximumBatch
-        let tenant = self.tenant
-        let batch = self.batcher.state.withLock { state -> [TenantBatcher<Request, Outcome>.Waiting]? in
-            var batch: [TenantBatcher<Request, Outcome>.Waiting] = []
-            var later: [TenantBatcher<Request, Outcome>.Waiting] = []
-            for waiting in state.waiting[tenant] ?? [] {
-                if batch.count < maximumBatch, state.busy.insert(waiting.key).inserted {
-                    batch.append(waiting)
-                } else {
-                    later.append(waiting)
-                }
-            }
-            state.waiting[tenant] = later.isEmpty ? nil : later
-            guard batch.isEmpty else {
-                state.lastBatchStart[tenant] = .now
-                return batch
-            }
-            guard endingRunWhenEmpty else { return nil }
-            state.running[tenant, default: 1] -= 1
-            if state.running[tenant] == 0 {
-                state.running[tenant] = nil
-                state.lastBatchStart[tenant] = nil
-            }
-            return nil
-        }
-        self.runState.withLock { run in
-            if let batch {
-                for waiting in batch { run.unanswered[waiting.id] = waiting }
-            } else if endingRunWhenEmpty {
-                run.hasEnded = true
-            }
-        }
-        return batch.map(Batch.init(members:))
+        let now = NIODeadline.now()
+        let next = self.batcher.state.withLock { $0.machine.nextBatch(for: self.run, endingRunWhenEmpty: endingRunWhenEmpty, now: now) }
+        guard case .batch(let members) = next else { return nil }
+        return Batch(members: members)
     }
 
     /// Answers each request of `batch` with its outcome, in order, and frees their keys.
@@ -449,35 +309,22 @@ final class BatchQueue<Request: Sendable, Outcome: Sendable>: Sendable {
             self.fail(batch, with: CountMismatch(requests: batch.count, outcomes: outcomes.count))
             return
         }
-        self.release(batch.members)
-        for (waiting, outcome) in zip(batch.members, outcomes) { waiting.reply.resume(with: .success(outcome)) }
+        let waiters = self.batcher.state.withLock { $0.machine.answer(batch.members.map(\.id), of: self.run) }
+        for (waiter, outcome) in zip(waiters, outcomes) { waiter?.resume(returning: outcome) }
     }
 
     /// Answers each request of `batch` with `error`, and frees their keys.
     func fail(_ batch: Batch<Request, Outcome>, with error: any Error) {
-        self.release(batch.members)
-        for waiting in batch.members { waiting.reply.resume(with: .failure(error)) }
+        let waiters = self.batcher.state.withLock { $0.machine.answer(batch.members.map(\.id), of: self.run) }
+        for waiter in waiters { waiter?.resume(throwing: error) }
     }
 
     /// Fails every request taken and not answered; returns whether there was one.
     @discardableResult
     func failUnanswered(with error: any Error) -> Bool {
-        let unanswered = self.runState.withLock { run in
-            defer { run.unanswered = [:] }
-            return Array(run.unanswered.values)
-        }
-        guard !unanswered.isEmpty else { return false }
-        self.fail(Batch(members: unanswered), with: error)
-        return true
-    }
-
-    private func release(_ members: [TenantBatcher<Request, Outcome>.Waiting]) {
-        self.runState.withLock { run in
-            for waiting in members { run.unanswered[waiting.id] = nil }
-        }
-        self.batcher.state.withLock { state in
-            for waiting in members { state.busy.remove(waiting.key) }
-        }
+        let waiters = self.batcher.state.withLock { $0.machine.abandonUnanswered(of: self.run) }
+        for waiter in waiters { waiter?.resume(throwing: error) }
+        return !waiters.isEmpty
     }
 }
 

@@ -6,13 +6,13 @@ import Testing
 
 @Suite("Connection pool")
 struct ConnectionPoolTests {
-    func makePool(size: Int, leaseTimeout: TimeAmount = .seconds(30)) -> (PostgresConnectionPool, String) {
+    func makePool(size: Int, leaseTimeout: TimeAmount = .seconds(30), maximumWaiters: Int = 1000) -> (PostgresConnectionPool, String) {
         let name = TestDatabase.uniqueName("pool")
         var configuration = TestDatabase.configuration
         configuration.applicationName = name
         let pool = PostgresConnectionPool(
             configuration: configuration,
-            options: .init(maximumConnections: size, leaseTimeout: leaseTimeout),
+            options: .init(maximumConnections: size, leaseTimeout: leaseTimeout, maximumWaiters: maximumWaiters),
             logger: TestDatabase.logger
         )
         return (pool, name)
@@ -66,6 +66,59 @@ struct ConnectionPoolTests {
         #expect(try await pool.query("SELECT 3").scalar(Int.self) == 3)
         #expect(pool.usage.waiting == 0)
         await pool.close()
+    }
+
+    @Test("beyond maximumWaiters, a lease fails at once with poolExhausted; the waiting ones are served")
+    func exhaustedPool() async throws {
+        let (pool, _) = makePool(size: 1, maximumWaiters: 2)
+        let waiting = try await pool.withConnection { held async throws in
+            let waiting = (0..<2).map { index in Task { try await pool.query("SELECT $1::int8", [index]).scalar(Int.self) } }
+            while pool.usage.waiting < 2 { try await Task.sleep(for: .milliseconds(5)) }
+            let error = await #expect(throws: PostgresError.self) { try await pool.query("SELECT 1") }
+            #expect(error?.code == .poolExhausted)
+            #expect(try await held.query("SELECT 1").scalar(Int.self) == 1)
+            #expect(pool.usage == (open: 1, leased: 1, waiting: 2))
+            return waiting
+        }
+        // Handed back: both waiters get the connection in turn.
+        for (index, lease) in waiting.enumerated() { #expect(try await lease.value == index) }
+        #expect(pool.usage == (open: 1, leased: 0, waiting: 0))
+        await pool.close()
+    }
+
+    @Test("a waiting lease whose task is cancelled fails with CancellationError at once, and the pool serves the next")
+    func cancelledWaiter() async throws {
+        let (pool, _) = makePool(size: 1)
+        try await pool.withConnection { _ async throws in
+            let lease = Task { try await pool.query("SELECT 1") }
+            while pool.usage.waiting < 1 { try await Task.sleep(for: .milliseconds(5)) }
+            lease.cancel()
+            await #expect(throws: CancellationError.self) { try await lease.value }
+            #expect(pool.usage.waiting == 0)
+        }
+        #expect(try await pool.query("SELECT 2").scalar(Int.self) == 2)
+        #expect(pool.usage == (open: 1, leased: 0, waiting: 0))
+        await pool.close()
+    }
+
+    @Test("closing fails the waiting leases with poolClosed, and closes a lent connection when it comes back")
+    func closeWithWaitersAndLeases() async throws {
+        let (pool, name) = makePool(size: 1)
+        try await pool.withConnection { held async throws in
+            let lease = Task { try await pool.query("SELECT 1") }
+            while pool.usage.waiting < 1 { try await Task.sleep(for: .milliseconds(5)) }
+            await pool.close()
+            let error = await #expect(throws: PostgresError.self) { try await lease.value }
+            #expect(error?.code == .poolClosed)
+            // The lent connection still works until it comes back.
+            #expect(try await held.query("SELECT 3").scalar(Int.self) == 3)
+        }
+        #expect(pool.usage == (open: 0, leased: 0, waiting: 0))
+        let deadline = ContinuousClock.now + .seconds(10)
+        while try await backendCount(applicationName: name) > 0, ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        #expect(try await backendCount(applicationName: name) == 0)
     }
 
     @Test("connections killed by pg_terminate_backend are replaced")

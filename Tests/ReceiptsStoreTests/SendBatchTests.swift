@@ -1,3 +1,4 @@
+import NIOCore
 import Postgres
 import ReceiptsCore
 import ReceiptsStore
@@ -161,8 +162,10 @@ struct SendBatchTests {
         #expect(created == 19)
     }
 
-    @Test("a send that waits on a chat locked elsewhere does not hold up the tenant's sends to other chats")
-    func lockedChatDoesNotStallOthers() async throws {
+    @Test(
+        "a send that waits on a chat locked elsewhere does not hold up the tenant's sends to other chats, whether the store runs as a service or not",
+        arguments: [true, false])
+    func lockedChatDoesNotStallOthers(asService: Bool) async throws {
         // The blocked send waits as long as the test needs: this is about batching, not about
         // the database timeout (a statement behind a lock for 5 s answers 503; see
         // DatabaseTimeoutTests).
@@ -170,7 +173,7 @@ struct SendBatchTests {
         for chat in ["locked", "free"] {
             #expect(try await store.putChat(tenant: tenant, chat: chat, kind: .direct, members: ["a", "b"]) == .created)
         }
-        try await store.whileRunning {
+        try await store.whileRunning(asService: asService) {
         // An operator's open transaction holds the chat row, as psql would.
         let lockHolder = try await PostgresConnection.connect(to: TestDatabase.configuration, logger: TestDatabase.logger)
         try await lockHolder.executeScript("BEGIN")
@@ -236,6 +239,35 @@ struct SendBatchTests {
             )[0].decode([String].self, column: 0)
             #expect(sent == ["m1", "m3"])
         }
+        await pool.close()
+    }
+
+    @Test("without its service running, a send queued behind a locked chat is answered deadlineExceeded at its deadline, and nothing of it is done")
+    func queuedSendMeetsItsDeadline() async throws {
+        let (store, pool, tenant) = try await TestDatabase.serviceStore(tenantPrefix: "queued-deadline", databaseTimeout: .seconds(60))
+        #expect(try await store.putChat(tenant: tenant, chat: "locked", kind: .direct, members: ["a", "b"]) == .created)
+        let lockHolder = try await PostgresConnection.connect(to: TestDatabase.configuration, logger: TestDatabase.logger)
+        try await lockHolder.executeScript("BEGIN")
+        try await lockHolder.query("SELECT FROM receipts.chats WHERE tenant_id = $1 AND chat_id = 'locked' FOR UPDATE", [tenant])
+        // m1 is taken into a batch whose statement waits on the lock; m2, on the same chat,
+        // waits in the queue behind it, with a deadline of its own.
+        let taken = Task { try await store.sendMessage(tenant: tenant, chat: "locked", id: "m1", sender: "a", text: "hi") }
+        try await Self.waitUntilASessionWaitsOnALock(heldBy: lockHolder.backendPID)
+        let start = ContinuousClock.now
+        let error = await #expect(throws: PostgresError.self) {
+            try await PostgresDeadline.within(.milliseconds(500)) {
+                try await store.sendMessage(tenant: tenant, chat: "locked", id: "m2", sender: "a", text: "hi")
+            }
+        }
+        #expect(error?.code == .deadlineExceeded)
+        #expect(ContinuousClock.now - start < .seconds(5))
+        try await lockHolder.executeScript("COMMIT")
+        await lockHolder.close()
+        if case .created = try await taken.value {} else { Issue.record("m1 was not created") }
+        let sent = try await TestDatabase.pool.query(
+            "SELECT array_agg(message_id::text ORDER BY seq) FROM receipts.messages WHERE tenant_id = $1", [tenant]
+        )[0].decode([String].self, column: 0)
+        #expect(sent == ["m1"])
         await pool.close()
     }
 
