@@ -1,7 +1,8 @@
 import Foundation
 import Logging
 
-/// Reads the process environment: the one place that does.
+/// Reads the process environment: the one place that does, and only the names of
+/// `ConfigurationVariable` (glibc's own `GLIBC_TUNABLES` aside, read from `variables`).
 struct Environment {
     let variables: [String: String]
 
@@ -9,9 +10,15 @@ struct Environment {
         self.variables = variables
     }
 
-    subscript(name: String) -> String? {
-        guard let value = self.variables[name], !value.isEmpty else { return nil }
+    /// The variable's value; nil when it is unset or empty.
+    subscript(variable: ConfigurationVariable) -> String? {
+        guard let value = self.variables[variable.rawValue], !value.isEmpty else { return nil }
         return value
+    }
+
+    /// The variable's value, else its default.
+    func string(_ variable: ConfigurationVariable) -> String? {
+        self[variable] ?? variable.defaultValue
     }
 
     /// The repository this binary was built from, for development runs.
@@ -23,7 +30,7 @@ struct Environment {
     /// `RECEIPTS_MIGRATIONS_DIR`, else `sql/migrations` of the current directory, else of
     /// the source tree.
     func migrationsDirectory() -> URL {
-        if let configured = self["RECEIPTS_MIGRATIONS_DIR"] { return URL(fileURLWithPath: configured) }
+        if let configured = self[.migrationsDirectory] { return URL(fileURLWithPath: configured) }
         let local = URL(fileURLWithPath: FileManager.default.currentDirectoryPath).appendingPathComponent("sql/migrations")
         if FileManager.default.fileExists(atPath: local.path) { return local }
         return Self.sourceRoot.appendingPathComponent("sql/migrations")
@@ -32,7 +39,7 @@ struct Environment {
     /// `DATABASE_URL`, or the URL of the local PostgreSQL that `scripts/postgres.sh`
     /// starts (installing it when missing).
     func databaseURL(logger: Logger) throws -> String {
-        if let url = self["DATABASE_URL"] { return url }
+        if let url = self[.databaseURL] { return url }
         let candidates = [
             URL(fileURLWithPath: FileManager.default.currentDirectoryPath).appendingPathComponent("scripts/postgres.sh"),
             Self.sourceRoot.appendingPathComponent("scripts/postgres.sh"),
@@ -56,23 +63,25 @@ struct Environment {
         return url
     }
 
-    func integer(_ name: String, default defaultValue: Int) throws -> Int {
-        guard let text = self[name] else { return defaultValue }
+    /// A whole number, its default when unset; within the variable's `range` if it has one.
+    func integer(_ variable: ConfigurationVariable) throws -> Int {
+        let name = variable.rawValue
+        guard let text = self[variable] ?? variable.defaultValue else {
+            throw ConfigurationError("\(name) must be set")
+        }
         guard let value = Int(text) else { throw ConfigurationError("\(name) must be a number, not \"\(text)\"") }
-        return value
-    }
-
-    /// A whole number that must lie in `range`.
-    func integer(_ name: String, default defaultValue: Int, in range: ClosedRange<Int>) throws -> Int {
-        let value = try self.integer(name, default: defaultValue)
-        guard range.contains(value) else {
+        if let range = variable.range, !range.contains(value) {
             throw ConfigurationError("\(name) must be between \(range.lowerBound) and \(range.upperBound), not \(value)")
         }
         return value
     }
 
-    func boolean(_ name: String, default defaultValue: Bool) throws -> Bool {
-        guard let text = self[name] else { return defaultValue }
+    /// True or false (1/0, yes/no, on/off too), its default when unset.
+    func boolean(_ variable: ConfigurationVariable) throws -> Bool {
+        let name = variable.rawValue
+        guard let text = self[variable] ?? variable.defaultValue else {
+            throw ConfigurationError("\(name) must be set")
+        }
         switch text.lowercased() {
         case "1", "true", "yes", "on": return true
         case "0", "false", "no", "off": return false
@@ -81,7 +90,7 @@ struct Environment {
     }
 
     func logLevel() -> Logger.Level {
-        self["LOG_LEVEL"].flatMap { Logger.Level(rawValue: $0.lowercased()) } ?? .info
+        self.string(.logLevel).flatMap { Logger.Level(rawValue: $0.lowercased()) } ?? .info
     }
 }
 

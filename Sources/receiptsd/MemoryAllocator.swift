@@ -17,7 +17,7 @@ enum MemoryAllocator {
     /// An operator who tunes malloc with `GLIBC_TUNABLES` keeps their settings.
     static func keepLargeBlocks(_ environment: Environment) {
         #if canImport(Glibc)
-        guard !(environment["GLIBC_TUNABLES"] ?? "").contains("glibc.malloc.") else { return }
+        guard !(environment.variables["GLIBC_TUNABLES"] ?? "").contains("glibc.malloc.") else { return }
         // `mallopt` is declared in <malloc.h>, which the Glibc module leaves out: looked up
         // by name (a null handle is RTLD_DEFAULT), with the parameter numbers of <malloc.h>.
         guard let symbol = dlsym(nil, "mallopt") else { return }

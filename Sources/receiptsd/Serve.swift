@@ -23,34 +23,33 @@ struct Serve: AsyncParsableCommand {
         MemoryAllocator.keepLargeBlocks(environment)
         let logger = makeLogger(level: environment.logLevel())
         var configuration = ReceiptsConfiguration(
-            host: self.host ?? environment["RECEIPTS_HOST"] ?? "127.0.0.1",
-            port: try self.port ?? environment.integer("RECEIPTS_PORT", default: 8080),
+            host: self.host ?? environment.string(.host)!,
+            port: try self.port ?? environment.integer(.port),
             databaseURL: try environment.databaseURL(logger: logger),
-            adminToken: environment["RECEIPTS_ADMIN_TOKEN"],
-            databasePoolSize: try environment.integer("RECEIPTS_DATABASE_POOL_SIZE", default: 10),
+            adminToken: environment[.adminToken],
+            databasePoolSize: try environment.integer(.databasePoolSize),
             runMigrations: !self.noMigrate,
             migrationsDirectory: environment.migrationsDirectory(),
-            eventRetentionSeconds: try environment.integer("RECEIPTS_EVENT_RETENTION_SECONDS", default: 7 * 24 * 3600),
-            streamMaximumLag: try environment.integer("RECEIPTS_STREAM_MAX_LAG", default: 5000),
-            notifiesOtherInstances: try environment.boolean("RECEIPTS_NOTIFY_OTHER_INSTANCES", default: true),
-            shutdownGracePeriod: .seconds(try environment.integer("RECEIPTS_SHUTDOWN_GRACE_SECONDS", default: 10, in: 1...3600)),
-            maximumStreamsPerUser: try environment.integer("RECEIPTS_MAX_STREAMS_PER_USER", default: 20, in: 1...100_000),
-            maximumStreamsPerTenant: try environment.integer("RECEIPTS_MAX_STREAMS_PER_TENANT", default: 10_000, in: 1...10_000_000),
-            databaseTimeout: .seconds(try environment.integer("RECEIPTS_DATABASE_TIMEOUT_SECONDS", default: 5, in: 1...600))
+            eventRetentionSeconds: try environment.integer(.eventRetentionSeconds),
+            streamMaximumLag: try environment.integer(.streamMaximumLag),
+            notifiesOtherInstances: try environment.boolean(.notifyOtherInstances),
+            shutdownGracePeriod: .seconds(try environment.integer(.shutdownGraceSeconds)),
+            maximumStreamsPerUser: try environment.integer(.maximumStreamsPerUser),
+            maximumStreamsPerTenant: try environment.integer(.maximumStreamsPerTenant),
+            databaseTimeout: .seconds(try environment.integer(.databaseTimeoutSeconds))
         )
-        configuration.webhooks.allowsPrivateNetworks = try environment.boolean("RECEIPTS_WEBHOOK_ALLOW_PRIVATE_NETWORKS", default: false)
-        configuration.webhooks.retryBase = .milliseconds(
-            try environment.integer("RECEIPTS_WEBHOOK_RETRY_BASE_MILLISECONDS", default: 1000, in: 1...300_000))
-        configuration.webhooks.lease = .seconds(try environment.integer("RECEIPTS_WEBHOOK_LEASE_SECONDS", default: 20, in: 11...3600))
-        if let origins = environment["RECEIPTS_ALLOWED_ORIGINS"] {
+        configuration.webhooks.allowsPrivateNetworks = try environment.boolean(.webhookAllowPrivateNetworks)
+        configuration.webhooks.retryBase = .milliseconds(try environment.integer(.webhookRetryBaseMilliseconds))
+        configuration.webhooks.lease = .seconds(try environment.integer(.webhookLeaseSeconds))
+        if let origins = environment[.allowedOrigins] {
             do {
                 configuration.allowedOrigins = try AllowedOrigins(parsing: origins)
             } catch {
                 throw ConfigurationError("RECEIPTS_ALLOWED_ORIGINS: \(error.description)")
             }
         }
-        if try environment.boolean("RECEIPTS_DEMO", default: false) {
-            configuration.demoTenant = environment["RECEIPTS_DEMO_TENANT"] ?? "demo"
+        if try environment.boolean(.demo) {
+            configuration.demoTenant = environment.string(.demoTenant)
             logger.notice(
                 "demo page on: it hands out tokens of the demo tenant's demo users to anyone who can reach it",
                 metadata: ["receipts.tenant_id": "\(configuration.demoTenant!)", "path": "/demo"])

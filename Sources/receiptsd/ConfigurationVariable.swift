@@ -1,0 +1,125 @@
+/// An environment variable `receiptsd` reads: the one list of them.
+///
+/// `Environment` reads no other name, `receiptsd --help` prints them all from here, and the
+/// defaults below are the values the code uses, not a description of them. The table in
+/// docs/operations.md says the same for operators; `ConfigurationDocsTests` fails when the
+/// table, the README or `--help` drift from this list.
+enum ConfigurationVariable: String, CaseIterable {
+    case databaseURL = "DATABASE_URL"
+    case host = "RECEIPTS_HOST"
+    case port = "RECEIPTS_PORT"
+    case adminToken = "RECEIPTS_ADMIN_TOKEN"
+    case databasePoolSize = "RECEIPTS_DATABASE_POOL_SIZE"
+    case databaseTimeoutSeconds = "RECEIPTS_DATABASE_TIMEOUT_SECONDS"
+    case eventRetentionSeconds = "RECEIPTS_EVENT_RETENTION_SECONDS"
+    case streamMaximumLag = "RECEIPTS_STREAM_MAX_LAG"
+    case maximumStreamsPerUser = "RECEIPTS_MAX_STREAMS_PER_USER"
+    case maximumStreamsPerTenant = "RECEIPTS_MAX_STREAMS_PER_TENANT"
+    case notifyOtherInstances = "RECEIPTS_NOTIFY_OTHER_INSTANCES"
+    case shutdownGraceSeconds = "RECEIPTS_SHUTDOWN_GRACE_SECONDS"
+    case webhookAllowPrivateNetworks = "RECEIPTS_WEBHOOK_ALLOW_PRIVATE_NETWORKS"
+    case webhookLeaseSeconds = "RECEIPTS_WEBHOOK_LEASE_SECONDS"
+    case webhookRetryBaseMilliseconds = "RECEIPTS_WEBHOOK_RETRY_BASE_MILLISECONDS"
+    case allowedOrigins = "RECEIPTS_ALLOWED_ORIGINS"
+    case demo = "RECEIPTS_DEMO"
+    case demoTenant = "RECEIPTS_DEMO_TENANT"
+    case migrationsDirectory = "RECEIPTS_MIGRATIONS_DIR"
+    case logLevel = "LOG_LEVEL"
+
+    /// The value that stands in when the variable is unset or empty, exactly as
+    /// `Environment` parses it; nil when unset means something else (`whenUnset`).
+    var defaultValue: String? {
+        switch self {
+        case .databaseURL, .adminToken, .allowedOrigins, .migrationsDirectory: nil
+        case .host: "127.0.0.1"
+        case .port: "8080"
+        case .databasePoolSize: "10"
+        case .databaseTimeoutSeconds: "5"
+        case .eventRetentionSeconds: "604800"
+        case .streamMaximumLag: "5000"
+        case .maximumStreamsPerUser: "20"
+        case .maximumStreamsPerTenant: "10000"
+        case .notifyOtherInstances: "true"
+        case .shutdownGraceSeconds: "10"
+        case .webhookAllowPrivateNetworks: "false"
+        case .webhookLeaseSeconds: "20"
+        case .webhookRetryBaseMilliseconds: "1000"
+        case .demo: "false"
+        case .demoTenant: "demo"
+        case .logLevel: "info"
+        }
+    }
+
+    /// The values a whole number must lie in; nil for any number (or not a number).
+    var range: ClosedRange<Int>? {
+        switch self {
+        case .databaseTimeoutSeconds: 1...600
+        case .maximumStreamsPerUser: 1...100_000
+        case .maximumStreamsPerTenant: 1...10_000_000
+        case .shutdownGraceSeconds: 1...3600
+        case .webhookLeaseSeconds: 11...3600
+        case .webhookRetryBaseMilliseconds: 1...300_000
+        default: nil
+        }
+    }
+
+    /// What happens while the variable is unset, for those without a default value.
+    var whenUnset: String? {
+        switch self {
+        case .databaseURL: "serve, migrate and tenant start the local PostgreSQL under .receipts/ with scripts/postgres.sh"
+        case .adminToken: "the admin API is off, and every /admin/* request answers 404"
+        case .allowedOrigins: "no origin but the service's own and each tenant's list"
+        case .migrationsDirectory: "sql/migrations of the current directory, else of the source tree"
+        default: nil
+        }
+    }
+
+    /// What the variable sets, in one line.
+    var meaning: String {
+        switch self {
+        case .databaseURL: "libpq connection string or URI of the database"
+        case .host: "listen address (serve --host overrides it)"
+        case .port: "listen port, 0 for any free one (serve --port overrides it)"
+        case .adminToken: "bearer token for /admin/v1/*"
+        case .databasePoolSize: "most PostgreSQL connections the service opens (the event listener's is one more)"
+        case .databaseTimeoutSeconds: "longest a request waits for PostgreSQL in all; past it, 503 unavailable"
+        case .eventRetentionSeconds: "how long events stay in the log for streams to resume from"
+        case .streamMaximumLag: "events a stream may fall behind before it is closed (it can resume)"
+        case .maximumStreamsPerUser: "most streams one user may have open on one instance; one more is 429"
+        case .maximumStreamsPerTenant: "most streams one tenant (key and users together) may have open on one instance"
+        case .notifyOtherInstances: "wake the other instances on the same database after this one's writes"
+        case .shutdownGraceSeconds: "on SIGTERM/SIGINT, how long streams and requests get before the process exits"
+        case .webhookAllowPrivateNetworks: "let webhooks reach loopback, private and link-local addresses"
+        case .webhookLeaseSeconds: "how long an instance's claim on a webhook lasts unless renewed"
+        case .webhookRetryBaseMilliseconds: "first retry delay of a failed webhook batch, doubled per failure (for tests)"
+        case .allowedOrigins: "web origins allowed for every tenant, comma-separated (* for any)"
+        case .demo: "serve the live demo page at /demo (development only: it hands out the demo users' tokens)"
+        case .demoTenant: "the demo page's tenant"
+        case .migrationsDirectory: "where the NNNN_name.sql migrations are (functions/, views/, triggers/ beside it)"
+        case .logLevel: "trace, debug, info, notice, warning, error or critical"
+        }
+    }
+
+    /// The configuration part of `receiptsd --help`: one line per variable, name first.
+    static var helpText: String {
+        let lines = Self.allCases.map { variable in
+            var line = "\(variable.rawValue): \(variable.meaning)."
+            if let value = variable.defaultValue {
+                line += " Default \(value)."
+            } else if let unset = variable.whenUnset {
+                line += " Unset: \(unset)."
+            }
+            if let range = variable.range { line += " From \(range.lowerBound) to \(range.upperBound)." }
+            return line
+        }
+        return """
+            Configuration comes from the environment, read once at start; an empty value \
+            counts as unset. docs/operations.md explains each variable.
+
+            \(lines.joined(separator: "\n"))
+
+            GLIBC_TUNABLES with a glibc.malloc.* tunable replaces the allocator settings serve \
+            makes (docs/operations.md, "Memory").
+            """
+    }
+}
