@@ -47,9 +47,9 @@ extension ReceiptsStore {
         var periods: [MembershipPeriod] = []
         var currentMembers: Set<String> = []
         for row in rows {
-            let user = try row.decode(String.self, column: 0)
-            periods.append(MembershipPeriod(userId: user, afterSeq: try row.decode(column: 1), untilSeq: try row.decode(column: 2)))
-            if try row.decode(Bool.self, column: 3) { currentMembers.insert(user) }
+            let (user, afterSeq, untilSeq, isMember) = try row.decode((String, Int64, Int64?, Bool).self)
+            periods.append(MembershipPeriod(userId: user, afterSeq: afterSeq, untilSeq: untilSeq))
+            if isMember { currentMembers.insert(user) }
         }
         return ChatRoster(kind: kind, periods: periods, currentMembers: currentMembers)
     }

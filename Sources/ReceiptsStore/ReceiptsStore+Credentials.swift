@@ -48,7 +48,8 @@ extension ReceiptsStore {
             return try await connection.query(
                 "SELECT key_id, created_at, last_used_at FROM receipts.api_keys WHERE tenant_id = \(tenant) ORDER BY created_at, key_id"
             ).map { row in
-                APIKeyRecord(keyId: try row.decode(column: 0), createdAt: try row.decode(column: 1), lastUsedAt: try row.decode(column: 2))
+                let (keyId, createdAt, lastUsedAt) = try row.decode((String, Date, Date?).self)
+                return APIKeyRecord(keyId: keyId, createdAt: createdAt, lastUsedAt: lastUsedAt)
             }
         }
     }

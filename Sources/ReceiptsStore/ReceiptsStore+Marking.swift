@@ -56,8 +56,7 @@ extension ReceiptsStore {
     public func markDelivered(tenant: String, chat: String, user: String, target: MarkTarget) async throws -> Result<Int, MarkFailure> {
         let (ids, upTo) = target.parameters
         let rows = try await self.write(
-            "SELECT outcome, marked FROM receipts.mark_delivered($1, $2, $3, $4, $5)",
-            [tenant, chat, user, ids, upTo]
+            "SELECT outcome, marked FROM receipts.mark_delivered(\(tenant), \(chat), \(user), \(ids), \(upTo))"
         )
         return try MarkFailure.outcome(of: rows[0], from: "receipts.mark_delivered").withSuccess { try rows[0].decode(Int.self, column: 1) }
     }
@@ -65,8 +64,7 @@ extension ReceiptsStore {
     /// Marks the chat unread for `user` only; returns their unread count (at least 1).
     public func markUnread(tenant: String, chat: String, user: String) async throws -> Result<Int, MarkFailure> {
         let rows = try await self.write(
-            "SELECT outcome, unread_count FROM receipts.mark_unread($1, $2, $3)",
-            [tenant, chat, user]
+            "SELECT outcome, unread_count FROM receipts.mark_unread(\(tenant), \(chat), \(user))"
         )
         return try MarkFailure.outcome(of: rows[0], from: "receipts.mark_unread").withSuccess { try rows[0].decode(Int.self, column: 1) }
     }
@@ -74,17 +72,17 @@ extension ReceiptsStore {
     /// The user's chats that have unread messages or are marked unread.
     public func unreadChats(tenant: String, user: String) async throws -> [UnreadChat] {
         let rows = try await self.query(
-            "SELECT chat_id, unread_count, marked_unread FROM receipts.unread_counts($1, $2)",
-            [tenant, user]
+            "SELECT chat_id, unread_count, marked_unread FROM receipts.unread_counts(\(tenant), \(user))"
         )
-        return try rows.map {
-            UnreadChat(chatId: try $0.decode(column: 0), unreadCount: try $0.decode(column: 1), markedUnread: try $0.decode(column: 2))
+        return try rows.map { row in
+            let (chatId, unreadCount, markedUnread) = try row.decode((String, Int, Bool).self)
+            return UnreadChat(chatId: chatId, unreadCount: unreadCount, markedUnread: markedUnread)
         }
     }
 
     /// Turns the user's read receipts on or off.
     public func setReadReceipts(tenant: String, user: String, enabled: Bool) async throws {
-        _ = try await self.query("SELECT receipts.set_read_receipts($1, $2, $3)", [tenant, user, enabled])
+        _ = try await self.query("SELECT receipts.set_read_receipts(\(tenant), \(user), \(enabled))")
     }
 }
 

@@ -104,11 +104,11 @@ extension ReceiptsStore {
             """
         )
         return try rows.map { row in
-            WebhookRecord(
-                id: try row.decode(column: 0), url: try row.decode(column: 1), events: try row.decode(column: 2),
-                createdAt: try row.decode(column: 3), position: try row.decode(column: 4), positionHistory: try row.decode(column: 5),
-                pending: try row.decode(column: 6), failures: Int(try row.decode(Int32.self, column: 7)),
-                lastError: try row.decode(column: 8), lastAttemptAt: try row.decode(column: 9), nextAttemptAt: try row.decode(column: 10))
+            let (id, url, events, createdAt, position, positionHistory, pending, failures, lastError, lastAttemptAt, nextAttemptAt) =
+                try row.decode((String, String, [String], Date, Int64, String, Int64, Int32, String?, Date?, Date?).self)
+            return WebhookRecord(
+                id: id, url: url, events: events, createdAt: createdAt, position: position, positionHistory: positionHistory,
+                pending: pending, failures: Int(failures), lastError: lastError, lastAttemptAt: lastAttemptAt, nextAttemptAt: nextAttemptAt)
         }
     }
 
@@ -178,14 +178,14 @@ extension WebhookAttemptSettings {
     /// Decodes `url, events, secret, delivered_through, position_history, committed_before, failures,
     /// next_attempt_at, recorded`.
     init(row: PostgresRow, function: String) throws {
-        guard let snapshot = TransactionSnapshot(try row.decode(String.self, column: 5)) else {
+        let (url, events, secret, position, positionHistory, committedBefore, failures, nextAttemptAt, recorded) =
+            try row.decode((String, [String], String, Int64, String, String, Int32, Date?, Bool).self)
+        guard let snapshot = TransactionSnapshot(committedBefore) else {
             throw PostgresError(code: .invalidValue, message: "receipts.\(function) returned no snapshot")
         }
         self.init(
-            url: try row.decode(column: 0), events: try row.decode(column: 1), secret: try row.decode(column: 2),
-            position: try row.decode(column: 3), positionHistory: try row.decode(column: 4), committedBefore: snapshot,
-            failures: Int(try row.decode(Int32.self, column: 6)), nextAttemptAt: try row.decode(column: 7),
-            recorded: try row.decode(column: 8))
+            url: url, events: events, secret: secret, position: position, positionHistory: positionHistory, committedBefore: snapshot,
+            failures: Int(failures), nextAttemptAt: nextAttemptAt, recorded: recorded)
     }
 }
 

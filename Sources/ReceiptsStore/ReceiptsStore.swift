@@ -94,7 +94,7 @@ public struct ReceiptsStore: Service, Sendable {
     ) async throws -> Result {
         try await self.retryingConflicts {
             try await self.pool.withTransaction(isolation: readOnly ? .repeatableRead : .readCommitted) { connection in
-                try await connection.execute("SELECT receipts.enter_tenant($1)", [tenant])
+                try await connection.execute("SELECT receipts.enter_tenant(\(tenant))")
                 return try await body(connection)
             }
         }
@@ -114,7 +114,8 @@ public struct ReceiptsStore: Service, Sendable {
         let connection = try await PostgresConnection.connect(to: self.pool.configuration, logger: self.logger)
         do {
             let rows = try await connection.withTransaction { connection in
-                try await connection.execute("SELECT set_config('statement_timeout', $1, true)", ["\(timeout.components.seconds)s"])
+                let statementTimeout = "\(timeout.components.seconds)s"
+                try await connection.execute("SELECT set_config('statement_timeout', \(statementTimeout), true)")
                 return try await connection.query(sql, parameters)
             }
             await connection.close()
