@@ -207,7 +207,7 @@ struct OrderedJSONEncoder {
 
     private enum SuperKey: String, CodingKey { case `super` }
 
-    fileprivate struct UnkeyedContainer: UnkeyedEncodingContainer {
+    fileprivate struct UnkeyedContainer: UnkeyedEncodingContainer, PrimitivesThroughPut {
         let encoding: Encoding
         /// Its own depth: the number of containers open with it, itself included.
         let depth: Int
@@ -221,26 +221,10 @@ struct OrderedJSONEncoder {
 
         mutating func encode<T: Encodable>(_ value: T) throws { try self.put(value) }
 
-        private func put<T: Encodable>(_ value: T) throws {
+        func put<T: Encodable>(_ value: T) throws {
             self.encoding.beginElement(of: self.depth)
             try self.encoding.encode(value, depth: self.depth)
         }
-
-        // Each kind of value through the one path above.
-        mutating func encode(_ value: Bool) throws { try self.put(value) }
-        mutating func encode(_ value: String) throws { try self.put(value) }
-        mutating func encode(_ value: Double) throws { try self.put(value) }
-        mutating func encode(_ value: Float) throws { try self.put(value) }
-        mutating func encode(_ value: Int) throws { try self.put(value) }
-        mutating func encode(_ value: Int8) throws { try self.put(value) }
-        mutating func encode(_ value: Int16) throws { try self.put(value) }
-        mutating func encode(_ value: Int32) throws { try self.put(value) }
-        mutating func encode(_ value: Int64) throws { try self.put(value) }
-        mutating func encode(_ value: UInt) throws { try self.put(value) }
-        mutating func encode(_ value: UInt8) throws { try self.put(value) }
-        mutating func encode(_ value: UInt16) throws { try self.put(value) }
-        mutating func encode(_ value: UInt32) throws { try self.put(value) }
-        mutating func encode(_ value: UInt64) throws { try self.put(value) }
 
         mutating func nestedContainer<NestedKey: CodingKey>(keyedBy keyType: NestedKey.Type) -> KeyedEncodingContainer<NestedKey> {
             self.encoding.beginElement(of: self.depth)
@@ -260,7 +244,7 @@ struct OrderedJSONEncoder {
         }
     }
 
-    fileprivate struct SingleValueContainer: SingleValueEncodingContainer {
+    fileprivate struct SingleValueContainer: SingleValueEncodingContainer, PrimitivesThroughPut {
         let encoding: Encoding
         /// The containers open around the value.
         let depth: Int
@@ -270,24 +254,31 @@ struct OrderedJSONEncoder {
 
         mutating func encode<T: Encodable>(_ value: T) throws { try self.put(value) }
 
-        private func put<T: Encodable>(_ value: T) throws {
+        func put<T: Encodable>(_ value: T) throws {
             try self.encoding.encode(value, depth: self.depth)
         }
 
-        // Each kind of value through the one path above.
-        mutating func encode(_ value: Bool) throws { try self.put(value) }
-        mutating func encode(_ value: String) throws { try self.put(value) }
-        mutating func encode(_ value: Double) throws { try self.put(value) }
-        mutating func encode(_ value: Float) throws { try self.put(value) }
-        mutating func encode(_ value: Int) throws { try self.put(value) }
-        mutating func encode(_ value: Int8) throws { try self.put(value) }
-        mutating func encode(_ value: Int16) throws { try self.put(value) }
-        mutating func encode(_ value: Int32) throws { try self.put(value) }
-        mutating func encode(_ value: Int64) throws { try self.put(value) }
-        mutating func encode(_ value: UInt) throws { try self.put(value) }
-        mutating func encode(_ value: UInt8) throws { try self.put(value) }
-        mutating func encode(_ value: UInt16) throws { try self.put(value) }
-        mutating func encode(_ value: UInt32) throws { try self.put(value) }
-        mutating func encode(_ value: UInt64) throws { try self.put(value) }
     }
+}
+
+/// A container whose values of every kind go through its one `put`, as the keyed one's do.
+private protocol PrimitivesThroughPut {
+    func put<T: Encodable>(_ value: T) throws
+}
+
+extension PrimitivesThroughPut {
+    mutating func encode(_ value: Bool) throws { try self.put(value) }
+    mutating func encode(_ value: String) throws { try self.put(value) }
+    mutating func encode(_ value: Double) throws { try self.put(value) }
+    mutating func encode(_ value: Float) throws { try self.put(value) }
+    mutating func encode(_ value: Int) throws { try self.put(value) }
+    mutating func encode(_ value: Int8) throws { try self.put(value) }
+    mutating func encode(_ value: Int16) throws { try self.put(value) }
+    mutating func encode(_ value: Int32) throws { try self.put(value) }
+    mutating func encode(_ value: Int64) throws { try self.put(value) }
+    mutating func encode(_ value: UInt) throws { try self.put(value) }
+    mutating func encode(_ value: UInt8) throws { try self.put(value) }
+    mutating func encode(_ value: UInt16) throws { try self.put(value) }
+    mutating func encode(_ value: UInt32) throws { try self.put(value) }
+    mutating func encode(_ value: UInt64) throws { try self.put(value) }
 }
