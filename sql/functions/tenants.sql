@@ -166,7 +166,6 @@ COMMENT ON FUNCTION receipts.rotate_token_secret(text, bytea) IS
 
 -- Looking a key up must search every tenant, before any tenant is known: these run as their
 -- owner, beyond row-level security, and reveal only what the caller proves to know.
-DROP FUNCTION IF EXISTS receipts.tenant_token_secret(text);
 CREATE OR REPLACE FUNCTION receipts.tenant_for_api_key(p_api_key_hash bytea)
 RETURNS text
 LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$

@@ -30,8 +30,6 @@ COMMENT ON FUNCTION receipts.webhook_pending_events(text, bigint, text[]) IS
 -- filter and secret of an existing one, keeping its position. At most p_maximum webhooks per
 -- tenant. "history" (nothing written) when the database is no longer in p_history (a
 -- failover the hub has not followed yet: the caller tries again).
--- (Before event histories it took no p_history.)
-DROP FUNCTION IF EXISTS receipts.put_webhook(text, text, text, text[], text, bigint, integer);
 CREATE OR REPLACE FUNCTION receipts.put_webhook(
     p_tenant text, p_webhook text, p_url text, p_events text[], p_secret text, p_position bigint, p_history text,
     p_maximum integer)
@@ -204,8 +202,6 @@ COMMENT ON FUNCTION receipts.begin_webhook_attempt(text, text, text, interval) I
 -- acknowledgement per batch must not queue behind the write path's commits for a WAL flush,
 -- and an acknowledgement lost in a crash of PostgreSQL costs only that batch sent again,
 -- which at-least-once delivery allows (receivers drop repeats by event id).
--- (Before event histories it took no p_history.)
-DROP FUNCTION IF EXISTS receipts.acknowledge_webhook_batch(text, text, text, bigint, boolean, interval);
 CREATE OR REPLACE FUNCTION receipts.acknowledge_webhook_batch(
     p_tenant text, p_webhook text, p_owner text, p_position bigint, p_history text, p_delivered boolean, p_lease interval)
 RETURNS TABLE (url text, events text[], secret text, delivered_through bigint, position_history text, committed_before text,
