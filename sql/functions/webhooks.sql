@@ -70,8 +70,7 @@ COMMENT ON FUNCTION receipts.put_webhook(text, text, text, text[], text, bigint,
     'Creates a webhook (delivering the events committed from now on) or replaces its url, filter and secret, keeping its position; "limit" when the tenant has p_maximum already, "history" when the database is no longer in the event history of p_position.';
 
 -- One webhook (p_webhook) or all of the tenant's (p_webhook NULL), with where delivery stands.
-DROP FUNCTION IF EXISTS receipts.webhooks_of(text, text);
-CREATE FUNCTION receipts.webhooks_of(p_tenant text, p_webhook text)
+CREATE OR REPLACE FUNCTION receipts.webhooks_of(p_tenant text, p_webhook text)
 RETURNS TABLE (webhook_id text, url text, events text[], created_at timestamptz, delivered_through bigint,
                position_history text, pending bigint, failures integer, last_error text, last_attempt_at timestamptz,
                next_attempt_at timestamptz)
@@ -162,8 +161,7 @@ GRANT EXECUTE ON FUNCTION receipts.release_webhooks(text) TO receipts_service;
 -- p_lease left (the dispatcher could not reach the database): an attempt then never starts on
 -- a lease about to lapse, and the common case is a read, with no commit to flush.
 -- No row when the webhook was deleted or another instance holds it.
-DROP FUNCTION IF EXISTS receipts.begin_webhook_attempt(text, text, text, interval);
-CREATE FUNCTION receipts.begin_webhook_attempt(p_tenant text, p_webhook text, p_owner text, p_lease interval)
+CREATE OR REPLACE FUNCTION receipts.begin_webhook_attempt(p_tenant text, p_webhook text, p_owner text, p_lease interval)
 RETURNS TABLE (url text, events text[], secret text, delivered_through bigint, position_history text, committed_before text,
                failures integer, next_attempt_at timestamptz, recorded boolean)
 LANGUAGE plpgsql AS $$

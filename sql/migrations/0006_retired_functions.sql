@@ -1,6 +1,7 @@
--- 0006: functions that no file of sql/functions makes any more, dropped once here, where a
--- database that has them meets them, rather than by a DROP kept at the top of a repeatable
--- script for ever (a migration runs once; a script runs again whenever its file changes).
+-- 0006: functions that no file of sql/functions makes any more, and earlier forms of some
+-- that it does make which CREATE OR REPLACE cannot change, dropped once here, where a database
+-- that has them meets them, rather than by a DROP kept at the top of a repeatable script for
+-- ever (a migration runs once; a script runs again whenever its file changes).
 --
 -- A migration runs before the scripts (see MigrationRunner): these drops commit, then the
 -- changed scripts replace every caller, in one transaction, within the same run. An instance
@@ -33,6 +34,27 @@ DO $$
 BEGIN
     IF pg_catalog.pg_get_function_result(pg_catalog.to_regprocedure('receipts.chat_audience(text, text)')) = 'text[]' THEN
         DROP FUNCTION receipts.chat_audience(text, text);
+    END IF;
+END
+$$;
+
+-- Functions whose result changed before 0005 (event histories) or with it: the scripts
+-- dropped and created them again on every run, for a database that might still have the
+-- earlier form, which CREATE OR REPLACE cannot change. Only a database whose scripts last ran
+-- before 0005 was applied (in this run, or one whose scripts then failed) can: there they are
+-- dropped once, and the scripts, which run next, create them. Elsewhere they stay, so the
+-- instances still running meanwhile never miss them.
+DO $$
+BEGIN
+    IF (SELECT migration.applied_at FROM receipts.schema_migrations AS migration WHERE migration.version = 5)
+       > coalesce((SELECT max(script.applied_at) FROM receipts.schema_scripts AS script), '-infinity') THEN
+        DROP FUNCTION IF EXISTS receipts.events_since(bigint, integer);
+        DROP FUNCTION IF EXISTS receipts.newest_event();
+        DROP FUNCTION IF EXISTS receipts.stream_position(text);
+        DROP FUNCTION IF EXISTS receipts.retained_events_after(text, bigint, bigint, integer);
+        DROP FUNCTION IF EXISTS receipts.credential_directory();
+        DROP FUNCTION IF EXISTS receipts.webhooks_of(text, text);
+        DROP FUNCTION IF EXISTS receipts.begin_webhook_attempt(text, text, text, interval);
     END IF;
 END
 $$;
