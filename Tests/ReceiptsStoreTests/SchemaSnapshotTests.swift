@@ -51,6 +51,39 @@ struct SchemaSnapshotTests {
         Issue.record("Tests/Fixtures/schema.txt is not what sql/ makes: regenerate it (see SchemaSnapshotTests) if the change is meant")
     }
 
+    /// The copy of the policies that a later migration gets from `receipts.protect_tenant_table`
+    /// is the one every tenant table has (here, `receipts.chats`, made by the baseline's loop).
+    @Test("a tenant table that a migration protects has the policies and forced row-level security of every tenant table")
+    func protectedTableIsLikeEveryTenantTable() async throws {
+        try await TestDatabase.ensureMigrated()
+        let connection = try await PostgresConnection.connect(to: TestDatabase.configuration, logger: TestDatabase.logger)
+        do {
+            try await connection.execute("BEGIN")
+            try await connection.execute("CREATE TABLE receipts.protected_probe (tenant_id receipts.identifier NOT NULL)")
+            try await connection.execute("CALL receipts.protect_tenant_table('receipts.protected_probe')")
+            let rows = try await connection.query(
+                """
+                SELECT c.relname::text,
+                       format('rls=%s/%s', c.relrowsecurity, c.relforcerowsecurity)
+                       || coalesce((SELECT string_agg(format(' %s roles=%s using=%s check=%s comment=%s', p.polname, p.polroles::regrole[],
+                                                             pg_get_expr(p.polqual, p.polrelid), pg_get_expr(p.polwithcheck, p.polrelid),
+                                                             obj_description(p.oid, 'pg_policy')), '' ORDER BY p.polname)
+                                    FROM pg_policy AS p WHERE p.polrelid = c.oid), '')
+                FROM pg_class AS c WHERE c.oid IN ('receipts.protected_probe'::regclass, 'receipts.chats'::regclass)
+                """
+            )
+            try await connection.execute("ROLLBACK")
+            await connection.close()
+            var security: [String: String] = [:]
+            for row in rows { security[try row.decode(String.self, column: 0)] = try row.decode(String.self, column: 1) }
+            #expect(security["chats"]?.contains("all_tenants_maintenance") == true)
+            #expect(security["protected_probe"] == security["chats"])
+        } catch {
+            await connection.close()
+            throw error
+        }
+    }
+
     @Test("no function, trigger or view is defined in more than one file of sql/, and every one in the database has a file")
     func eachDefinedOnce() async throws {
         let sql = Self.root.appendingPathComponent("sql")
