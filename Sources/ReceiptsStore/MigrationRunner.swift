@@ -20,15 +20,9 @@ import Postgres
 /// migration that moves rows of every tenant, run as the tables' owner, would otherwise see
 /// none.
 ///
-/// A database migrated by the unreleased chain that `0001_baseline.sql` folded (versions 1 to
-/// 19, from `0001_initial_schema` to `0019_bounded_wait_for_event_ids`) is recognised by the
-/// names and checksums it recorded: when all 19 are there exactly as they landed, its schema
-/// is the baseline's (MigrationCatalogueTests compares the two catalogues), so the runner
-/// records the baseline as applied in their place and goes on; the scripts then replace every
-/// function and trigger. Any other record of that chain (a part of it, or an edited file)
-/// is refused with `LegacyChainError`, which tells the operator to recreate the database:
-/// nothing was released, so no such database holds data worth a migration of its own, and
-/// guessing at a half-migrated schema could lose receipts.
+/// What a new database holds once migrated is in
+/// `Tests/ReceiptsStoreTests/Snapshots/schema.txt` (SchemaSnapshotTests), so a change to the
+/// schema shows in review as a change of that file.
 public struct MigrationRunner: Sendable {
     /// Key of the advisory lock held while migrating (any fixed number unique to us).
     static let advisoryLockKey = 7_305_146_321_220_001
@@ -57,10 +51,8 @@ public struct MigrationRunner: Sendable {
     public struct Applied: Sendable {
         public var migrations: [Migration] = []
         public var scripts: [RepeatableScript] = []
-        /// Whether the run recorded the baseline in place of the chain it folded.
-        public var adoptedLegacyChain = false
 
-        public var isEmpty: Bool { self.migrations.isEmpty && self.scripts.isEmpty && !self.adoptedLegacyChain }
+        public var isEmpty: Bool { self.migrations.isEmpty && self.scripts.isEmpty }
     }
 
     /// Applies what is pending and returns it (empty when the database is up to date).
@@ -139,7 +131,6 @@ public struct MigrationRunner: Sendable {
     private func applyPendingWhileLocked(on connection: PostgresConnection) async throws -> Applied {
         var result = Applied()
         try await self.createBookkeeping(on: connection)
-        result.adoptedLegacyChain = try await self.adoptLegacyChain(on: connection)
         let applied = Set(try await self.appliedVersions(on: connection))
         try await self.warnAboutEditedMigrations(on: connection)
 

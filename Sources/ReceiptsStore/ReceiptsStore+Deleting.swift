@@ -40,15 +40,12 @@ extension ReceiptsStore {
         }
     }
 
-    /// Deletes: one call of `receipts.delete_message_each` (of `receipts.delete_message` for a
-    /// request alone, which skips the batch's bookkeeping). One outcome row per request, in order.
+    /// Deletes: one call of `receipts.delete_message_each`, whatever the number
+    /// (`receipts.delete_message`, for psql, is a request of it). One outcome row per request,
+    /// in order.
     static let deleteStatements = BatchStatements<DeleteRequest, DeleteMessageOutcome> { tenant, requests in
-        if requests.count == 1 {
-            let request = requests[0]
-            return ("SELECT receipts.delete_message($1, $2, $3, $4)", [tenant, request.chat, request.message, request.sender])
-        }
-        return ("SELECT outcome FROM receipts.delete_message_each($1, $2, $3, $4)",
-                [tenant, requests.map(\.chat), requests.map(\.message), requests.map(\.sender)])
+        ("SELECT outcome FROM receipts.delete_message_each($1, $2, $3, $4)",
+         [tenant, requests.map(\.chat), requests.map(\.message), requests.map(\.sender)])
     } outcomes: { rows in
         try rows.map { try Self.outcome(DeleteMessageOutcome.self, of: $0, function: "receipts.delete_message_each") }
     }

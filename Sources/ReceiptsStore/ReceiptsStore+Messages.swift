@@ -10,7 +10,7 @@ struct NewMessage: Sendable {
     let text: String
 }
 
-/// What `receipts.send_message` (or `send_each`) answered for one message.
+/// What `receipts.send_each` answered for one message.
 enum SendResult: Sendable {
     case created(seq: Int64, createdAt: Date)
     case existing
@@ -71,16 +71,12 @@ extension ReceiptsStore {
         }
     }
 
-    /// Sends: `receipts.send_message` for one alone, else `receipts.send_each` (one message
-    /// per chat); both answer `outcome, seq, created_at` rows.
+    /// Sends: one call of `receipts.send_each` (one message per chat), whatever the number
+    /// (`receipts.send_message`, for psql, is a request of it); `outcome, seq, created_at`
+    /// rows, one per message, in order.
     static let sendStatements = BatchStatements<NewMessage, SendResult> { tenant, messages in
-        if messages.count == 1 {
-            let message = messages[0]
-            return ("SELECT outcome, seq, created_at FROM receipts.send_message($1, $2, $3, $4, $5)",
-                    [tenant, message.chat, message.id, message.sender, message.text])
-        }
-        return ("SELECT outcome, seq, created_at FROM receipts.send_each($1, $2, $3, $4, $5)",
-                [tenant, messages.map(\.chat), messages.map(\.id), messages.map(\.sender), messages.map(\.text)])
+        ("SELECT outcome, seq, created_at FROM receipts.send_each($1, $2, $3, $4, $5)",
+         [tenant, messages.map(\.chat), messages.map(\.id), messages.map(\.sender), messages.map(\.text)])
     } outcomes: { rows in
         try rows.map { try SendResult(row: $0) }
     }

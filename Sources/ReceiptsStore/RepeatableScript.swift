@@ -6,10 +6,11 @@ import Foundation
 ///
 /// A file must be safe to run again on a database that has its previous version:
 /// `CREATE OR REPLACE FUNCTION` / `VIEW`, `DROP TRIGGER IF EXISTS` before `CREATE TRIGGER`,
-/// and comments and grants restated. What `CREATE OR REPLACE` cannot change (a function's
-/// argument or result types, a view's columns) and what is removed gets a `DROP … IF EXISTS`
-/// of the old object at the top of the file that held it, kept while a database may still
-/// have it.
+/// and comments and grants restated. What is removed, and the old form of what
+/// `CREATE OR REPLACE` cannot change (a function's arguments or result type, a view's
+/// columns), is dropped once, by a new migration (as `0006_retired_functions.sql` does), which
+/// runs before the scripts: no `DROP` is kept in a script for the databases that may still
+/// have the old object.
 public struct RepeatableScript: Sendable, Hashable {
     /// The folders, in the order they are applied: functions first (triggers and views use
     /// them), views before triggers. Within a folder, files apply in name order.

@@ -20,7 +20,6 @@ struct Migrate: AsyncParsableCommand {
         let applied = try await runner.applyPending(to: configuration)
         guard !applied.isEmpty else { return print("Database is up to date.") }
         var lines: [String] = []
-        if applied.adoptedLegacyChain { lines.append("Recorded the baseline in place of the migration chain it folded.") }
         if !applied.migrations.isEmpty {
             lines.append("Applied \(applied.migrations.count) migration(s): " + applied.migrations.map { "\($0.version)_\($0.name)" }.joined(separator: ", "))
         }

@@ -1,10 +1,13 @@
+import Foundation
 import Postgres
 
 /// What a database's `receipts` schema holds, as one line per property of each object, keyed
 /// by the object (and the property): tables and their options, columns, constraints,
 /// indexes, sequences, domains, policies, triggers, views, functions (signature, result,
 /// language, volatility, security, settings and grants; their bodies by MD5), grants on
-/// the schema and tables, and every comment. The runner's bookkeeping is left out.
+/// the schema and tables, and every comment. The runner's bookkeeping is left out, and the
+/// role that owns the schema (the one that ran the migrations) is called `owner` in grants,
+/// whatever its name.
 struct SchemaCatalogue: Equatable {
     /// Property key → its value, e.g. `function receipts.mark_read(text,text,text,text[],text)`
     /// → `returns … config=plan_cache_mode=force_generic_plan acl=…`.
@@ -15,22 +18,50 @@ struct SchemaCatalogue: Equatable {
         Set(self.entries.keys).union(other.entries.keys).filter { self.entries[$0] != other.entries[$0] }
     }
 
+    /// The entries but the function bodies (their files' text), sorted by key, as text:
+    /// `key = value`, the lines of a value after its first indented by four spaces.
+    var listing: String {
+        self.entries.filter { !$0.key.hasPrefix("body ") }.sorted { $0.key < $1.key }.map { key, value in
+            "\(key) = " + value.split(separator: "\n", omittingEmptySubsequences: false).joined(separator: "\n    ") + "\n"
+        }.joined()
+    }
+
+    /// The entries of a `listing`, each with its continuation lines, as text.
+    static func entries(ofListing listing: String) -> [String] {
+        var entries: [String] = []
+        for line in listing.split(separator: "\n", omittingEmptySubsequences: false) where !line.isEmpty {
+            if line.hasPrefix("    "), let last = entries.popLast() {
+                entries.append(last + "\n" + line)
+            } else {
+                entries.append(String(line))
+            }
+        }
+        return entries
+    }
+
     static func read(on connection: PostgresConnection) async throws -> SchemaCatalogue {
         // Names print schema-qualified whatever the login role's search path.
         try await connection.execute("SET search_path = pg_catalog")
+        let owner = try await connection.query("SELECT nspowner::regrole::text FROM pg_namespace WHERE nspname = 'receipts'")
+            .scalar(String.self)
         let rows = try await connection.query(Self.sql, [])
         var entries: [String: String] = [:]
         for row in rows {
             let key = try row.decode(String.self, column: 0)
             precondition(entries[key] == nil, "two catalogue entries for \(key)")
-            entries[key] = try row.decode(String.self, column: 1)
+            entries[key] = Self.namingOwner(owner, in: try row.decode(String.self, column: 1))
         }
         return SchemaCatalogue(entries: entries)
     }
 
-    /// A domain constraint's NOT VALID is left out: on an empty database there is nothing it
-    /// did not check (the folded chain added the identifier check NOT VALID to spare existing
-    /// rows a scan).
+    /// `value` with the owner's name in its grants (`{name=arwd/name,…}`) written `owner`.
+    static func namingOwner(_ owner: String, in value: String) -> String {
+        value.replacingOccurrences(of: "{\(owner)=", with: "{owner=")
+            .replacingOccurrences(of: ",\(owner)=", with: ",owner=")
+            .replacingOccurrences(of: "/\(owner),", with: "/owner,")
+            .replacingOccurrences(of: "/\(owner)}", with: "/owner}")
+    }
+
     static let sql = """
         WITH rels AS (
             SELECT oid, relname, relkind FROM pg_class
@@ -55,7 +86,7 @@ struct SchemaCatalogue: Equatable {
         WHERE c.relkind IN ('r', 'v', 'p')
         UNION ALL
         SELECT format('constraint %s.%s', coalesce(c.relname, t.typname), con.conname),
-               replace(pg_get_constraintdef(con.oid), ' NOT VALID', '')
+               pg_get_constraintdef(con.oid)
         FROM pg_constraint AS con
         LEFT JOIN pg_class AS c ON c.oid = con.conrelid
         LEFT JOIN pg_type AS t ON t.oid = con.contypid

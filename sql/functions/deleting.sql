@@ -7,118 +7,30 @@
 -- which the view no longer finds once it is gone) reads_above grows by one, as if they had
 -- read it. When their watermark later passes that seq, the marking subtracts it as one of
 -- the seqs it passed that is not their own: the two cancel, as for any read out of order.
+
+-- Deletes, for any number of requests in one statement, one message per chat:
+-- deleted | already_deleted | message_not_found | not_sender | chat_not_found. p_senders
+-- holds null where the request may delete whoever's message (the tenant key).
+-- receipts.delete_message is one request of it, for psql.
 --
--- Locks: the chat row first (as sends, joins and leaves take it: none of them runs
--- meanwhile), then the member rows the delete changes, in user order (as the marking
--- function takes them: a concurrent read of the message either finished before, and is
--- counted as read, or waits and then finds the message gone).
-
--- jit off: the unread trigger this function's UPDATE of member rows fires plans its join with
--- nested loops off, at a cost that would have PostgreSQL compile it on every call (0.6 s);
--- every statement here is a few index lookups.
-CREATE OR REPLACE FUNCTION receipts.delete_message(p_tenant text, p_chat text, p_message text, p_sender text)
-RETURNS text
-LANGUAGE plpgsql SET jit = off AS $$
-#variable_conflict use_column
-DECLARE
-    v_seq bigint;
-    v_sender text;
-    v_audience text[];
-    v_users text[];
-    v_before integer[];
-    v_current boolean[];
-BEGIN
-    PERFORM receipts.enter_tenant(p_tenant);
-    PERFORM FROM receipts.chats AS chat
-    WHERE chat.tenant_id = p_tenant AND chat.chat_id = p_chat
-    FOR UPDATE;
-    IF NOT FOUND THEN
-        RETURN 'chat_not_found';
-    END IF;
-    SELECT message.seq, message.sender_id INTO v_seq, v_sender FROM receipts.messages AS message
-    WHERE message.tenant_id = p_tenant AND message.chat_id = p_chat AND message.message_id = p_message;
-    IF NOT FOUND THEN
-        IF EXISTS (SELECT FROM receipts.deleted_messages AS deleted
-                   WHERE deleted.tenant_id = p_tenant AND deleted.chat_id = p_chat AND deleted.message_id = p_message) THEN
-            RETURN 'already_deleted';
-        END IF;
-        RETURN 'message_not_found';
-    END IF;
-    IF p_sender IS NOT NULL AND p_sender <> v_sender THEN
-        RETURN 'not_sender';
-    END IF;
-    v_audience := receipts.chat_audience(p_tenant, p_chat);
-
-    -- The member rows that may change, locked first (a read of theirs under way finishes
-    -- before); then, in a statement that sees what such reads committed, those whose count
-    -- included the message, with their counts before.
-    PERFORM FROM receipts.chat_members AS member
-    WHERE member.tenant_id = p_tenant AND member.chat_id = p_chat AND member.read_seq < v_seq
-    ORDER BY member.user_id
-    FOR UPDATE;
-    SELECT coalesce(array_agg(locked.user_id ORDER BY locked.user_id), '{}'),
-           coalesce(array_agg(locked.unread_count ORDER BY locked.user_id), '{}'),
-           coalesce(array_agg(locked.current ORDER BY locked.user_id), '{}')
-    INTO v_users, v_before, v_current
-    FROM (
-        SELECT member.user_id::text AS user_id, unread.unread_count, member.left_at IS NULL AS current
-        FROM receipts.chat_members AS member
-        JOIN receipts.member_unread AS unread
-            ON unread.tenant_id = member.tenant_id AND unread.chat_id = member.chat_id AND unread.user_id = member.user_id
-        WHERE member.tenant_id = p_tenant AND member.chat_id = p_chat AND member.read_seq < v_seq
-          AND v_seq <@ receipts.membership_seqs(p_tenant, p_chat, member.user_id)
-          AND NOT EXISTS (SELECT FROM receipts.receipt_chunks AS receipt
-                          WHERE receipt.tenant_id = p_tenant AND receipt.chat_id = p_chat AND receipt.seq = v_seq
-                            AND receipt.chunk = member.receipt_chunk
-                            AND (member.user_id = ANY (receipt.read_by) OR member.user_id = ANY (receipt.hidden_read_by)))
-    ) AS locked;
-
-    DELETE FROM receipts.receipt_chunks AS receipt
-    WHERE receipt.tenant_id = p_tenant AND receipt.chat_id = p_chat AND receipt.seq = v_seq;
-    DELETE FROM receipts.messages AS message
-    WHERE message.tenant_id = p_tenant AND message.chat_id = p_chat AND message.message_id = p_message;
-    INSERT INTO receipts.deleted_messages (tenant_id, chat_id, message_id) VALUES (p_tenant, p_chat, p_message);
-    UPDATE receipts.chat_members AS member SET reads_above = member.reads_above + 1
-    WHERE member.tenant_id = p_tenant AND member.chat_id = p_chat AND member.user_id = ANY (v_users);
-
-    INSERT INTO receipts.events (tenant_id, event_id, transaction_id, type, chat_id, user_id, message_ids, audience)
-    VALUES (p_tenant, nextval('receipts.event_ids'), pg_current_xact_id(), 'message.deleted', p_chat, v_sender,
-            ARRAY[p_message], v_audience);
-    INSERT INTO receipts.events (tenant_id, event_id, transaction_id, type, chat_id, user_id, data, audience)
-    SELECT p_tenant, nextval('receipts.event_ids'), pg_current_xact_id(), 'unread.changed', p_chat, changed.user_id,
-           jsonb_build_object('unreadCount', changed.unread_count, 'markedUnread', changed.marked_unread),
-           ARRAY[changed.user_id]
-    FROM (
-        SELECT affected.user_id, unread.unread_count, unread.marked_unread
-        FROM unnest(v_users, v_before, v_current) AS affected(user_id, before, current)
-        JOIN receipts.member_unread AS unread
-            ON unread.tenant_id = p_tenant AND unread.chat_id = p_chat AND unread.user_id = affected.user_id
-        WHERE affected.current AND unread.unread_count <> affected.before
-        ORDER BY affected.user_id
-    ) AS changed;
-    PERFORM receipts.wake_listeners();
-    RETURN 'deleted';
-END;
-$$;
-COMMENT ON FUNCTION receipts.delete_message(text, text, text, text) IS
-    'Deletes a message (p_sender: only if they sent it; null: whoever did): deleted | already_deleted | message_not_found | not_sender | chat_not_found. Counts drop at once; message.deleted and unread.changed events.';
-
--- Concurrent deletes of a tenant in one statement. A delete alone is a dozen small statements
--- and a commit; under load the service gathers the deletes that arrive while it is busy
--- (ReceiptsStore.deletes, a TenantBatcher) and makes them one call of this function: the
--- same outcome for each as receipts.delete_message, the same rows, counts and events, with
--- each statement, each trigger run and the commit shared by the batch. Each chat appears at
--- most once (the batcher keys deletes by chat), so the requests never touch the same rows
--- and each can be judged and done as if alone. p_senders holds null where the request may
--- delete whoever's message (the tenant key).
+-- A delete alone is a dozen small statements and a commit; under load the service gathers
+-- the deletes that arrive while it is busy (ReceiptsStore.deletes, a TenantBatcher) and
+-- makes them one call of this function: each request gets the outcome, rows, counts and
+-- events it would get alone, with each statement, each trigger run and the commit shared by
+-- the batch. Each chat appears at most once (the batcher keys deletes by chat), so the
+-- requests never touch the same rows and each can be judged and done as if alone.
 --
--- Locks: the chat rows first, all at once in chat order (as sends and erasures take them);
--- then the member rows the deletes change, all at once in (chat, user) order (as the marking
--- function takes them); a read under way in one of these chats finishes first, and the
--- statements after see it, as in delete_message.
+-- Locks: the chat rows first, all at once in chat order (as sends, joins, leaves and
+-- erasures take them: none of them runs meanwhile); then the member rows the deletes change,
+-- all at once in (chat, user) order (as the marking function takes them): a read of the
+-- message under way finishes first, and the statements after see it (it is counted as read);
+-- a read that comes after finds the message gone.
 --
 -- Plans: index lookups per request, as for the sends and reads batched alike (see
--- receipts.mark_read_each): nested loops only, planned once per session.
+-- receipts.mark_read_each): nested loops only, planned once per session. jit off: the unread
+-- trigger that the UPDATE of member rows fires plans its join with nested loops off, at a
+-- cost that would have PostgreSQL compile it on every call (0.6 s); every statement here is
+-- a few index lookups.
 CREATE OR REPLACE FUNCTION receipts.delete_message_each(p_tenant text, p_chats text[], p_messages text[], p_senders text[])
 RETURNS TABLE (request integer, outcome text)
 LANGUAGE plpgsql
@@ -143,15 +55,17 @@ BEGIN
         RAISE EXCEPTION 'receipts.delete_message_each: % chats, % messages, % senders',
             cardinality(p_chats), cardinality(p_messages), cardinality(p_senders);
     END IF;
-    IF (SELECT count(DISTINCT chat) FROM unnest(p_chats) AS chat) <> cardinality(p_chats) THEN
-        RAISE EXCEPTION 'receipts.delete_message_each: a chat appears twice';
+    -- (A statement of its own: not for a delete alone.)
+    IF cardinality(p_chats) > 1 THEN
+        IF (SELECT count(DISTINCT chat) FROM unnest(p_chats) AS chat) <> cardinality(p_chats) THEN
+            RAISE EXCEPTION 'receipts.delete_message_each: a chat appears twice';
+        END IF;
     END IF;
     PERFORM FROM receipts.chats AS chat
     WHERE chat.tenant_id = p_tenant AND chat.chat_id = ANY (p_chats)
     ORDER BY chat.chat_id
     FOR UPDATE;
 
-    -- Each request judged as delete_message judges it.
     SELECT array_agg(judged.outcome ORDER BY judged.position),
            coalesce(array_agg(judged.chat ORDER BY judged.chat) FILTER (WHERE judged.outcome = 'deleted'), '{}'),
            coalesce(array_agg(judged.message ORDER BY judged.chat) FILTER (WHERE judged.outcome = 'deleted'), '{}'),
@@ -227,9 +141,7 @@ BEGIN
         FROM (
             SELECT doomed.chat, 0 AS rank, 'message.deleted' AS type, doomed.sender AS user_id,
                    ARRAY[doomed.message] AS message_ids, '{}'::jsonb AS data,
-                   (SELECT coalesce(array_agg(member.user_id ORDER BY member.user_id), '{}')
-                    FROM receipts.chat_members AS member
-                    WHERE member.tenant_id = p_tenant AND member.chat_id = doomed.chat AND member.left_at IS NULL) AS audience
+                   (SELECT audience.audience FROM receipts.chat_audience(p_tenant, doomed.chat) AS audience) AS audience
             FROM unnest(v_chats, v_messages, v_senders) AS doomed(chat, message, sender)
             UNION ALL
             SELECT affected.chat, 1, 'unread.changed', affected.member, '{}',
@@ -251,7 +163,17 @@ BEGIN
 END;
 $$;
 COMMENT ON FUNCTION receipts.delete_message_each(text, text[], text[], text[]) IS
-    'Deletes one message per request (at most one per chat), as many receipts.delete_message calls would, in one statement: one row per request, in order.';
+    'Deletes one message per request (each chat once; a null sender: whoever sent it), in one statement: one row per request, in order, with deleted | already_deleted | message_not_found | not_sender | chat_not_found. Counts drop at once; message.deleted and unread.changed events.';
+
+-- One request of receipts.delete_message_each.
+CREATE OR REPLACE FUNCTION receipts.delete_message(p_tenant text, p_chat text, p_message text, p_sender text)
+RETURNS text
+LANGUAGE sql AS $$
+    SELECT deleted.outcome
+    FROM receipts.delete_message_each(p_tenant, ARRAY[p_chat], ARRAY[p_message], ARRAY[p_sender]) AS deleted;
+$$;
+COMMENT ON FUNCTION receipts.delete_message(text, text, text, text) IS
+    'Deletes a message (p_sender: only if they sent it; null: whoever did): deleted | already_deleted | message_not_found | not_sender | chat_not_found. Counts drop at once; message.deleted and unread.changed events.';
 
 -- The chat row and its members go at once (counts, lists, rosters), with events to the
 -- members it had; its messages and receipts are left to receipts.purge_deleted_chat_batch.
@@ -261,7 +183,6 @@ LANGUAGE plpgsql SET jit = off AS $$
 #variable_conflict use_column
 DECLARE
     v_last_seq bigint;
-    v_audience text[];
 BEGIN
     PERFORM receipts.enter_tenant(p_tenant);
     SELECT chat.last_seq INTO v_last_seq FROM receipts.chats AS chat
@@ -270,9 +191,9 @@ BEGIN
     IF NOT FOUND THEN
         RETURN 'chat_not_found';
     END IF;
-    v_audience := receipts.chat_audience(p_tenant, p_chat);
     INSERT INTO receipts.events (tenant_id, event_id, transaction_id, type, chat_id, user_id, audience)
-    VALUES (p_tenant, nextval('receipts.event_ids'), pg_current_xact_id(), 'chat.deleted', p_chat, NULL, v_audience);
+    SELECT p_tenant, nextval('receipts.event_ids'), pg_current_xact_id(), 'chat.deleted', p_chat, NULL, audience.audience
+    FROM receipts.chat_audience(p_tenant, p_chat) AS audience;
     INSERT INTO receipts.events (tenant_id, event_id, transaction_id, type, chat_id, user_id, data, audience)
     SELECT p_tenant, nextval('receipts.event_ids'), pg_current_xact_id(), 'unread.changed', p_chat, unread.user_id,
            jsonb_build_object('unreadCount', 0, 'markedUnread', false), ARRAY[unread.user_id::text]

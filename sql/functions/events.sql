@@ -79,8 +79,7 @@ COMMENT ON FUNCTION receipts.wake_listeners() IS
 -- (sql/functions/histories.sql: the reader must know which history the ids are of, and a
 -- new one may begin here), the snapshot the read used, then the events (null columns when
 -- there are none).
-DROP FUNCTION IF EXISTS receipts.events_since(bigint, integer);
-CREATE FUNCTION receipts.events_since(p_after bigint, p_limit integer)
+CREATE OR REPLACE FUNCTION receipts.events_since(p_after bigint, p_limit integer)
 RETURNS TABLE (history_id text, snapshot text, event_id bigint, transaction_id bigint, tenant_id text, type text,
                chat_id text, user_id text, message_ids text[], data jsonb, audience text[], occurred_at timestamptz)
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET plan_cache_mode = force_generic_plan AS $$
@@ -167,8 +166,7 @@ GRANT EXECUTE ON FUNCTION receipts.event_writers() TO receipts_service;
 -- Where the hub starts: the current event history, the newest visible event, and the
 -- snapshot that decided it (the hub then asks receipts.event_writers what may still commit a
 -- lower id).
-DROP FUNCTION IF EXISTS receipts.newest_event();
-CREATE FUNCTION receipts.newest_event()
+CREATE OR REPLACE FUNCTION receipts.newest_event()
 RETURNS TABLE (history_id text, snapshot text, newest_visible bigint)
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
@@ -186,8 +184,7 @@ GRANT EXECUTE ON FUNCTION receipts.newest_event() TO receipts_service;
 -- Where a stream of a tenant starts: the current event history, the snapshot of the moment
 -- (events committed by then are not sent to a new stream), and which positions it may
 -- resume from.
-DROP FUNCTION IF EXISTS receipts.stream_position(text);
-CREATE FUNCTION receipts.stream_position(p_tenant text)
+CREATE OR REPLACE FUNCTION receipts.stream_position(p_tenant text)
 RETURNS TABLE (history_id text, snapshot text, last_allocated bigint, pruned_through bigint)
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
@@ -232,8 +229,7 @@ COMMENT ON FUNCTION receipts.events_after(text, bigint, bigint, integer) IS
 -- resync.required instead of the rest (as it does at the start for an expired position).
 -- The page also says which event history it was read in: a page read after a failover is
 -- not of the history the hub's positions are in (sql/functions/histories.sql).
-DROP FUNCTION IF EXISTS receipts.retained_events_after(text, bigint, bigint, integer);
-CREATE FUNCTION receipts.retained_events_after(p_tenant text, p_after bigint, p_through bigint, p_limit integer)
+CREATE OR REPLACE FUNCTION receipts.retained_events_after(p_tenant text, p_after bigint, p_through bigint, p_limit integer)
 RETURNS TABLE (history_id text, pruned_through bigint, event_id bigint, transaction_id bigint, tenant_id text, type text,
                chat_id text, user_id text, message_ids text[], data jsonb, audience text[], occurred_at timestamptz)
 LANGUAGE plpgsql AS $$

@@ -11,90 +11,53 @@
 -- request is one user's read in one chat: of some messages, of everything up to one, or of
 -- everything); receipts.mark_read is one request of it, for psql.
 
--- The batch of single-message reads that mark_read_each replaces (it took one message per
--- request and answered as mark_read).
-DROP FUNCTION IF EXISTS receipts.mark_read_each(text, text[], text[], text[]);
-
--- The first message the user still has to read (or that has not reached them), reading the
--- user's chunk row of each message (a missing row: nothing read).
-CREATE OR REPLACE FUNCTION receipts.first_unread_seq(p_tenant text, p_chat text, p_user text, p_after bigint, p_through bigint)
-RETURNS bigint
-LANGUAGE plpgsql STABLE AS $$
-DECLARE
-    v_chunk integer;
-    v_from bigint;
-    v_to bigint;
-    v_seq bigint;
-BEGIN
-    SELECT member.receipt_chunk INTO v_chunk FROM receipts.chat_members AS member
-    WHERE member.tenant_id = p_tenant AND member.chat_id = p_chat AND member.user_id = p_user;
-    -- Period by period, so each scan walks the seq index in order and stops at the first hit.
-    FOR v_from, v_to IN
-        SELECT greatest(period.after_seq, p_after), least(coalesce(period.until_seq, p_through), p_through)
-        FROM receipts.membership_periods AS period
-        WHERE period.tenant_id = p_tenant AND period.chat_id = p_chat AND period.user_id = p_user
-          AND (period.until_seq IS NULL OR period.until_seq > p_after) AND period.after_seq < p_through
-        ORDER BY period.after_seq
-    LOOP
-        SELECT message.seq INTO v_seq
+-- The first message in (p_after, p_through] the user has still to mark: sent while they were
+-- a member, not their own, and not read by them (p_read) or not delivered to them (not
+-- p_read), by their chunk row (p_chunk: chat_members.receipt_chunk) of each message. No row
+-- when there is none. Where a watermark moves after a marking: just below it.
+--
+-- A walk of the seq index that stops at its first hit: it reads only what lies before the
+-- answer. While p_after is at or above the start of the user's newest membership period
+-- (p_newest_period_after: chat_members.period_after_seq), every message above it was sent
+-- while they were a member: one walk, no look at the periods (the common case); else period
+-- by period in order, the first period with a hit ending the search. SQL returning a table,
+-- so that the statement that reads it inlines it (no call of its own; the branch not taken
+-- is never run; with p_read a constant, only one receipt test is left); no SET clause, not
+-- STRICT, STABLE: each would stop the inlining.
+CREATE OR REPLACE FUNCTION receipts.first_unmarked_seq(
+    p_tenant text, p_chat text, p_user text, p_chunk integer, p_after bigint, p_through bigint, p_newest_period_after bigint,
+    p_read boolean)
+RETURNS TABLE (seq bigint)
+LANGUAGE sql STABLE AS $$
+    SELECT span.seq
+    FROM (
+        SELECT p_after AS after_seq, p_through AS through_seq WHERE p_after >= p_newest_period_after
+        UNION ALL
+        (SELECT greatest(period.after_seq, p_after), least(coalesce(period.until_seq, p_through), p_through)
+         FROM receipts.membership_periods AS period
+         WHERE p_after < p_newest_period_after
+           AND period.tenant_id = p_tenant AND period.chat_id = p_chat AND period.user_id = p_user
+           AND (period.until_seq IS NULL OR period.until_seq > p_after) AND period.after_seq < p_through
+         ORDER BY period.after_seq)
+    ) AS range
+    CROSS JOIN LATERAL (
+        SELECT message.seq
         FROM receipts.messages AS message
         WHERE message.tenant_id = p_tenant AND message.chat_id = p_chat
-          AND message.seq > v_from AND message.seq <= v_to
+          AND message.seq > range.after_seq AND message.seq <= range.through_seq
           AND message.sender_id <> p_user
           AND NOT EXISTS (SELECT FROM receipts.receipt_chunks AS receipt
                           WHERE receipt.tenant_id = p_tenant AND receipt.chat_id = p_chat
-                            AND receipt.seq = message.seq AND receipt.chunk = v_chunk
-                            AND (p_user = ANY (receipt.read_by) OR p_user = ANY (receipt.hidden_read_by)))
+                            AND receipt.seq = message.seq AND receipt.chunk = p_chunk
+                            AND CASE WHEN p_read THEN p_user = ANY (receipt.read_by) OR p_user = ANY (receipt.hidden_read_by)
+                                     ELSE p_user = ANY (receipt.delivered_to) END)
         ORDER BY message.seq
-        LIMIT 1;
-        IF FOUND THEN
-            RETURN v_seq;
-        END IF;
-    END LOOP;
-    RETURN NULL;
-END;
+        LIMIT 1
+    ) AS span
+    LIMIT 1;
 $$;
-COMMENT ON FUNCTION receipts.first_unread_seq(text, text, text, bigint, bigint) IS
-    'The first message in (p_after, p_through] the user still has to read, or null. Scans only what lies before it.';
-
-CREATE OR REPLACE FUNCTION receipts.first_undelivered_seq(p_tenant text, p_chat text, p_user text, p_after bigint, p_through bigint)
-RETURNS bigint
-LANGUAGE plpgsql STABLE AS $$
-DECLARE
-    v_chunk integer;
-    v_from bigint;
-    v_to bigint;
-    v_seq bigint;
-BEGIN
-    SELECT member.receipt_chunk INTO v_chunk FROM receipts.chat_members AS member
-    WHERE member.tenant_id = p_tenant AND member.chat_id = p_chat AND member.user_id = p_user;
-    FOR v_from, v_to IN
-        SELECT greatest(period.after_seq, p_after), least(coalesce(period.until_seq, p_through), p_through)
-        FROM receipts.membership_periods AS period
-        WHERE period.tenant_id = p_tenant AND period.chat_id = p_chat AND period.user_id = p_user
-          AND (period.until_seq IS NULL OR period.until_seq > p_after) AND period.after_seq < p_through
-        ORDER BY period.after_seq
-    LOOP
-        SELECT message.seq INTO v_seq
-        FROM receipts.messages AS message
-        WHERE message.tenant_id = p_tenant AND message.chat_id = p_chat
-          AND message.seq > v_from AND message.seq <= v_to
-          AND message.sender_id <> p_user
-          AND NOT EXISTS (SELECT FROM receipts.receipt_chunks AS receipt
-                          WHERE receipt.tenant_id = p_tenant AND receipt.chat_id = p_chat
-                            AND receipt.seq = message.seq AND receipt.chunk = v_chunk
-                            AND p_user = ANY (receipt.delivered_to))
-        ORDER BY message.seq
-        LIMIT 1;
-        IF FOUND THEN
-            RETURN v_seq;
-        END IF;
-    END LOOP;
-    RETURN NULL;
-END;
-$$;
-COMMENT ON FUNCTION receipts.first_undelivered_seq(text, text, text, bigint, bigint) IS
-    'The first message in (p_after, p_through] that has not reached the user yet, or null.';
+COMMENT ON FUNCTION receipts.first_unmarked_seq(text, text, text, integer, bigint, bigint, bigint, boolean) IS
+    'The first message in (p_after, p_through] the user has still to read (p_read) or to receive (not p_read), or no row; p_newest_period_after: chat_members.period_after_seq. Scans only what lies before it.';
 
 -- Reads, for any number of requests in one statement. The service gathers a tenant's
 -- concurrent reads into one call (a TenantBatcher): the statements, the trigger runs and the
@@ -115,12 +78,11 @@ COMMENT ON FUNCTION receipts.first_undelivered_seq(text, text, text, bigint, big
 -- updated in key order, the same in every call.
 --
 -- The watermark: after a read, read_seq moves to just below the first message still unread
--- (after a read of a range, the search starts at its end: everything up to it is read), and
--- reads_above drops by the messages it passes that were the reader's to read (sent while a
--- member, not their own). While the reader's watermark is in their newest membership period
--- (period_after_seq), every message above it was sent while they were a member: no look at
--- their periods. A request that marked nothing and cleared no mark leaves its member row
--- alone (its watermark and count cannot have changed).
+-- (receipts.first_unmarked_seq; after a read of a range, the search starts at its end:
+-- everything up to it is read), and reads_above drops by the messages it passes that were
+-- the reader's to read (receipts.messages_to_read, the rule the unread view counts with).
+-- A request that marked nothing and cleared no mark leaves its member row alone (its
+-- watermark and count cannot have changed).
 --
 -- Plans: every statement here is index lookups by key, a range of one chat's messages by
 -- seq, or a join of at most a few hundred requests; each is planned once, generically
@@ -270,28 +232,17 @@ BEGIN
         read_seq      = moved.new_read_seq,
         delivered_seq = greatest(member.delivered_seq, moved.new_read_seq),
         reads_above   = member.reads_above + moved.marked
-                        - CASE WHEN moved.new_read_seq = member.read_seq THEN 0
-                               ELSE CASE WHEN member.read_seq >= member.period_after_seq
-                                         THEN moved.new_read_seq - member.read_seq
-                                         ELSE receipts.recipient_seqs(p_tenant, member.chat_id, member.user_id, member.read_seq, moved.new_read_seq) END
-                                    - (SELECT count(*) FROM receipts.messages AS own
-                                       WHERE own.tenant_id = p_tenant AND own.chat_id = member.chat_id AND own.sender_id = member.user_id
-                                         AND own.seq > member.read_seq AND own.seq <= moved.new_read_seq) END,
+                        - (SELECT passed.messages
+                           FROM receipts.messages_to_read(p_tenant, member.chat_id, member.user_id, member.read_seq,
+                                                          moved.new_read_seq, member.period_after_seq) AS passed),
         marked_unread = false,
         last_read_at  = CASE WHEN moved.marked > 0 THEN now() ELSE member.last_read_at END
     FROM (
         SELECT done.chat, done.reader, done.marked,
-               coalesce(CASE WHEN current.read_seq >= current.period_after_seq
-                             THEN (SELECT message.seq FROM receipts.messages AS message
-                                   WHERE message.tenant_id = p_tenant AND message.chat_id = done.chat
-                                     AND message.seq > done.search_from AND message.seq <= chat.last_seq
-                                     AND message.sender_id <> done.reader
-                                     AND NOT EXISTS (SELECT FROM receipts.receipt_chunks AS receipt
-                                                     WHERE receipt.tenant_id = p_tenant AND receipt.chat_id = done.chat
-                                                       AND receipt.seq = message.seq AND receipt.chunk = current.receipt_chunk
-                                                       AND (done.reader = ANY (receipt.read_by) OR done.reader = ANY (receipt.hidden_read_by)))
-                                   ORDER BY message.seq LIMIT 1)
-                             ELSE receipts.first_unread_seq(p_tenant, done.chat, done.reader, done.search_from, chat.last_seq) END - 1,
+               coalesce((SELECT first.seq
+                         FROM receipts.first_unmarked_seq(p_tenant, done.chat, done.reader, current.receipt_chunk,
+                                                          done.search_from, chat.last_seq, current.period_after_seq, true)
+                         AS first) - 1,
                         chat.last_seq) AS new_read_seq
         FROM unnest(v_chats, v_readers, v_found, v_search_from, v_marked) AS done(chat, reader, found, search_from, marked)
         JOIN receipts.chat_members AS current
@@ -346,6 +297,7 @@ DECLARE
     v_from_seq bigint;
     v_left_at timestamptz;
     v_chunk integer;
+    v_period_after bigint;
     v_up_to_seq bigint;
     v_marked integer;
     v_recipient_of int8multirange;
@@ -357,9 +309,9 @@ BEGIN
         RETURN QUERY SELECT 'chat_not_found', 0;
         RETURN;
     END IF;
-    SELECT greatest(member.delivered_seq, member.read_seq), member.left_at, member.receipt_chunk,
+    SELECT greatest(member.delivered_seq, member.read_seq), member.left_at, member.receipt_chunk, member.period_after_seq,
            receipts.membership_seqs(p_tenant, p_chat, p_user)
-    INTO v_from_seq, v_left_at, v_chunk, v_recipient_of
+    INTO v_from_seq, v_left_at, v_chunk, v_period_after, v_recipient_of
     FROM receipts.chat_members AS member
     WHERE member.tenant_id = p_tenant AND member.chat_id = p_chat AND member.user_id = p_user
     FOR UPDATE;
@@ -408,7 +360,11 @@ BEGIN
         SELECT chat.last_seq INTO v_last_seq FROM receipts.chats AS chat
         WHERE chat.tenant_id = p_tenant AND chat.chat_id = p_chat;
         UPDATE receipts.chat_members AS member
-        SET delivered_seq = coalesce(receipts.first_undelivered_seq(p_tenant, p_chat, p_user, v_from_seq, v_last_seq) - 1, v_last_seq)
+        SET delivered_seq = coalesce((SELECT first.seq
+                                      FROM receipts.first_unmarked_seq(p_tenant, p_chat, p_user, v_chunk, v_from_seq, v_last_seq,
+                                                                       v_period_after, false)
+                                      AS first) - 1,
+                                     v_last_seq)
         WHERE member.tenant_id = p_tenant AND member.chat_id = p_chat AND member.user_id = p_user;
     END IF;
     RETURN QUERY SELECT 'marked', v_marked;

@@ -166,7 +166,6 @@ COMMENT ON FUNCTION receipts.rotate_token_secret(text, bytea) IS
 
 -- Looking a key up must search every tenant, before any tenant is known: these run as their
 -- owner, beyond row-level security, and reveal only what the caller proves to know.
-DROP FUNCTION IF EXISTS receipts.tenant_token_secret(text);
 CREATE OR REPLACE FUNCTION receipts.tenant_for_api_key(p_api_key_hash bytea)
 RETURNS text
 LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
@@ -194,7 +193,6 @@ GRANT EXECUTE ON FUNCTION receipts.tenant_token_secrets(text) TO receipts_servic
 -- answer an unknown key or a token naming an unknown tenant without a query of its own (a
 -- flood of guessed credentials then costs one query per refresh, not one each). Hashes only:
 -- a key cannot be recovered from them.
-DROP FUNCTION IF EXISTS receipts.credential_directory();
 CREATE OR REPLACE FUNCTION receipts.credential_directory()
 RETURNS TABLE (tenant_id text, api_key_hash bytea, secret_generation integer)
 LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$

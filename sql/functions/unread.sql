@@ -1,10 +1,6 @@
 -- Unread counts, read through the view receipts.member_unread (sql/views/unread.sql), which
 -- holds the rule.
 
--- Replaced by the view (a function call per count cost more than the count).
-DROP FUNCTION IF EXISTS receipts.unread_of(receipts.chat_members, bigint);
-DROP FUNCTION IF EXISTS receipts.own_messages(text, text, text, bigint, bigint);
-
 CREATE OR REPLACE FUNCTION receipts.unread_count(p_tenant text, p_chat text, p_user text)
 RETURNS integer
 LANGUAGE plpgsql STABLE AS $$

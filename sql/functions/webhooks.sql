@@ -30,8 +30,6 @@ COMMENT ON FUNCTION receipts.webhook_pending_events(text, bigint, text[]) IS
 -- filter and secret of an existing one, keeping its position. At most p_maximum webhooks per
 -- tenant. "history" (nothing written) when the database is no longer in p_history (a
 -- failover the hub has not followed yet: the caller tries again).
--- (Before event histories it took no p_history.)
-DROP FUNCTION IF EXISTS receipts.put_webhook(text, text, text, text[], text, bigint, integer);
 CREATE OR REPLACE FUNCTION receipts.put_webhook(
     p_tenant text, p_webhook text, p_url text, p_events text[], p_secret text, p_position bigint, p_history text,
     p_maximum integer)
@@ -72,8 +70,7 @@ COMMENT ON FUNCTION receipts.put_webhook(text, text, text, text[], text, bigint,
     'Creates a webhook (delivering the events committed from now on) or replaces its url, filter and secret, keeping its position; "limit" when the tenant has p_maximum already, "history" when the database is no longer in the event history of p_position.';
 
 -- One webhook (p_webhook) or all of the tenant's (p_webhook NULL), with where delivery stands.
-DROP FUNCTION IF EXISTS receipts.webhooks_of(text, text);
-CREATE FUNCTION receipts.webhooks_of(p_tenant text, p_webhook text)
+CREATE OR REPLACE FUNCTION receipts.webhooks_of(p_tenant text, p_webhook text)
 RETURNS TABLE (webhook_id text, url text, events text[], created_at timestamptz, delivered_through bigint,
                position_history text, pending bigint, failures integer, last_error text, last_attempt_at timestamptz,
                next_attempt_at timestamptz)
@@ -164,8 +161,7 @@ GRANT EXECUTE ON FUNCTION receipts.release_webhooks(text) TO receipts_service;
 -- p_lease left (the dispatcher could not reach the database): an attempt then never starts on
 -- a lease about to lapse, and the common case is a read, with no commit to flush.
 -- No row when the webhook was deleted or another instance holds it.
-DROP FUNCTION IF EXISTS receipts.begin_webhook_attempt(text, text, text, interval);
-CREATE FUNCTION receipts.begin_webhook_attempt(p_tenant text, p_webhook text, p_owner text, p_lease interval)
+CREATE OR REPLACE FUNCTION receipts.begin_webhook_attempt(p_tenant text, p_webhook text, p_owner text, p_lease interval)
 RETURNS TABLE (url text, events text[], secret text, delivered_through bigint, position_history text, committed_before text,
                failures integer, next_attempt_at timestamptz, recorded boolean)
 LANGUAGE plpgsql AS $$
@@ -204,8 +200,6 @@ COMMENT ON FUNCTION receipts.begin_webhook_attempt(text, text, text, interval) I
 -- acknowledgement per batch must not queue behind the write path's commits for a WAL flush,
 -- and an acknowledgement lost in a crash of PostgreSQL costs only that batch sent again,
 -- which at-least-once delivery allows (receivers drop repeats by event id).
--- (Before event histories it took no p_history.)
-DROP FUNCTION IF EXISTS receipts.acknowledge_webhook_batch(text, text, text, bigint, boolean, interval);
 CREATE OR REPLACE FUNCTION receipts.acknowledge_webhook_batch(
     p_tenant text, p_webhook text, p_owner text, p_position bigint, p_history text, p_delivered boolean, p_lease interval)
 RETURNS TABLE (url text, events text[], secret text, delivered_through bigint, position_history text, committed_before text,

@@ -11,29 +11,22 @@
 --   period (period_after_seq), that is last_seq - read_seq; only a member whose watermark is
 --   still below their latest rejoin needs the periods;
 -- * their own messages above the watermark: none when the watermark is at the newest message.
+-- Those two pieces are receipts.messages_to_read (sql/functions/membership.sql), which a read
+-- also uses for what its watermark passes (receipts.mark_read_each).
 --
 -- A view, so that every reader of counts (receipts.unread_count, receipts.unread_counts, the
 -- marking function's answer, the unread.changed trigger) gets the rule inlined into its own
--- statement: the two lookups are subplans, set up once per statement and run only in the
--- CASE branch that needs them. (As a PL/pgSQL function of the member row, each count was a
--- call with executor start-up of its own: about 14 % of the database's CPU under single
--- reads.) security_invoker: row-level security applies as the caller, receipts_service, so
--- the view shows only the caller's tenant.
+-- statement: messages_to_read is SQL and inlined, so its two lookups are subplans, set up
+-- once per statement and run only in the CASE branch that needs them. (As a PL/pgSQL
+-- function of the member row, each count was a call with executor start-up of its own:
+-- about 14 % of the database's CPU under single reads.) security_invoker: row-level security
+-- applies as the caller, receipts_service, so the view shows only the caller's tenant.
 CREATE OR REPLACE VIEW receipts.member_unread WITH (security_invoker = true) AS
 SELECT member.tenant_id, member.chat_id, member.user_id, member.left_at, member.marked_unread,
        CASE WHEN member.left_at IS NOT NULL THEN 0 ELSE greatest(
-           CASE WHEN member.read_seq >= member.period_after_seq THEN chat.last_seq - member.read_seq
-                ELSE (SELECT coalesce(sum(greatest(0, least(coalesce(period.until_seq, chat.last_seq), chat.last_seq)
-                                                    - greatest(period.after_seq, member.read_seq))), 0)::bigint
-                      FROM receipts.membership_periods AS period
-                      WHERE period.tenant_id = member.tenant_id AND period.chat_id = member.chat_id
-                        AND period.user_id = member.user_id) END
-           - CASE WHEN member.read_seq < chat.last_seq
-                  THEN (SELECT count(*) FROM receipts.messages AS own
-                        WHERE own.tenant_id = member.tenant_id AND own.chat_id = member.chat_id
-                          AND own.sender_id = member.user_id
-                          AND own.seq > member.read_seq AND own.seq <= chat.last_seq)
-                  ELSE 0 END
+           (SELECT pending.messages
+            FROM receipts.messages_to_read(member.tenant_id, member.chat_id, member.user_id, member.read_seq, chat.last_seq,
+                                           member.period_after_seq) AS pending)
            - member.reads_above,
            CASE WHEN member.marked_unread THEN 1 ELSE 0 END)::integer END AS unread_count
 FROM receipts.chat_members AS member
