@@ -59,14 +59,14 @@ public struct MigrationRunner: Sendable {
     @discardableResult
     public func applyPending(on connection: PostgresConnection) async throws -> Applied {
         if await self.isUpToDate(on: connection) { return Applied() }
-        try await connection.execute("SELECT pg_advisory_lock($1)", [Self.advisoryLockKey])
+        try await connection.execute("SELECT pg_advisory_lock(\(Self.advisoryLockKey))")
         do {
             let applied = try await self.applyPendingWhileLocked(on: connection)
-            try await connection.execute("SELECT pg_advisory_unlock($1)", [Self.advisoryLockKey])
+            try await connection.execute("SELECT pg_advisory_unlock(\(Self.advisoryLockKey))")
             return applied
         } catch {
             if connection.isOpen {
-                _ = try? await connection.execute("SELECT pg_advisory_unlock($1)", [Self.advisoryLockKey])
+                _ = try? await connection.execute("SELECT pg_advisory_unlock(\(Self.advisoryLockKey))")
             }
             throw error
         }
@@ -112,18 +112,17 @@ public struct MigrationRunner: Sendable {
             """
             SELECT (
                 SELECT count(*)
-                FROM unnest($1::int8[], $2::text[]) AS file (version, sql)
+                FROM unnest(\(self.migrations.map(\.version))::int8[], \(self.migrations.map(\.sql))::text[]) AS file (version, sql)
                 JOIN receipts.schema_migrations AS applied USING (version)
                 WHERE applied.checksum = md5(file.sql)
-            ) = cardinality($1::int8[])
+            ) = cardinality(\(self.migrations.map(\.version))::int8[])
             AND NOT EXISTS (
                 SELECT
-                FROM unnest($3::text[], $4::text[]) AS file (path, sql)
+                FROM unnest(\(self.scripts.map(\.path))::text[], \(self.scripts.map(\.sql))::text[]) AS file (path, sql)
                 LEFT JOIN receipts.schema_scripts AS applied USING (path)
                 WHERE applied.checksum IS DISTINCT FROM md5(file.sql)
             )
-            """,
-            [self.migrations.map(\.version), self.migrations.map(\.sql), self.scripts.map(\.path), self.scripts.map(\.sql)]
+            """
         )
         return (try? rows?.first?.decode(Bool.self, column: 0)) == true
     }
@@ -141,11 +140,10 @@ public struct MigrationRunner: Sendable {
             )
             try await connection.withTransaction { connection in
                 try await connection.execute(
-                    "SELECT set_config($1, $2, true)", [ReceiptsStore.allTenants.name, ReceiptsStore.allTenants.value])
+                    "SELECT set_config(\(ReceiptsStore.allTenants.name), \(ReceiptsStore.allTenants.value), true)")
                 try await connection.executeScript(migration.sql)
                 try await connection.execute(
-                    "INSERT INTO receipts.schema_migrations (version, name, checksum) VALUES ($1, $2, md5($3))",
-                    [migration.version, migration.name, migration.sql]
+                    "INSERT INTO receipts.schema_migrations (version, name, checksum) VALUES (\(migration.version), \(migration.name), md5(\(migration.sql)))"
                 )
             }
             result.migrations.append(migration)
@@ -161,27 +159,25 @@ public struct MigrationRunner: Sendable {
         let rows = try await connection.query(
             """
             SELECT file.path
-            FROM unnest($1::text[], $2::text[]) AS file (path, sql)
+            FROM unnest(\(self.scripts.map(\.path))::text[], \(self.scripts.map(\.sql))::text[]) AS file (path, sql)
             LEFT JOIN receipts.schema_scripts AS applied USING (path)
             WHERE applied.checksum IS DISTINCT FROM md5(file.sql)
-            """,
-            [self.scripts.map(\.path), self.scripts.map(\.sql)]
+            """
         )
         let changedPaths = Set(try rows.map { try $0.decode(String.self, column: 0) })
         let changed = self.scripts.filter { changedPaths.contains($0.path) }
         guard !changed.isEmpty else { return [] }
         try await connection.withTransaction { connection in
             try await connection.execute(
-                "SELECT set_config($1, $2, true)", [ReceiptsStore.allTenants.name, ReceiptsStore.allTenants.value])
+                "SELECT set_config(\(ReceiptsStore.allTenants.name), \(ReceiptsStore.allTenants.value), true)")
             for script in changed {
                 self.logger.info("applying script", metadata: ["receipts.script": "\(script.path)"])
                 try await connection.executeScript(script.sql)
                 try await connection.execute(
                     """
-                    INSERT INTO receipts.schema_scripts (path, checksum) VALUES ($1, md5($2))
+                    INSERT INTO receipts.schema_scripts (path, checksum) VALUES (\(script.path), md5(\(script.sql)))
                     ON CONFLICT (path) DO UPDATE SET checksum = excluded.checksum, applied_at = now()
-                    """,
-                    [script.path, script.sql]
+                    """
                 )
             }
         }
@@ -215,11 +211,10 @@ public struct MigrationRunner: Sendable {
         let rows = try await connection.query(
             """
             SELECT applied.version, applied.name
-            FROM unnest($1::int8[], $2::text[]) AS file (version, sql)
+            FROM unnest(\(self.migrations.map(\.version))::int8[], \(self.migrations.map(\.sql))::text[]) AS file (version, sql)
             JOIN receipts.schema_migrations AS applied USING (version)
             WHERE applied.checksum <> md5(file.sql)
-            """,
-            [self.migrations.map(\.version), self.migrations.map(\.sql)]
+            """
         )
         for row in rows {
             let version = try row.decode(Int.self, column: 0)

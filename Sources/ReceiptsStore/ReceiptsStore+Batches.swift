@@ -5,8 +5,7 @@ import Postgres
 /// How one kind of batch is done in SQL: its statement, and the outcomes its rows give.
 struct BatchStatements<Request: Sendable, Outcome: Sendable>: Sendable {
     /// The statement doing `requests` of `tenant`, one outcome row per request in order.
-    /// (One request alone may take another function, quicker alone.)
-    let statement: @Sendable (_ tenant: String, _ requests: [Request]) -> (sql: String, parameters: [any PostgresEncodable])
+    let statement: @Sendable (_ tenant: String, _ requests: [Request]) -> PostgresQuery
     /// The outcomes in the statement's rows.
     let outcomes: @Sendable (PostgresRows) throws -> [Outcome]
 }
@@ -61,7 +60,7 @@ extension ReceiptsStore {
                     guard let batch = live else { return }
                     let statement = statements.statement(tenant, batch.requests)
                     do throws(PostgresError) {
-                        try pipeline.send(statement.sql, statement.parameters, by: batch.deadline)
+                        try pipeline.send(statement.sql, statement.binds, by: batch.deadline)
                     } catch where !error.isConnectionLoss {
                         // Not sent (a value the protocol cannot carry): fail only the requests
                         // that hold it.

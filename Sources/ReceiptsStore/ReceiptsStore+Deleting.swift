@@ -44,8 +44,7 @@ extension ReceiptsStore {
     /// (`receipts.delete_message`, for psql, is a request of it). One outcome row per request,
     /// in order.
     static let deleteStatements = BatchStatements<DeleteRequest, DeleteMessageOutcome> { tenant, requests in
-        ("SELECT outcome FROM receipts.delete_message_each($1, $2, $3, $4)",
-         [tenant, requests.map(\.chat), requests.map(\.message), requests.map(\.sender)])
+        "SELECT outcome FROM receipts.delete_message_each(\(tenant), \(requests.map(\.chat)), \(requests.map(\.message)), \(requests.map(\.sender)))"
     } outcomes: { rows in
         try rows.map { try Self.outcome(DeleteMessageOutcome.self, of: $0, function: "receipts.delete_message_each") }
     }
@@ -53,7 +52,7 @@ extension ReceiptsStore {
     /// Deletes a chat with its members at once; its messages are purged in the background
     /// (`purgeDeletedChats`), unreachable meanwhile.
     public func deleteChat(tenant: String, chat: String) async throws -> DeleteChatOutcome {
-        let rows = try await self.write("SELECT receipts.delete_chat($1, $2)", [tenant, chat])
+        let rows = try await self.write("SELECT receipts.delete_chat(\(tenant), \(chat))")
         return try Self.outcome(DeleteChatOutcome.self, from: rows)
     }
 
@@ -61,7 +60,7 @@ extension ReceiptsStore {
     /// `limit` messages of one chat, one transaction): how many it removed, nil when no
     /// deleted chat is left to purge (or every one is being purged by another instance).
     public func purgeDeletedChatBatch(limit: Int) async throws -> Int? {
-        let rows = try await self.query("SELECT removed FROM receipts.purge_deleted_chat_batch($1::integer)", [limit])
+        let rows = try await self.query("SELECT removed FROM receipts.purge_deleted_chat_batch(\(limit)::integer)")
         guard let row = rows.first else { return nil }
         return try row.decode(Int.self, column: 0)
     }

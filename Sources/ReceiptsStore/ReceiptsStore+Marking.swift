@@ -46,8 +46,7 @@ extension ReceiptsStore {
                 through.append(item.through)
             }
         }
-        return ("SELECT outcome, marked, unread_count FROM receipts.mark_read_each($1, $2, $3, $4, $5)",
-                [tenant, chats, users, messages, through])
+        return "SELECT outcome, marked, unread_count FROM receipts.mark_read_each(\(tenant), \(chats), \(users), \(messages), \(through))"
     } outcomes: { rows in
         try rows.map { try MarkReadOutcome(row: $0) }
     }

@@ -75,8 +75,7 @@ extension ReceiptsStore {
     /// (`receipts.send_message`, for psql, is a request of it); `outcome, seq, created_at`
     /// rows, one per message, in order.
     static let sendStatements = BatchStatements<NewMessage, SendResult> { tenant, messages in
-        ("SELECT outcome, seq, created_at FROM receipts.send_each($1, $2, $3, $4, $5)",
-         [tenant, messages.map(\.chat), messages.map(\.id), messages.map(\.sender), messages.map(\.text)])
+        "SELECT outcome, seq, created_at FROM receipts.send_each(\(tenant), \(messages.map(\.chat)), \(messages.map(\.id)), \(messages.map(\.sender)), \(messages.map(\.text)))"
     } outcomes: { rows in
         try rows.map { try SendResult(row: $0) }
     }
@@ -96,8 +95,7 @@ extension ReceiptsStore {
             var beforeSeq = Int64.max
             if let before {
                 let rows = try await connection.query(
-                    "SELECT seq FROM receipts.messages WHERE tenant_id = $1 AND chat_id = $2 AND message_id = $3",
-                    [tenant, chat, before]
+                    "SELECT seq FROM receipts.messages WHERE tenant_id = \(tenant) AND chat_id = \(chat) AND message_id = \(before)"
                 )
                 guard let row = rows.first else { return .failure(.beforeNotFound) }
                 beforeSeq = try row.decode(column: 0)
@@ -163,10 +161,9 @@ extension ReceiptsStore {
         try await connection.query(
             """
             SELECT message_id FROM receipts.messages
-            WHERE tenant_id = $1 AND chat_id = $2 AND sender_id = $3
+            WHERE tenant_id = \(tenant) AND chat_id = \(chat) AND sender_id = \(sender)
             ORDER BY seq DESC LIMIT 1
-            """,
-            [tenant, chat, sender]
+            """
         ).first?.decode(String.self, column: 0)
     }
 }
