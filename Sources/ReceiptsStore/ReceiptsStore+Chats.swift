@@ -65,12 +65,13 @@ extension ReceiptsStore {
             ORDER BY member.user_id
             """
         )
-        guard let first = rows.first, let kind = ChatKind(rawValue: try first.decode(column: 0)) else { return nil }
-        let members = try rows.compactMap { row -> ChatRecord.Member? in
-            guard let user = try row.decode(String?.self, column: 2) else { return nil }
-            return ChatRecord.Member(userId: user, joinedAt: try row.decode(column: 3))
+        // One row per current member (none for a chat without one), each with the chat's columns.
+        let decoded = try rows.decode((String, Date, String?, Date?).self)
+        guard let (kindText, createdAt, _, _) = decoded.first, let kind = ChatKind(rawValue: kindText) else { return nil }
+        let members = decoded.compactMap { _, _, user, joinedAt in
+            user.flatMap { user in joinedAt.map { ChatRecord.Member(userId: user, joinedAt: $0) } }
         }
-        return ChatRecord(id: chat, kind: kind, createdAt: try first.decode(column: 1), members: members)
+        return ChatRecord(id: chat, kind: kind, createdAt: createdAt, members: members)
     }
 
     /// Reads the text outcome a receipts.* function returns in its first column.

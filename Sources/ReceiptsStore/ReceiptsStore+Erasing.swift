@@ -33,7 +33,7 @@ extension ReceiptsStore {
             "SELECT state, requested_at FROM receipts.request_user_erasure(\(tenant), \(user), \(deletingMessages))")
         self.credentials.invalidate(tenant: tenant)
         guard let row = rows.first else { throw UnexpectedOutcome(function: "receipts.request_user_erasure", outcome: "no row") }
-        return ErasureStatus(done: try row.decode(String.self, column: 0) == "done", requestedAt: try row.decode(column: 1))
+        return try ErasureStatus(row: row)
     }
 
     /// The user's latest erasure; nil when none was asked.
@@ -41,7 +41,7 @@ extension ReceiptsStore {
         try await self.withTenant(tenant, readOnly: true) { connection in
             guard let row = try await connection.query("SELECT state, requested_at FROM receipts.user_erasure(\(tenant), \(user))").first
             else { return nil }
-            return ErasureStatus(done: try row.decode(String.self, column: 0) == "done", requestedAt: try row.decode(column: 1))
+            return try ErasureStatus(row: row)
         }
     }
 
@@ -70,5 +70,13 @@ extension ReceiptsStore {
             return .worked(tenant: try row.decode(column: 1), user: try row.decode(column: 2), finished: outcome == "done")
         case let other: throw UnexpectedOutcome(function: "receipts.erasure_step", outcome: other)
         }
+    }
+}
+
+extension ErasureStatus {
+    /// Decodes `state, requested_at`.
+    init(row: PostgresRow) throws {
+        let (state, requestedAt) = try row.decode((String, Date).self)
+        self.init(done: state == "done", requestedAt: requestedAt)
     }
 }

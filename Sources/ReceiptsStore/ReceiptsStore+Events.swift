@@ -21,11 +21,12 @@ extension ReceiptsStore {
     /// The current event history, the newest visible event id (0 when there is none) and the
     /// snapshot it was read in: where the hub starts.
     public func newestEvent() async throws -> (history: String, id: Int64, snapshot: TransactionSnapshot) {
-        let row = try await self.query("SELECT history_id, snapshot, newest_visible FROM receipts.newest_event()", [])[0]
-        guard let snapshot = TransactionSnapshot(try row.decode(String.self, column: 1)) else {
+        let row = try await self.query("SELECT history_id, snapshot, newest_visible FROM receipts.newest_event()")[0]
+        let (history, snapshotText, newest) = try row.decode((String, String, Int64).self)
+        guard let snapshot = TransactionSnapshot(snapshotText) else {
             throw PostgresError(code: .invalidValue, message: "receipts.newest_event returned no snapshot")
         }
-        return (try row.decode(column: 0), try row.decode(column: 2), snapshot)
+        return (history, newest, snapshot)
     }
 
     /// Where a new stream of `tenant` stands now.
@@ -33,22 +34,20 @@ extension ReceiptsStore {
         let row = try await self.query(
             "SELECT history_id, snapshot, last_allocated, pruned_through FROM receipts.stream_position(\(tenant))"
         )[0]
-        guard let snapshot = TransactionSnapshot(try row.decode(String.self, column: 1)) else {
+        let (history, snapshotText, lastAllocated, prunedThrough) = try row.decode((String, String, Int64, Int64).self)
+        guard let snapshot = TransactionSnapshot(snapshotText) else {
             throw PostgresError(code: .invalidValue, message: "receipts.stream_position returned no snapshot")
         }
-        return EventLogPosition(
-            history: try row.decode(column: 0), snapshot: snapshot, lastAllocated: try row.decode(column: 2),
-            prunedThrough: try row.decode(column: 3))
+        return EventLogPosition(history: history, snapshot: snapshot, lastAllocated: lastAllocated, prunedThrough: prunedThrough)
     }
 
     /// The event histories that led to the current one, oldest first (the last is the current
     /// one; a new one may begin with this read).
     public func eventHistory() async throws -> EventHistory {
-        let rows = try await self.query(
-            "SELECT history_id, started_after, resumable_through FROM receipts.event_history_lineage()", [])
+        let rows = try await self.query("SELECT history_id, started_after, resumable_through FROM receipts.event_history_lineage()")
         let segments = try rows.map { row in
-            EventHistory.Segment(
-                id: try row.decode(column: 0), startedAfter: try row.decode(column: 1), resumableThrough: try row.decode(column: 2))
+            let (id, startedAfter, resumableThrough) = try row.decode((String, Int64, Int64).self)
+            return EventHistory.Segment(id: id, startedAfter: startedAfter, resumableThrough: resumableThrough)
         }
         guard !segments.isEmpty else {
             throw PostgresError(code: .invalidValue, message: "receipts.event_history_lineage returned no history")
@@ -103,7 +102,7 @@ extension ReceiptsStore {
     public func abandonEventIds(through position: Int64) async throws -> (horizon: Int64, transaction: Int64) {
         let row = try await self.query(
             "SELECT abandoned_through, transaction_id FROM receipts.abandon_event_ids(\(position))")[0]
-        return (try row.decode(column: 0), try row.decode(column: 1))
+        return try row.decode((Int64, Int64).self)
     }
 
     /// The tenant's events in `(position, through]`, oldest first (what a resuming stream
