@@ -70,7 +70,7 @@ extension ReceiptsStore {
     /// Every transaction that has an id and is running now. A snapshot lists running
     /// transactions only below its xmax; this finds the newer ones too (from `pg_locks`).
     public func runningTransactions() async throws -> Set<Int64> {
-        Set(try await self.query("SELECT receipts.running_transactions()", []).scalar([Int64].self))
+        Set(try await self.query("SELECT receipts.running_transactions()").scalar([Int64].self))
     }
 
     /// The transactions of this database that may still commit an event: those holding a
@@ -78,7 +78,7 @@ extension ReceiptsStore {
     /// Unlike `runningTransactions()`, transactions of other databases of the cluster and
     /// sessions that never wrote an event are not among them.
     public func eventWriters() async throws -> EventWriters {
-        let rows = try await self.query("SELECT transaction_id, pid FROM receipts.event_writers()", [])
+        let rows = try await self.query("SELECT transaction_id, pid FROM receipts.event_writers()")
         var writers = EventWriters(transactions: [], pids: [], hasWriterWithoutTransaction: false)
         for row in rows {
             if let transaction = try row.decode(Int64?.self, column: 0) {

@@ -57,6 +57,21 @@ struct OrderedJSONEncoderTests {
         #expect(try JSONDecoder().decode(Plain.self, from: Data(text.utf8)) == value)
     }
 
+    @Test("every standard kind of number is written as JSONEncoder writes it, alone, in lists and optional")
+    func standardKinds() throws {
+        struct Numbers: Encodable {
+            let small: Int8
+            let medium: Int32
+            let unsigned: UInt16
+            let single: Float
+            let doubles: [Double]
+            let absent: Int16?
+            let present: UInt64?
+        }
+        let value = Numbers(small: -3, medium: 70_000, unsigned: 9, single: 1.5, doubles: [0.25, 3], absent: nil, present: 7)
+        #expect(try self.json(value) == #"{"small":-3,"medium":70000,"unsigned":9,"single":1.5,"doubles":[0.25,3],"absent":null,"present":7}"#)
+    }
+
     @Test("a number JSON cannot hold is an error, not a broken answer")
     func notANumber() {
         struct Ratio: Encodable { let value: Double }

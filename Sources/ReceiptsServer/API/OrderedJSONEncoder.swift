@@ -81,13 +81,9 @@ struct OrderedJSONEncoder {
                 self.writer.integer(unsafeBitCast(value, to: Int64.self))
             } else if Value.self == Bool.self {
                 self.writer.boolean(unsafeBitCast(value, to: Bool.self))
-            } else if let integer = value as? any BinaryInteger {
-                self.writer.integer(integer)
-            } else if let number = value as? Double {
-                try self.writer.number(number)
-            } else if let number = value as? Float {
-                try self.writer.number(Double(number))
             } else {
+                // Any other kind of value, the standard ones included: their `encode(to:)` hands
+                // them to a container's `encode(_:)` of their own type, which writes them.
                 let before = self.writer.bytes.count
                 try value.encode(to: ValueEncoder(encoding: self, depth: depth))
                 self.close(downTo: depth)
@@ -98,6 +94,13 @@ struct OrderedJSONEncoder {
         }
 
         func encodeNil() { self.writer.raw("null") }
+
+        // A value of a standard kind, as its container's `encode(_:)` of that type gets it.
+        func write(_ value: Bool) { self.writer.boolean(value) }
+        func write(_ value: String) { self.writer.string(value) }
+        func write(_ value: some BinaryInteger) { self.writer.integer(value) }
+        func write(_ value: Double) throws { try self.writer.number(value) }
+        func write(_ value: Float) throws { try self.writer.number(Double(value)) }
     }
 
     fileprivate struct ValueEncoder: Encoder {
@@ -144,20 +147,62 @@ struct OrderedJSONEncoder {
         }
 
         // Each kind of value through the one path above.
-        mutating func encode(_ value: Bool, forKey key: Key) throws { try self.put(value, key) }
-        mutating func encode(_ value: String, forKey key: Key) throws { try self.put(value, key) }
-        mutating func encode(_ value: Double, forKey key: Key) throws { try self.put(value, key) }
-        mutating func encode(_ value: Float, forKey key: Key) throws { try self.put(value, key) }
-        mutating func encode(_ value: Int, forKey key: Key) throws { try self.put(value, key) }
-        mutating func encode(_ value: Int8, forKey key: Key) throws { try self.put(value, key) }
-        mutating func encode(_ value: Int16, forKey key: Key) throws { try self.put(value, key) }
-        mutating func encode(_ value: Int32, forKey key: Key) throws { try self.put(value, key) }
-        mutating func encode(_ value: Int64, forKey key: Key) throws { try self.put(value, key) }
-        mutating func encode(_ value: UInt, forKey key: Key) throws { try self.put(value, key) }
-        mutating func encode(_ value: UInt8, forKey key: Key) throws { try self.put(value, key) }
-        mutating func encode(_ value: UInt16, forKey key: Key) throws { try self.put(value, key) }
-        mutating func encode(_ value: UInt32, forKey key: Key) throws { try self.put(value, key) }
-        mutating func encode(_ value: UInt64, forKey key: Key) throws { try self.put(value, key) }
+        mutating func encode(_ value: Bool, forKey key: Key) throws {
+            self.encoding.key(key, of: self.depth)
+            try self.encoding.write(value)
+        }
+        mutating func encode(_ value: String, forKey key: Key) throws {
+            self.encoding.key(key, of: self.depth)
+            try self.encoding.write(value)
+        }
+        mutating func encode(_ value: Double, forKey key: Key) throws {
+            self.encoding.key(key, of: self.depth)
+            try self.encoding.write(value)
+        }
+        mutating func encode(_ value: Float, forKey key: Key) throws {
+            self.encoding.key(key, of: self.depth)
+            try self.encoding.write(value)
+        }
+        mutating func encode(_ value: Int, forKey key: Key) throws {
+            self.encoding.key(key, of: self.depth)
+            try self.encoding.write(value)
+        }
+        mutating func encode(_ value: Int8, forKey key: Key) throws {
+            self.encoding.key(key, of: self.depth)
+            try self.encoding.write(value)
+        }
+        mutating func encode(_ value: Int16, forKey key: Key) throws {
+            self.encoding.key(key, of: self.depth)
+            try self.encoding.write(value)
+        }
+        mutating func encode(_ value: Int32, forKey key: Key) throws {
+            self.encoding.key(key, of: self.depth)
+            try self.encoding.write(value)
+        }
+        mutating func encode(_ value: Int64, forKey key: Key) throws {
+            self.encoding.key(key, of: self.depth)
+            try self.encoding.write(value)
+        }
+        mutating func encode(_ value: UInt, forKey key: Key) throws {
+            self.encoding.key(key, of: self.depth)
+            try self.encoding.write(value)
+        }
+        mutating func encode(_ value: UInt8, forKey key: Key) throws {
+            self.encoding.key(key, of: self.depth)
+            try self.encoding.write(value)
+        }
+        mutating func encode(_ value: UInt16, forKey key: Key) throws {
+            self.encoding.key(key, of: self.depth)
+            try self.encoding.write(value)
+        }
+        mutating func encode(_ value: UInt32, forKey key: Key) throws {
+            self.encoding.key(key, of: self.depth)
+            try self.encoding.write(value)
+        }
+        mutating func encode(_ value: UInt64, forKey key: Key) throws {
+            self.encoding.key(key, of: self.depth)
+            try self.encoding.write(value)
+        }
 
         // An absent optional is `null` (see the type's comment), for every kind of value.
         mutating func encodeIfPresent<T: Encodable>(_ value: T?, forKey key: Key) throws { try self.present(value, key) }
@@ -207,7 +252,7 @@ struct OrderedJSONEncoder {
 
     private enum SuperKey: String, CodingKey { case `super` }
 
-    fileprivate struct UnkeyedContainer: UnkeyedEncodingContainer, PrimitivesThroughPut {
+    fileprivate struct UnkeyedContainer: UnkeyedEncodingContainer, WritesStandardKinds {
         let encoding: Encoding
         /// Its own depth: the number of containers open with it, itself included.
         let depth: Int
@@ -219,11 +264,13 @@ struct OrderedJSONEncoder {
             self.encoding.encodeNil()
         }
 
-        mutating func encode<T: Encodable>(_ value: T) throws { try self.put(value) }
-
-        func put<T: Encodable>(_ value: T) throws {
-            self.encoding.beginElement(of: self.depth)
+        mutating func encode<T: Encodable>(_ value: T) throws {
+            self.beginElement()
             try self.encoding.encode(value, depth: self.depth)
+        }
+
+        func beginElement() {
+            self.encoding.beginElement(of: self.depth)
         }
 
         mutating func nestedContainer<NestedKey: CodingKey>(keyedBy keyType: NestedKey.Type) -> KeyedEncodingContainer<NestedKey> {
@@ -244,7 +291,7 @@ struct OrderedJSONEncoder {
         }
     }
 
-    fileprivate struct SingleValueContainer: SingleValueEncodingContainer, PrimitivesThroughPut {
+    fileprivate struct SingleValueContainer: SingleValueEncodingContainer, WritesStandardKinds {
         let encoding: Encoding
         /// The containers open around the value.
         let depth: Int
@@ -252,33 +299,78 @@ struct OrderedJSONEncoder {
 
         mutating func encodeNil() throws { self.encoding.encodeNil() }
 
-        mutating func encode<T: Encodable>(_ value: T) throws { try self.put(value) }
-
-        func put<T: Encodable>(_ value: T) throws {
+        mutating func encode<T: Encodable>(_ value: T) throws {
             try self.encoding.encode(value, depth: self.depth)
         }
+
+        /// A single value has no elements, nor commas.
+        func beginElement() {}
 
     }
 }
 
-/// A container whose values of every kind go through its one `put`, as the keyed one's do.
-private protocol PrimitivesThroughPut {
-    func put<T: Encodable>(_ value: T) throws
+/// A container whose values of the standard kinds are written as they are, each after
+/// `beginElement()` (a comma where one is due).
+private protocol WritesStandardKinds {
+    var encoding: OrderedJSONEncoder.Encoding { get }
+    func beginElement()
 }
 
-extension PrimitivesThroughPut {
-    mutating func encode(_ value: Bool) throws { try self.put(value) }
-    mutating func encode(_ value: String) throws { try self.put(value) }
-    mutating func encode(_ value: Double) throws { try self.put(value) }
-    mutating func encode(_ value: Float) throws { try self.put(value) }
-    mutating func encode(_ value: Int) throws { try self.put(value) }
-    mutating func encode(_ value: Int8) throws { try self.put(value) }
-    mutating func encode(_ value: Int16) throws { try self.put(value) }
-    mutating func encode(_ value: Int32) throws { try self.put(value) }
-    mutating func encode(_ value: Int64) throws { try self.put(value) }
-    mutating func encode(_ value: UInt) throws { try self.put(value) }
-    mutating func encode(_ value: UInt8) throws { try self.put(value) }
-    mutating func encode(_ value: UInt16) throws { try self.put(value) }
-    mutating func encode(_ value: UInt32) throws { try self.put(value) }
-    mutating func encode(_ value: UInt64) throws { try self.put(value) }
+extension WritesStandardKinds {
+    mutating func encode(_ value: Bool) throws {
+        self.beginElement()
+        try self.encoding.write(value)
+    }
+    mutating func encode(_ value: String) throws {
+        self.beginElement()
+        try self.encoding.write(value)
+    }
+    mutating func encode(_ value: Double) throws {
+        self.beginElement()
+        try self.encoding.write(value)
+    }
+    mutating func encode(_ value: Float) throws {
+        self.beginElement()
+        try self.encoding.write(value)
+    }
+    mutating func encode(_ value: Int) throws {
+        self.beginElement()
+        try self.encoding.write(value)
+    }
+    mutating func encode(_ value: Int8) throws {
+        self.beginElement()
+        try self.encoding.write(value)
+    }
+    mutating func encode(_ value: Int16) throws {
+        self.beginElement()
+        try self.encoding.write(value)
+    }
+    mutating func encode(_ value: Int32) throws {
+        self.beginElement()
+        try self.encoding.write(value)
+    }
+    mutating func encode(_ value: Int64) throws {
+        self.beginElement()
+        try self.encoding.write(value)
+    }
+    mutating func encode(_ value: UInt) throws {
+        self.beginElement()
+        try self.encoding.write(value)
+    }
+    mutating func encode(_ value: UInt8) throws {
+        self.beginElement()
+        try self.encoding.write(value)
+    }
+    mutating func encode(_ value: UInt16) throws {
+        self.beginElement()
+        try self.encoding.write(value)
+    }
+    mutating func encode(_ value: UInt32) throws {
+        self.beginElement()
+        try self.encoding.write(value)
+    }
+    mutating func encode(_ value: UInt64) throws {
+        self.beginElement()
+        try self.encoding.write(value)
+    }
 }
