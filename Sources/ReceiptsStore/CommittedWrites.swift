@@ -7,21 +7,24 @@ import Synchronization
 /// `sql/functions/events.sql`): their triggers send no NOTIFY, so the hub learns
 /// of this process's writes from here, without a round trip through PostgreSQL.
 ///
-/// A write only yields to the streams registered here (`wake(_:)`), where it runs: its task,
-/// or a connection's thread for a run of batches. No code of the hub runs there, and nothing
-/// is handed over on the way from a commit to the hub's task, which waits on the stream.
+/// A write only yields to the streams registered here (`wake(_:when:)`), where it runs: its
+/// task, or a connection's thread for a run of batches. Nothing runs there but a yield (and a
+/// registered check of a flag), and nothing is handed over on the way from a commit to the
+/// hub's task, which waits on the stream.
 public final class CommittedWrites: Sendable {
-    private let streams = Mutex<[AsyncStream<Void>.Continuation]>([])
+    private let streams = Mutex<[(stream: AsyncStream<Void>.Continuation, when: @Sendable () -> Bool)]>([])
 
     init() {}
 
-    /// Yields to `stream` after every write from now on. Give it a stream that buffers one
-    /// element (`.bufferingNewest(1)`): writes that commit while its consumer works coalesce.
-    public func wake(_ stream: AsyncStream<Void>.Continuation) {
-        self.streams.withLock { $0.append(stream) }
+    /// Yields to `stream` after every write from now on, while `condition` holds (a check of
+    /// a flag, made where the writer runs: a consumer that has nothing to do then is not woken
+    /// for nothing). Give it a stream that buffers one element (`.bufferingNewest(1)`): writes
+    /// that commit while its consumer works coalesce.
+    public func wake(_ stream: AsyncStream<Void>.Continuation, when condition: @escaping @Sendable () -> Bool = { true }) {
+        self.streams.withLock { $0.append((stream, condition)) }
     }
 
     func signal() {
-        for stream in self.streams.withLock({ $0 }) { stream.yield() }
+        for (stream, condition) in self.streams.withLock({ $0 }) where condition() { stream.yield() }
     }
 }

@@ -40,7 +40,8 @@ final class PeerNotifier: Sendable {
     /// Sends notifications (after this process's writes while peers are heard, and
     /// announcements) until cancelled.
     func run() async {
-        self.store.committedWrites.wake(self.request)
+        // After this process's writes only while a peer is heard: alone, a write wakes nobody.
+        self.store.committedWrites.wake(self.request) { [state] in state.withLockedValue { $0.peers.arePresent(at: .now) } }
         let interval = self.state.withLockedValue { $0.peers.announcementInterval }
         await withTaskGroup(of: Void.self) { group in
             group.addTask { await self.sendNotifications() }
