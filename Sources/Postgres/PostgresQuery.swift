@@ -103,3 +103,15 @@ extension PostgresRows {
         try self.map { try $0.decode(types) }
     }
 }
+
+extension PostgresConnection {
+    /// Runs `query` and folds its rows into `initial` one by one as they arrive
+    /// (`reduceRows(_:_:into:_:)`).
+    public func reduceRows<State: Sendable>(
+        _ query: PostgresQuery,
+        into initial: State,
+        _ update: @escaping @Sendable (inout State, PostgresRow) throws -> Void
+    ) async throws -> State {
+        try await self.reduceRows(query.sql, query.binds, into: initial, update)
+    }
+}

@@ -22,6 +22,14 @@ public struct ChatRoster: Sendable {
         self.index = RosterIndex(periods: periods, currentMembers: currentMembers)
     }
 
+    /// Every user of `periods`, each once, in the order of the numbers a `ReceiptTally` takes
+    /// them by: for a caller that reads receipts in a form of its own (the store, from the
+    /// database's bytes) and looks each user up once per roster instead of once per receipt.
+    public var numberedUsers: [String] { self.index.users }
+
+    /// The number of `userId` among `numberedUsers`; nil for a user with no period in the chat.
+    public func number(of userId: String) -> Int? { self.index.numbers[userId] }
+
     /// Whether `userId` was a member when the message with this `seq` was sent, in any of
     /// their periods; only such users can be its recipients.
     public func wasMember(_ userId: String, atSeq seq: Int64) -> Bool {

@@ -30,17 +30,17 @@ struct ReceiptCounts: Sendable, Hashable {
     /// its sender, and is a member now or visibly read it; delivery is a delivery or a visible
     /// read; each user's earliest times count), computed over the roster's numbered users.
     /// Delivery times are not needed (a page of messages does not read them).
-    init(of message: some ReceiptLists, in roster: ChatRoster) {
+    init(of message: MessageReceipts, in roster: ChatRoster) {
         var tally = ReceiptTally(seq: message.seq, senderId: message.senderId, in: roster)
-        message.forEachDelivery { tally.delivered(to: $0) }
-        message.forEachVisibleRead { tally.read(by: $0, at: $1) }
+        for user in message.deliveredTo { tally.delivered(to: user) }
+        for read in message.visibleReads { tally.read(by: read.userId, at: read.at) }
         self.init(tally)
     }
 
     /// The counts of the deliveries and reads `tally` took in.
     init(_ tally: ReceiptTally) {
         let index = tally.roster.index
-        let sender = index.numbers.number(of: tally.senderId)
+        let sender = index.numbers[tally.senderId]
         var counted = [Bool](repeating: false, count: index.count)
         var recipients = 0, delivered = 0, read = 0
         var latestRead: Date?

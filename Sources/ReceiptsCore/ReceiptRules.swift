@@ -47,7 +47,7 @@ public enum ReceiptRules {
     ///   - timeZone: where the `imessage` style tells "Read at 5:42 PM"; UTC unless the
     ///     viewer asked for another.
     public static func summary(
-        of message: some ReceiptLists,
+        of message: MessageReceipts,
         in roster: ChatRoster,
         style: LabelStyle = .counts,
         isViewersMostRecent: Bool,

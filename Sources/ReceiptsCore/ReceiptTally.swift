@@ -4,9 +4,10 @@ import Foundation
 /// by the receipt rules (`ReceiptRules.summary(of:…)`): for receipts that arrive in parts, as
 /// a page's receipt chunks arrive from the database, each counted as it comes.
 ///
-/// Each user is looked up in the roster by the bytes of their id (`RosterIndex`); users the
-/// roster does not know are no recipients and are left out. A user who appears twice keeps
-/// their earliest read, as in `recipientStatuses`.
+/// Users are taken by their number in the roster (`ChatRoster.numberedUsers`), so that a
+/// caller holding receipts in a form of its own looks each user up its own way, once; or by
+/// id. Users the roster does not know are no recipients and are left out. A user who appears
+/// twice keeps their earliest read, as in `recipientStatuses`.
 public struct ReceiptTally: Sendable {
     let seq: Int64
     let senderId: String
@@ -25,17 +26,27 @@ public struct ReceiptTally: Sendable {
         self.readAt = [Date?](repeating: nil, count: roster.index.count)
     }
 
-    /// Takes in a delivery to the user with the id `user` (UTF-8).
-    public mutating func delivered(to user: UnsafeRawBufferPointer) {
-        guard let number = self.roster.index.numbers.number(of: user) else { return }
+    /// Takes in a delivery to the user numbered `number` in the roster (`ChatRoster.numberedUsers`).
+    public mutating func delivered(toUserNumber number: Int) {
         self.isDelivered[number] = true
     }
 
-    /// Takes in a visible read by the user with the id `user` (UTF-8) at `time`.
-    public mutating func read(by user: UnsafeRawBufferPointer, at time: Date) {
-        guard let number = self.roster.index.numbers.number(of: user) else { return }
+    /// Takes in a visible read at `time` by the user numbered `number` in the roster.
+    public mutating func read(byUserNumber number: Int, at time: Date) {
         if let earlier = self.readAt[number], earlier <= time { return }
         self.readAt[number] = time
+    }
+
+    /// Takes in a delivery to `userId`; nothing for a user the roster does not know.
+    public mutating func delivered(to userId: String) {
+        guard let number = self.roster.number(of: userId) else { return }
+        self.delivered(toUserNumber: number)
+    }
+
+    /// Takes in a visible read by `userId` at `time`; nothing for a user the roster does not know.
+    public mutating func read(by userId: String, at time: Date) {
+        guard let number = self.roster.number(of: userId) else { return }
+        self.read(byUserNumber: number, at: time)
     }
 
     /// The `receipt` the sender sees under the message, as `ReceiptRules.summary(of:…)` gives it.

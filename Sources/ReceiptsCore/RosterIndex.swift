@@ -5,10 +5,14 @@ import Foundation
 ///
 /// A page of 50 messages of a 1,000-member group counts 50 times over the same members; with
 /// this, a message costs one lookup per receipt and a pass over the periods, instead of sets
-/// of user ids built for every message.
+/// of user ids built for every message. A caller that reads receipts in another form (the
+/// store, from the database's bytes) looks its users up in `users` once and tallies by number
+/// (`ReceiptTally`).
 struct RosterIndex: Sendable {
-    /// The users' numbers, looked up by the bytes of their ids.
-    let numbers: UserNumbers
+    /// The users, each once, in the order of their numbers.
+    let users: [String]
+    /// The users' numbers, by id.
+    let numbers: [String: Int]
     /// The periods, each with its user's number.
     let periods: [(number: Int, period: MembershipPeriod)]
     /// By number: whether the user is a member now.
@@ -25,88 +29,11 @@ struct RosterIndex: Sendable {
             users.append(period.userId)
             return (number, period)
         }
-        self.numbers = UserNumbers(users)
+        self.users = users
+        self.numbers = numbers
         self.isCurrent = users.map { currentMembers.contains($0) }
     }
 
     /// How many users are numbered.
-    var count: Int { self.isCurrent.count }
-}
-
-/// Users numbered by their place in a list, looked up by the UTF-8 bytes of an id: an
-/// open-addressing table over one buffer of the ids' bytes, so that a lookup hashes and
-/// compares bytes and makes no `String`.
-///
-/// The ids are a chat's members, chosen by the tenant who reads the page; ids made to
-/// collide would slow only that tenant's own pages of that chat.
-struct UserNumbers: Sendable {
-    /// The ids' bytes, one after another, in number order.
-    private let bytes: [UInt8]
-    /// By number: where the id's bytes start in `bytes`; one more entry for the end.
-    private let starts: [Int]
-    /// By hash (modulo the size, a power of two): a user's number, or -1 for none.
-    private let slots: [Int32]
-
-    init(_ users: [String]) {
-        var bytes: [UInt8] = []
-        var starts: [Int] = [0]
-        for user in users {
-            bytes.append(contentsOf: user.utf8)
-            starts.append(bytes.count)
-        }
-        var size = 16
-        while size < users.count * 2 { size *= 2 }
-        var slots = [Int32](repeating: -1, count: size)
-        bytes.withUnsafeBytes { buffer in
-            for number in users.indices {
-                let id = UnsafeRawBufferPointer(rebasing: buffer[starts[number]..<starts[number + 1]])
-                var slot = Int(truncatingIfNeeded: Self.hash(id)) & (size - 1)
-                while slots[slot] >= 0 { slot = (slot + 1) & (size - 1) }
-                slots[slot] = Int32(number)
-            }
-        }
-        self.bytes = bytes
-        self.starts = starts
-        self.slots = slots
-    }
-
-    /// The number of the user with the id `id` (UTF-8), nil for one not in the list.
-    func number(of id: UnsafeRawBufferPointer) -> Int? {
-        let mask = self.slots.count - 1
-        var slot = Int(truncatingIfNeeded: Self.hash(id)) & mask
-        return self.bytes.withUnsafeBytes { buffer in
-            while true {
-                let number = Int(self.slots[slot])
-                if number < 0 { return nil }
-                let start = self.starts[number], end = self.starts[number + 1]
-                if end - start == id.count, id.count == 0 || memcmp(buffer.baseAddress! + start, id.baseAddress!, id.count) == 0 {
-                    return number
-                }
-                slot = (slot + 1) & mask
-            }
-        }
-    }
-
-    /// The number of the user `id`, nil for one not in the list.
-    func number(of id: String) -> Int? {
-        id.withUTF8Bytes { self.number(of: $0) }
-    }
-
-    /// A hash of `bytes`, eight at a time (ids are short: one to three words).
-    private static func hash(_ bytes: UnsafeRawBufferPointer) -> UInt64 {
-        var hash: UInt64 = 0x243F_6A88_85A3_08D3 ^ UInt64(bytes.count)
-        var offset = 0
-        while offset < bytes.count {
-            var word: UInt64 = 0
-            if bytes.count - offset >= 8 {
-                word = bytes.loadUnaligned(fromByteOffset: offset, as: UInt64.self)
-            } else {
-                for index in offset..<bytes.count { word = word << 8 | UInt64(bytes[index]) }
-            }
-            hash = (hash ^ word) &* 0x9E37_79B9_7F4A_7C15
-            hash ^= hash >> 29
-            offset += 8
-        }
-        return hash ^ (hash >> 32)
-    }
+    var count: Int { self.users.count }
 }

@@ -35,9 +35,16 @@ enum SendResult: Sendable {
 public struct MessagePage: Sendable {
     public let roster: ChatRoster
     /// Oldest first.
-    public let messages: [ListedMessage]
+    public let messages: [MessageRecord]
+    /// By seq: the receipts of the viewer's own messages, taken in as they arrived.
+    let tallies: [Int64: ReceiptTally]
     /// The id of the viewer's newest message in the chat (for the `imessage` labels).
     public let viewersMostRecentMessageId: String?
+
+    /// The receipts of `message` taken in for its `receipt`: only for the viewer's own messages.
+    public func tally(of message: MessageRecord) -> ReceiptTally? {
+        self.tallies[message.seq]
+    }
 }
 
 /// Why a message page could not be read.
@@ -57,11 +64,7 @@ extension ReceiptsStore {
         }
         switch result {
         case .created(let seq, let createdAt):
-            let record = MessageRecord(
-                id: id, chatId: chat, senderId: sender, text: text, createdAt: createdAt,
-                receipts: MessageReceipts(seq: seq, senderId: sender, deliveredTo: [], deliveredAt: [], visibleReads: [], hiddenReaders: [])
-            )
-            return .created(record)
+            return .created(MessageRecord(id: id, chatId: chat, seq: seq, senderId: sender, text: text, createdAt: createdAt))
         case .existing:
             guard let existing = try await self.message(tenant: tenant, chat: chat, id: id)?.message else { return .conflict }
             return .existing(existing)
@@ -98,62 +101,60 @@ extension ReceiptsStore {
                     "SELECT seq FROM receipts.messages WHERE tenant_id = \(tenant) AND chat_id = \(chat) AND message_id = \(before)"
                 )
                 guard let row = rows.first else { return .failure(.beforeNotFound) }
-                beforeSeq = try row.decode(column: 0)
+                beforeSeq = try row.decode(Int64.self)
             }
             let rows = try await connection.query(
                 """
-                SELECT \(MessageRecord.columns) FROM receipts.messages
-                WHERE tenant_id = $1 AND chat_id = $2 AND seq < $3
-                ORDER BY seq DESC LIMIT $4
-                """,
-                [tenant, chat, beforeSeq, limit]
-            )
-            let seqs = try rows.map { try $0.decode(Int64.self, column: 1) }
+                SELECT message_id, seq, sender_id, body, created_at FROM receipts.messages
+                WHERE tenant_id = \(tenant) AND chat_id = \(chat) AND seq < \(beforeSeq)
+                ORDER BY seq DESC LIMIT \(limit)
+                """
+            ).map { try MessageRow(row: $0) }
             var tallies: [Int64: ReceiptTally] = [:]
-            for (row, seq) in zip(rows, seqs) {
-                let sender = try row.decode(String.self, column: 2)
-                if sender == viewer { tallies[seq] = ReceiptTally(seq: seq, senderId: sender, in: roster) }
+            for row in rows where row.senderId == viewer {
+                tallies[row.seq] = ReceiptTally(seq: row.seq, senderId: row.senderId, in: roster)
             }
-            var chunks = ListedReceiptChunks(tallies: tallies)
-            if let first = seqs.min(), let last = seqs.max() {
+            var chunks = PageReceiptChunks(tallies: tallies, roster: roster)
+            if let first = rows.last?.seq, let last = rows.first?.seq {
                 // Row by row as they arrive: each chunk is counted while PostgreSQL sends the next.
                 // In no order: PostgreSQL would sort the rows with their arrays (a page of a
                 // 1,000-member group: 1,600 rows, 2.6 MB), which took it longer than finding them,
                 // and could send none before it had them all.
-                chunks = try await connection.reduceRows(ListedReceiptChunk.sql, [tenant, chat, first, last], into: chunks) { chunks, row in
-                    chunks.add(try ListedReceiptChunk(row: row))
+                let select = PageReceiptChunk.select(tenant: tenant, chat: chat, first: first, last: last)
+                chunks = try await connection.reduceRows(select, into: chunks) { chunks, row in
+                    chunks.add(try PageReceiptChunk(row: row))
                 }
             }
-            let messages = try zip(rows, seqs).reversed().map { row, seq in
-                try ListedMessage(row: row, chatId: chat, chunks: chunks.chunks[seq] ?? [], tally: chunks.tallies[seq])
-            }
             let mostRecent = try await viewer.asyncMap { try await Self.mostRecentMessageId(tenant: tenant, chat: chat, sender: $0, on: connection) } ?? nil
-            return .success(MessagePage(roster: roster, messages: messages, viewersMostRecentMessageId: mostRecent))
+            return .success(
+                MessagePage(
+                    roster: roster, messages: rows.reversed().map { chunks.message($0, chat: chat) }, tallies: chunks.tallies,
+                    viewersMostRecentMessageId: mostRecent))
         }
     }
 
     /// One message with its chat's roster; nil when the chat or the message does not exist.
-    public func message(
-        tenant: String,
-        chat: String,
-        id: String,
-        viewer: String? = nil
-    ) async throws -> (message: MessageRecord, roster: ChatRoster, isViewersMostRecent: Bool)? {
+    public func message(tenant: String, chat: String, id: String, viewer: String? = nil) async throws -> FoundMessage? {
         try await self.withTenant(tenant, readOnly: true) { connection in
             guard let roster = try await Self.roster(tenant: tenant, chat: chat, on: connection) else { return nil }
             let rows = try await connection.query(
-                "SELECT \(MessageRecord.columns) FROM receipts.messages WHERE tenant_id = $1 AND chat_id = $2 AND message_id = $3",
-                [tenant, chat, id]
+                """
+                SELECT message_id, seq, sender_id, body, created_at FROM receipts.messages
+                WHERE tenant_id = \(tenant) AND chat_id = \(chat) AND message_id = \(id)
+                """
             )
-            guard let row = rows.first else { return nil }
-            let seq = try row.decode(Int64.self, column: 1)
-            let chunks = try await connection.query(ReceiptChunk.sql, [tenant, chat, seq]).map { try ReceiptChunk(row: $0) }
-            let message = try MessageRecord(row: row, chatId: chat, chunks: chunks.sorted { $0.chunk < $1.chunk })
+            guard let row = try rows.first.map({ try MessageRow(row: $0) }) else { return nil }
+            let chunks = try await connection.query(ReceiptChunk.select(tenant: tenant, chat: chat, seq: row.seq))
+                .map { try ReceiptChunk(row: $0) }
+                .sorted { $0.chunk < $1.chunk }
+            let receipts = MessageReceipts(seq: row.seq, senderId: row.senderId, chunks: chunks)
+            let message = row.record(
+                chat: chat, deliveredTo: UserIdList(receipts.deliveredTo), readBy: UserIdList(receipts.visibleReads.map(\.userId)))
             var isMostRecent = false
             if let viewer {
                 isMostRecent = try await Self.mostRecentMessageId(tenant: tenant, chat: chat, sender: viewer, on: connection) == id
             }
-            return (message, roster, isMostRecent)
+            return FoundMessage(message: message, receipts: receipts, roster: roster, isViewersMostRecent: isMostRecent)
         }
     }
 

@@ -42,11 +42,12 @@ struct ReceiptCountsTests {
         }
     }
 
-    /// A page's lists come as the bytes the database sent (`ReceiptLists`), not as
-    /// `MessageReceipts`: the same users, as bytes, must count the same, whatever their ids
-    /// (long ones, ones that differ in one byte, strangers, the sender).
-    @Test("lists given as bytes count as the same lists given as strings")
-    func listsAsBytes() {
+    /// The store reads a page's lists as the database's bytes, looks each user up in
+    /// `numberedUsers` its own way and tallies by number: the same users, by number, must count
+    /// the same as the lists given as strings, whatever their ids (long ones, ones that differ
+    /// in one byte, strangers, the sender).
+    @Test("receipts tallied by the roster's user numbers count as the same lists given as strings")
+    func tallyByNumber() {
         var generator = SplitMix64(seed: 16)
         let users = (0..<40).map { "user\($0)" } + ["a-member-with-a-long-id-that-is-not-a-small-string", "user1x", "User1", "u"]
         let base = Date(timeIntervalSince1970: 1_795_000_000)
@@ -62,24 +63,34 @@ struct ReceiptCountsTests {
                 deliveredTo: delivered, deliveredAt: delivered.map { _ in base },
                 visibleReads: read.map { UserReceipt(userId: $0, at: base + Double(Int.random(in: 0...20, using: &generator))) },
                 hiddenReaders: [])
+            var tally = ReceiptTally(seq: message.seq, senderId: message.senderId, in: roster)
+            for user in message.deliveredTo {
+                if let number = roster.number(of: user) { tally.delivered(toUserNumber: number) }
+            }
+            for read in message.visibleReads {
+                if let number = roster.number(of: read.userId) { tally.read(byUserNumber: number, at: read.at) }
+            }
             let isMostRecent = Bool.random(using: &generator)
             #expect(
-                ReceiptRules.summary(of: BytesLists(message), in: roster, isViewersMostRecent: isMostRecent)
+                tally.summary(isViewersMostRecent: isMostRecent)
                     == ReceiptRules.summary(of: message, in: roster, isViewersMostRecent: isMostRecent))
         }
     }
 
-    @Test("a lookup by bytes finds each user's number and no one else's")
-    func numbersByBytes() {
-        let users = (0..<1_000).map { "member-\($0)" } + ["", "a", "0123456789abcdef", "0123456789abcdeg"]
-        let numbers = UserNumbers(users)
-        for (number, user) in users.enumerated() {
-            #expect(numbers.number(of: user) == number)
+    @Test("a roster numbers each user of its periods once, and knows no one else")
+    func numberedUsers() {
+        let roster = ChatRoster(
+            kind: .group,
+            periods: [
+                MembershipPeriod(userId: "bob", afterSeq: 0, untilSeq: 3), MembershipPeriod(userId: "alice", afterSeq: 0, untilSeq: nil),
+                MembershipPeriod(userId: "bob", afterSeq: 5, untilSeq: nil),
+            ],
+            currentMembers: ["alice", "bob"])
+        #expect(roster.numberedUsers == ["bob", "alice"])
+        for (number, user) in roster.numberedUsers.enumerated() {
+            #expect(roster.number(of: user) == number)
         }
-        for stranger in ["member-1000", "member-", "Member-1", "0123456789abcdef0", "b"] {
-            #expect(numbers.number(of: stranger) == nil)
-        }
-        #expect(UserNumbers([]).number(of: "anyone") == nil)
+        #expect(roster.number(of: "carol") == nil)
     }
 
     @Test("a roster changed after it was made counts with its new members")
@@ -91,29 +102,6 @@ struct ReceiptCountsTests {
         let counts = ReceiptCounts(of: message, in: roster)
         #expect(counts.recipients == 1)
         #expect(counts.read == 1)
-    }
-}
-
-/// A message's lists as bytes of their own, as a page's come from the database.
-private struct BytesLists: ReceiptLists {
-    let seq: Int64
-    let senderId: String
-    let deliveries: [[UInt8]]
-    let reads: [([UInt8], Date)]
-
-    init(_ message: MessageReceipts) {
-        self.seq = message.seq
-        self.senderId = message.senderId
-        self.deliveries = message.deliveredTo.map { Array($0.utf8) }
-        self.reads = message.visibleReads.map { (Array($0.userId.utf8), $0.at) }
-    }
-
-    func forEachDelivery(_ body: (UnsafeRawBufferPointer) -> Void) {
-        for user in self.deliveries { user.withUnsafeBytes(body) }
-    }
-
-    func forEachVisibleRead(_ body: (UnsafeRawBufferPointer, Date) -> Void) {
-        for (user, at) in self.reads { user.withUnsafeBytes { body($0, at) } }
     }
 }
 

@@ -34,7 +34,7 @@ struct JSONStringTests {
         for arrays in cases {
             let ids = Array(arrays.joined())
             let list = UserIdList(
-                try arrays.map { try PostgresTextElements.decode(from: Self.binaryTextArray($0), type: .textArray) },
+                stored: try arrays.map { try PostgresTextElements.decode(from: Self.binaryTextArray($0), type: .textArray) },
                 areIdentifiers: ids.allSatisfy { Identifier.isValid($0) })
             #expect(try Self.parsedList { $0.strings(list) } == ids)
         }
@@ -79,13 +79,9 @@ struct JSONStringTests {
         let at = Date(timeIntervalSince1970: 1_795_000_000.123)
         let later = Date(timeIntervalSince1970: 1_795_000_061.987654)
         let record = MessageRecord(
-            id: "m:1", chatId: "chat@x", senderId: "alice", text: #"hi "there"\ / ünï 👋\#n"#, createdAt: at,
-            receipts: MessageReceipts(
-                seq: 42, senderId: "alice", deliveries: [UserReceipt(userId: "bob", at: at), UserReceipt(userId: "carol", at: later)],
-                visibleReads: [UserReceipt(userId: "bob", at: later)], hiddenReaders: ["dave"]))
-        let empty = MessageRecord(
-            id: "m2", chatId: "c", senderId: "a", text: "", createdAt: at,
-            receipts: MessageReceipts(seq: 1, senderId: "a", deliveries: [], visibleReads: [], hiddenReaders: []))
+            id: "m:1", chatId: "chat@x", seq: 42, senderId: "alice", text: #"hi "there"\ / ünï 👋\#n"#, createdAt: at,
+            deliveredTo: UserIdList(["bob", "carol"]), readBy: UserIdList(["bob"]))
+        let empty = MessageRecord(id: "m2", chatId: "c", seq: 1, senderId: "a", text: "", createdAt: at)
         let responses = [
             MessageResponse(record),
             MessageResponse(empty),

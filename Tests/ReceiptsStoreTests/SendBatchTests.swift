@@ -122,7 +122,7 @@ struct SendBatchTests {
         // The same message once more, after all that: the same message, not a new one.
         let again = try await store.sendMessage(tenant: tenant, chat: "c7", id: "m", sender: "a", text: "hi")
         guard case .existing(let message) = again else { Issue.record("expected .existing, got \(again)"); return }
-        #expect(message.receipts.seq == 1)
+        #expect(message.seq == 1)
         await pool.close()
     }
 
@@ -233,7 +233,7 @@ struct SendBatchTests {
             // The taken one's batch went on and committed; the queued one was never sent. The
             // chat takes the next send as usual.
             let next = try await store.sendMessage(tenant: tenant, chat: "locked", id: "m3", sender: "a", text: "hi")
-            if case .created(let message) = next { #expect(message.receipts.seq == 2) } else { Issue.record("got \(next)") }
+            if case .created(let message) = next { #expect(message.seq == 2) } else { Issue.record("got \(next)") }
             let sent = try await TestDatabase.pool.query(
                 "SELECT array_agg(message_id::text ORDER BY seq) FROM receipts.messages WHERE tenant_id = $1", [tenant]
             )[0].decode([String].self, column: 0)

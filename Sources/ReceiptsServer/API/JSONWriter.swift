@@ -98,12 +98,12 @@ struct JSONWriter {
         return isPlain ? list : nil
     }
 
-    /// `[…]` of the ids of `list`, written from the bytes the database sent into one buffer of
-    /// its exact size, then appended at once, as `strings(_:)` writes a list of plain strings:
-    /// ids need no escapes, so each is copied whole (a list with something else in it, which the
-    /// database's ids never are, goes through `strings(_:)`).
+    /// `[…]` of the ids of `list`: a list of the database's bytes written from them into one
+    /// buffer of its exact size, then appended at once, as `strings(_:)` writes a list of plain
+    /// strings: ids need no escapes, so each is copied whole (a list of `String`s, or one with
+    /// something else in it, which the database's ids never are, goes through `strings(_:)`).
     mutating func strings(_ list: UserIdList) {
-        guard list.areIdentifiers else { return self.strings(list.strings) }
+        guard list.areStoredIdentifiers else { return self.strings(list.strings) }
         let count = list.count
         // Brackets, then each id with its quotes and, but for the first, a comma.
         let size = 2 + list.byteCount + 3 * count - (count > 0 ? 1 : 0)
@@ -111,7 +111,7 @@ struct JSONWriter {
             let start = UnsafeMutableRawPointer(buffer.baseAddress!)
             var at = 1
             buffer[0] = UInt8(ascii: "[")
-            list.forEach { id in
+            list.forEachUTF8 { id in
                 if at > 1 {
                     buffer[at] = UInt8(ascii: ",")
                     at += 1

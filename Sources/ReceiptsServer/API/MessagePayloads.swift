@@ -29,11 +29,13 @@ struct MessageResponse: Encodable, JSONResponse {
     let senderId: String
     let text: String
     let createdAt: Date
-    let readBy: UserIds
-    let deliveredTo: UserIds
+    let readBy: UserIdList
+    let deliveredTo: UserIdList
     let receipt: ReceiptSummary?
     let recipients: [RecipientStatus]?
 
+    /// `message`; for its sender, with the `receipt` under it and, on the single-message
+    /// endpoint, its `recipients`.
     init(_ message: MessageRecord, receipt: ReceiptSummary? = nil, recipients: [RecipientStatus]? = nil) {
         self.id = message.id
         self.chatId = message.chatId
@@ -41,46 +43,10 @@ struct MessageResponse: Encodable, JSONResponse {
         self.senderId = message.senderId
         self.text = message.text
         self.createdAt = message.createdAt
-        self.readBy = .strings(message.receipts.visibleReads.map(\.userId))
-        self.deliveredTo = .strings(message.receipts.deliveredTo)
+        self.readBy = message.readBy
+        self.deliveredTo = message.deliveredTo
         self.receipt = receipt
         self.recipients = recipients
-    }
-
-    /// A message of a page, its lists written straight from what the database sent.
-    init(_ message: ListedMessage, receipt: ReceiptSummary?) {
-        self.id = message.id
-        self.chatId = message.chatId
-        self.seq = message.seq
-        self.senderId = message.senderId
-        self.text = message.text
-        self.createdAt = message.createdAt
-        self.readBy = .stored(message.readBy)
-        self.deliveredTo = .stored(message.deliveredTo)
-        self.receipt = receipt
-        self.recipients = nil
-    }
-
-    /// The users of `readBy` or `deliveredTo`: `String`s, or the ids of a page as the
-    /// database sent them.
-    enum UserIds: Encodable {
-        case strings([String])
-        case stored(UserIdList)
-
-        var count: Int {
-            switch self {
-            case .strings(let ids): ids.count
-            case .stored(let ids): ids.count
-            }
-        }
-
-        func encode(to encoder: any Encoder) throws {
-            var container = encoder.singleValueContainer()
-            switch self {
-            case .strings(let ids): try container.encode(ids)
-            case .stored(let ids): try container.encode(ids)
-            }
-        }
     }
 
     enum CodingKeys: String, CodingKey {

@@ -74,7 +74,7 @@ struct MessageController {
         try Self.requireMember(viewer, of: page.roster)
         // The store tallied the receipts of the viewer's own messages as they arrived.
         return MessageListResponse(messages: page.messages.map { message in
-            let receipt = message.tally?.summary(
+            let receipt = page.tally(of: message)?.summary(
                 style: style, isViewersMostRecent: message.id == page.viewersMostRecentMessageId, timeZone: timeZone)
             return MessageResponse(message, receipt: receipt)
         })
@@ -98,10 +98,10 @@ struct MessageController {
         return MessageResponse(
             found.message,
             receipt: ReceiptRules.summary(
-                of: found.message.receipts, in: found.roster, style: style,
+                of: found.receipts, in: found.roster, style: style,
                 isViewersMostRecent: found.isViewersMostRecent, timeZone: timeZone
             ),
-            recipients: ReceiptRules.recipientStatuses(of: found.message.receipts, in: found.roster)
+            recipients: ReceiptRules.recipientStatuses(of: found.receipts, in: found.roster)
         )
     }
 

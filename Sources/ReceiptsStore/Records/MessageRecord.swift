@@ -2,33 +2,75 @@ import Foundation
 import Postgres
 import ReceiptsCore
 
-/// A message with its receipts, as stored.
+/// A message as stored, with who has it and who visibly read it: what the API shows of any
+/// message, one of a page or one alone.
 public struct MessageRecord: Sendable {
     public let id: String
     public let chatId: String
+    /// Its position in its chat.
+    public let seq: Int64
     public let senderId: String
     public let text: String
     public let createdAt: Date
-    /// Everything the receipt rules need (seq, sender, deliveries, reads).
-    public let receipts: MessageReceipts
+    /// `delivered_to`: who it was delivered to, in the stored order (`ReceiptChunk`).
+    public let deliveredTo: UserIdList
+    /// `read_by`: who visibly read it, in the stored order.
+    public let readBy: UserIdList
 
-    public var seq: Int64 { self.receipts.seq }
+    public init(
+        id: String, chatId: String, seq: Int64, senderId: String, text: String, createdAt: Date,
+        deliveredTo: UserIdList = UserIdList([]), readBy: UserIdList = UserIdList([])
+    ) {
+        self.id = id
+        self.chatId = chatId
+        self.seq = seq
+        self.senderId = senderId
+        self.text = text
+        self.createdAt = createdAt
+        self.deliveredTo = deliveredTo
+        self.readBy = readBy
+    }
 }
 
-extension MessageRecord {
-    /// The columns of `receipts.messages` that `init(row:chatId:chunks:)` reads, in order.
-    static let columns = "message_id, seq, sender_id, body, created_at"
+/// A row of `receipts.messages` (`message_id, seq, sender_id, body, created_at`), before its
+/// receipts are read.
+struct MessageRow: Sendable {
+    let id: String
+    let seq: Int64
+    let senderId: String
+    let text: String
+    let createdAt: Date
 
-    /// A message from its row and the rows of its receipt chunks (`ReceiptChunk`), in chunk order.
-    init(row: PostgresRow, chatId: String, chunks: some Collection<ReceiptChunk>) throws {
-        self.id = try row.decode(column: 0)
-        self.chatId = chatId
-        self.senderId = try row.decode(column: 2)
-        self.text = try row.decode(column: 3)
-        self.createdAt = try row.decode(column: 4)
-        self.receipts = MessageReceipts(
-            seq: try row.decode(Int64.self, column: 1),
-            senderId: self.senderId,
+    init(row: PostgresRow) throws {
+        (self.id, self.seq, self.senderId, self.text, self.createdAt) = try row.decode((String, Int64, String, String, Date).self)
+    }
+
+    /// The message in `chat`, with its lists.
+    func record(chat: String, deliveredTo: UserIdList, readBy: UserIdList) -> MessageRecord {
+        MessageRecord(
+            id: self.id, chatId: chat, seq: self.seq, senderId: self.senderId, text: self.text, createdAt: self.createdAt,
+            deliveredTo: deliveredTo, readBy: readBy)
+    }
+}
+
+/// One message found with everything its sender's view needs (`ReceiptsStore.message`).
+public struct FoundMessage: Sendable {
+    public let message: MessageRecord
+    /// Its receipts in full, delivery times and hidden reads included: what the receipt rules
+    /// read (`ReceiptRules.recipientStatuses`, `ReceiptRules.summary`).
+    public let receipts: MessageReceipts
+    /// Its chat's roster.
+    public let roster: ChatRoster
+    /// Whether it is the viewer's newest message in the chat (false without a viewer).
+    public let isViewersMostRecent: Bool
+}
+
+extension MessageReceipts {
+    /// A message's receipts from the rows of its receipt chunks (`ReceiptChunk`), in chunk order.
+    init(seq: Int64, senderId: String, chunks: some Collection<ReceiptChunk>) {
+        self.init(
+            seq: seq,
+            senderId: senderId,
             deliveredTo: chunks.flatMap(\.deliveredTo),
             deliveredAt: chunks.flatMap(\.deliveredAt),
             visibleReads: chunks.flatMap(\.visibleReads),
@@ -46,7 +88,6 @@ extension MessageRecord {
 /// are in the order the receipts happened, as they were before chunks; a larger group's are
 /// not merged by time, which would need every receipt's time where a page shows none.
 struct ReceiptChunk: Sendable {
-    let seq: Int64
     let chunk: Int32
     let deliveredTo: [String]
     let deliveredAt: [Date]
@@ -56,22 +97,19 @@ struct ReceiptChunk: Sendable {
     /// The statement that reads the chunks of one message (`$3`), in no order (the table
     /// straight: the transaction is already scoped to the tenant, and a set-returning function
     /// would copy every row once more).
-    static let sql = """
-        SELECT seq, chunk, delivered_to, read_by, read_at, hidden_read_by, delivered_at FROM receipts.receipt_chunks
-        WHERE tenant_id = $1 AND chat_id = $2 AND seq = $3
+    static func select(tenant: String, chat: String, seq: Int64) -> PostgresQuery {
         """
+        SELECT seq, chunk, delivered_to, read_by, read_at, hidden_read_by, delivered_at FROM receipts.receipt_chunks
+        WHERE tenant_id = \(tenant) AND chat_id = \(chat) AND seq = \(seq)
+        """
+    }
 
     init(row: PostgresRow) throws {
-        self.seq = try row.decode(column: 0)
-        self.chunk = try row.decode(column: 1)
-        self.deliveredTo = try row.decode([String].self, column: 2)
-        let readBy = try row.decode([String].self, column: 3)
-        let readAt = try row.decode([Date].self, column: 4)
-        guard readBy.count == readAt.count else { throw unequalArrays(seq: self.seq) }
+        let seq: Int64, readBy: [String], readAt: [Date]
+        (seq, self.chunk, self.deliveredTo, readBy, readAt, self.hiddenReaders, self.deliveredAt) =
+            try row.decode((Int64, Int32, [String], [String], [Date], [String], [Date]).self)
+        guard readBy.count == readAt.count, self.deliveredAt.count == self.deliveredTo.count else { throw unequalArrays(seq: seq) }
         self.visibleReads = zip(readBy, readAt).map { UserReceipt(userId: $0, at: $1) }
-        self.hiddenReaders = try row.decode([String].self, column: 5)
-        self.deliveredAt = try row.decode([Date].self, column: 6)
-        guard self.deliveredAt.count == self.deliveredTo.count else { throw unequalArrays(seq: self.seq) }
     }
 }
 
