@@ -253,17 +253,17 @@ public final class CredentialDirectory: Sendable {
         var snapshot = Snapshot(loadedAt: started)
         snapshot.tenantsByKeyHash.reserveCapacity(rows.count)
         snapshot.secretGenerations.reserveCapacity(rows.count)
-        for row in rows {
-            let tenant = try row.decode(String.self, column: 0)
-            if let hash = try row.decode(PostgresBytes?.self, column: 1) { snapshot.tenantsByKeyHash[hash.bytes] = tenant }
-            snapshot.secretGenerations[tenant] = try row.decode(Int.self, column: 2)
+        for (tenant, hash, generation) in try rows.decode((String, PostgresBytes?, Int).self) {
+            if let hash { snapshot.tenantsByKeyHash[hash.bytes] = tenant }
+            snapshot.secretGenerations[tenant] = generation
         }
-        for row in try await self.pool.query("SELECT tenant_id, user_id, revoked_before FROM receipts.current_token_revocations()") {
-            snapshot.revocations[try row.decode(String.self, column: 0), default: [:]][try row.decode(String.self, column: 1)] =
-                try row.decode(Date.self, column: 2)
+        let revocations = try await self.pool.query("SELECT tenant_id, user_id, revoked_before FROM receipts.current_token_revocations()")
+        for (tenant, user, revokedBefore) in try revocations.decode((String, String, Date).self) {
+            snapshot.revocations[tenant, default: [:]][user] = revokedBefore
         }
-        for row in try await self.pool.query("SELECT tenant_id, allowed_origins FROM receipts.tenant_allowed_origins()") {
-            snapshot.allowedOrigins[try row.decode(String.self, column: 0)] = try row.decode([String].self, column: 1)
+        let origins = try await self.pool.query("SELECT tenant_id, allowed_origins FROM receipts.tenant_allowed_origins()")
+        for (tenant, allowedOrigins) in try origins.decode((String, [String]).self) {
+            snapshot.allowedOrigins[tenant] = allowedOrigins
         }
         return snapshot
     }

@@ -90,7 +90,7 @@ public struct MigrationRunner: Sendable {
     public func appliedVersions(on connection: PostgresConnection) async throws -> [Int] {
         try await self.createBookkeeping(on: connection)
         let rows = try await connection.query("SELECT version FROM receipts.schema_migrations ORDER BY version")
-        return try rows.map { try $0.decode(Int.self, column: 0) }
+        return try rows.map { try $0.decode(Int.self, column: "version") }
     }
 
     /// The scripts recorded as applied, with the MD5 of the text that was.
@@ -98,7 +98,7 @@ public struct MigrationRunner: Sendable {
         try await self.createBookkeeping(on: connection)
         let rows = try await connection.query("SELECT path, checksum FROM receipts.schema_scripts")
         var applied: [String: String] = [:]
-        for row in rows { applied[try row.decode(String.self, column: 0)] = try row.decode(String.self, column: 1) }
+        for (path, checksum) in try rows.decode((String, String).self) { applied[path] = checksum }
         return applied
     }
 
@@ -124,7 +124,7 @@ public struct MigrationRunner: Sendable {
             )
             """
         )
-        return (try? rows?.first?.decode(Bool.self, column: 0)) == true
+        return (try? rows?.scalar(Bool.self)) == true
     }
 
     private func applyPendingWhileLocked(on connection: PostgresConnection) async throws -> Applied {
@@ -164,7 +164,7 @@ public struct MigrationRunner: Sendable {
             WHERE applied.checksum IS DISTINCT FROM md5(file.sql)
             """
         )
-        let changedPaths = Set(try rows.map { try $0.decode(String.self, column: 0) })
+        let changedPaths = Set(try rows.map { try $0.decode(String.self, column: "path") })
         let changed = self.scripts.filter { changedPaths.contains($0.path) }
         guard !changed.isEmpty else { return [] }
         try await connection.withTransaction { connection in
@@ -216,9 +216,7 @@ public struct MigrationRunner: Sendable {
             WHERE applied.checksum <> md5(file.sql)
             """
         )
-        for row in rows {
-            let version = try row.decode(Int.self, column: 0)
-            let name = try row.decode(String.self, column: 1)
+        for (version, name) in try rows.decode((Int, String).self) {
             self.logger.warning(
                 "an applied migration was edited afterwards; its changes were not applied",
                 metadata: ["receipts.migration": "\(version)_\(name)"]

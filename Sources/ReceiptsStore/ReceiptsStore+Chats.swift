@@ -35,7 +35,7 @@ extension ReceiptsStore {
         let kindRows = try await connection.query(
             "SELECT kind FROM receipts.chats WHERE tenant_id = \(tenant) AND chat_id = \(chat)"
         )
-        guard let kindRow = kindRows.first, let kind = ChatKind(rawValue: try kindRow.decode(column: 0)) else { return nil }
+        guard let kindRow = kindRows.first, let kind = ChatKind(rawValue: try kindRow.decode(String.self, column: "kind")) else { return nil }
         let rows = try await connection.query(
             """
             SELECT period.user_id, period.after_seq, period.until_seq, member.left_at IS NULL
@@ -83,7 +83,7 @@ extension ReceiptsStore {
     /// Reads the text outcome in the first column of one row of `function`'s answer.
     static func outcome<Outcome: RawRepresentable>(_ type: Outcome.Type, of row: PostgresRow, function: String) throws -> Outcome
     where Outcome.RawValue == String {
-        try self.outcome(type, text: row.decode(String.self, column: 0), function: function)
+        try self.outcome(type, text: row.decode(String.self, column: "outcome"), function: function)
     }
 
     private static func outcome<Outcome: RawRepresentable>(_ type: Outcome.Type, text: String, function: String) throws -> Outcome

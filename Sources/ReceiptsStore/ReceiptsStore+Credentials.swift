@@ -31,13 +31,13 @@ extension ReceiptsStore {
     public func addAPIKey(tenant: String, keyId: String, apiKeyHash: [UInt8]) async throws -> AddAPIKeyOutcome {
         let rows = try await self.query("SELECT outcome, created_at FROM receipts.add_api_key(\(tenant), \(keyId), \(PostgresBytes(apiKeyHash)))")
         guard let row = rows.first else { throw UnexpectedOutcome(function: "receipts.add_api_key", outcome: "no row") }
-        switch try row.decode(String.self, column: 0) {
-        case "added":
+        switch try row.decode((String, Date?).self) {
+        case ("added", let createdAt?):
             self.credentials.record(tenant: tenant, apiKeyHash: apiKeyHash)
-            return .added(createdAt: try row.decode(Date.self, column: 1))
-        case "limit_reached": return .limitReached
-        case "tenant_not_found": return .tenantNotFound
-        case let other: throw UnexpectedOutcome(function: "receipts.add_api_key", outcome: other)
+            return .added(createdAt: createdAt)
+        case ("limit_reached", _): return .limitReached
+        case ("tenant_not_found", _): return .tenantNotFound
+        case (let other, _): throw UnexpectedOutcome(function: "receipts.add_api_key", outcome: other)
         }
     }
 

@@ -62,6 +62,6 @@ extension ReceiptsStore {
     public func purgeDeletedChatBatch(limit: Int) async throws -> Int? {
         let rows = try await self.query("SELECT removed FROM receipts.purge_deleted_chat_batch(\(limit)::integer)")
         guard let row = rows.first else { return nil }
-        return try row.decode(Int.self, column: 0)
+        return try row.decode(Int.self, column: "removed")
     }
 }

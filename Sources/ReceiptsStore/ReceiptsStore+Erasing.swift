@@ -61,14 +61,14 @@ extension ReceiptsStore {
         let rows = try await self.query(
             "SELECT outcome, tenant_id, user_id FROM receipts.erasure_step(\(holder), \(Int(lease.components.seconds))::integer, \(batchSize)::integer)")
         guard let row = rows.first else { throw UnexpectedOutcome(function: "receipts.erasure_step", outcome: "no row") }
-        switch try row.decode(String.self, column: 0) {
-        case "not_holder": return .notHolder
-        case "idle": return .idle
-        case let outcome where ["receipts", "events", "messages", "members", "chats", "users", "done"].contains(outcome):
+        switch try row.decode((String, String?, String?).self) {
+        case ("not_holder", _, _): return .notHolder
+        case ("idle", _, _): return .idle
+        case (let outcome, let tenant?, let user?) where ["receipts", "events", "messages", "members", "chats", "users", "done"].contains(outcome):
             // Steps that wrote events: messages deleted, or user.erased.
             if outcome == "messages" || outcome == "done" { self.committedWrites.signal() }
-            return .worked(tenant: try row.decode(column: 1), user: try row.decode(column: 2), finished: outcome == "done")
-        case let other: throw UnexpectedOutcome(function: "receipts.erasure_step", outcome: other)
+            return .worked(tenant: tenant, user: user, finished: outcome == "done")
+        case (let other, _, _): throw UnexpectedOutcome(function: "receipts.erasure_step", outcome: other)
         }
     }
 }

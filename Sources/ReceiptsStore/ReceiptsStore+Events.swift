@@ -12,10 +12,10 @@ extension ReceiptsStore {
             FROM receipts.events_since(\(position), \(Int32(limit)))
             """
         )
-        guard let first = rows.first, let snapshot = TransactionSnapshot(try first.decode(String.self, column: 1)) else {
+        guard let first = rows.first, let snapshot = TransactionSnapshot(try first.decode(String.self, column: "snapshot")) else {
             throw PostgresError(code: .invalidValue, message: "receipts.events_since returned no snapshot")
         }
-        return EventLogPage(history: try first.decode(column: 0), snapshot: snapshot, events: try StoredEvent.all(in: rows))
+        return EventLogPage(history: try first.decode(column: "history_id"), snapshot: snapshot, events: try StoredEvent.all(in: rows))
     }
 
     /// The current event history, the newest visible event id (0 when there is none) and the
@@ -80,13 +80,13 @@ extension ReceiptsStore {
     public func eventWriters() async throws -> EventWriters {
         let rows = try await self.query("SELECT transaction_id, pid FROM receipts.event_writers()")
         var writers = EventWriters(transactions: [], pids: [], hasWriterWithoutTransaction: false)
-        for row in rows {
-            if let transaction = try row.decode(Int64?.self, column: 0) {
+        for (transaction, pid) in try rows.decode((Int64?, Int32?).self) {
+            if let transaction {
                 writers.transactions.insert(transaction)
             } else {
                 writers.hasWriterWithoutTransaction = true
             }
-            if let pid = try row.decode(Int32?.self, column: 1) { writers.pids.append(pid) }
+            if let pid { writers.pids.append(pid) }
         }
         return writers
     }
@@ -134,7 +134,7 @@ extension ReceiptsStore {
         guard let first = rows.first else {
             throw PostgresError(code: .invalidValue, message: "receipts.retained_events_after returned no row")
         }
-        return (try first.decode(String.self, column: 0), try StoredEvent.all(in: rows), try first.decode(Int64.self, column: 1))
+        return (try first.decode(String.self, column: "history_id"), try StoredEvent.all(in: rows), try first.decode(Int64.self, column: "pruned_through"))
     }
 
     /// Wakes the event listeners of every instance with one NOTIFY carrying `payload`. A

@@ -57,7 +57,7 @@ extension ReceiptsStore {
         let rows = try await self.write(
             "SELECT outcome, marked FROM receipts.mark_delivered(\(tenant), \(chat), \(user), \(ids), \(upTo))"
         )
-        return try MarkFailure.outcome(of: rows[0], from: "receipts.mark_delivered").withSuccess { try rows[0].decode(Int.self, column: 1) }
+        return try MarkFailure.outcome(of: rows[0], from: "receipts.mark_delivered").withSuccess { try rows[0].decode(Int.self, column: "marked") }
     }
 
     /// Marks the chat unread for `user` only; returns their unread count (at least 1).
@@ -65,7 +65,7 @@ extension ReceiptsStore {
         let rows = try await self.write(
             "SELECT outcome, unread_count FROM receipts.mark_unread(\(tenant), \(chat), \(user))"
         )
-        return try MarkFailure.outcome(of: rows[0], from: "receipts.mark_unread").withSuccess { try rows[0].decode(Int.self, column: 1) }
+        return try MarkFailure.outcome(of: rows[0], from: "receipts.mark_unread").withSuccess { try rows[0].decode(Int.self, column: "unread_count") }
     }
 
     /// The user's chats that have unread messages or are marked unread.
@@ -89,17 +89,17 @@ extension MarkReadOutcome {
     /// Reads an `outcome, marked, unread_count` row.
     init(row: PostgresRow) throws {
         self = try MarkFailure.outcome(of: row, from: "receipts.mark_read_each").withSuccess {
-            (try row.decode(Int.self, column: 1), try row.decode(Int.self, column: 2))
+            (try row.decode(Int.self, column: "marked"), try row.decode(Int.self, column: "unread_count"))
         }
     }
 }
 
 extension MarkFailure {
-    /// The outcome in column 0 of a marking function's row: success for `marked`, a failure
+    /// The `outcome` of a marking function's row: success for `marked`, a failure
     /// for one of ours, and an `UnexpectedOutcome` error for anything else (a typo in SQL must
     /// be a 500 with a log line, never a silent 404).
     static func outcome(of row: PostgresRow, from function: String) throws -> Result<Void, MarkFailure> {
-        let text = try row.decode(String.self, column: 0)
+        let text = try row.decode(String.self, column: "outcome")
         if text == "marked" { return .success(()) }
         guard let failure = MarkFailure(rawValue: text) else { throw UnexpectedOutcome(function: function, outcome: text) }
         return .failure(failure)

@@ -20,13 +20,13 @@ enum SendResult: Sendable {
 
     /// Reads an `outcome, seq, created_at` row; an outcome it does not know is an error.
     init(row: PostgresRow) throws {
-        switch try row.decode(String.self, column: 0) {
-        case "created": self = .created(seq: try row.decode(column: 1), createdAt: try row.decode(column: 2))
-        case "existing": self = .existing
-        case "conflict": self = .conflict
-        case "not_member": self = .notMember
-        case "chat_not_found": self = .chatNotFound
-        case let other: throw UnexpectedOutcome(function: "receipts.send_each", outcome: other)
+        switch try row.decode((String, Int64?, Date?).self) {
+        case ("created", let seq?, let createdAt?): self = .created(seq: seq, createdAt: createdAt)
+        case ("existing", _, _): self = .existing
+        case ("conflict", _, _): self = .conflict
+        case ("not_member", _, _): self = .notMember
+        case ("chat_not_found", _, _): self = .chatNotFound
+        case (let other, _, _): throw UnexpectedOutcome(function: "receipts.send_each", outcome: other)
         }
     }
 }
@@ -101,7 +101,7 @@ extension ReceiptsStore {
                     "SELECT seq FROM receipts.messages WHERE tenant_id = \(tenant) AND chat_id = \(chat) AND message_id = \(before)"
                 )
                 guard let row = rows.first else { return .failure(.beforeNotFound) }
-                beforeSeq = try row.decode(Int64.self)
+                beforeSeq = try row.decode(Int64.self, column: "seq")
             }
             let rows = try await connection.query(
                 """
@@ -165,7 +165,7 @@ extension ReceiptsStore {
             WHERE tenant_id = \(tenant) AND chat_id = \(chat) AND sender_id = \(sender)
             ORDER BY seq DESC LIMIT 1
             """
-        ).first?.decode(String.self, column: 0)
+        ).first?.decode(String.self, column: "message_id")
     }
 }
 

@@ -8,7 +8,7 @@ extension ReceiptsStore {
     public func allowedOrigins(tenant: String) async throws -> [String]? {
         try await self.withTenant(tenant, readOnly: true) { connection in
             try await connection.query("SELECT allowed_origins FROM receipts.tenants WHERE tenant_id = \(tenant)")
-                .first.map { try $0.decode([String].self, column: 0) }
+                .first.map { try $0.decode([String].self, column: "allowed_origins") }
         }
     }
 

@@ -35,10 +35,8 @@ extension ReceiptsStore {
     /// new ones, and the previous one's until the next rotation); nil for an unknown tenant.
     public func tokenSecrets(tenant: String) async throws -> TokenSecrets? {
         let rows = try await self.query("SELECT generation, current_secret, previous_secret FROM receipts.tenant_token_secrets(\(tenant))")
-        guard let row = rows.first else { return nil }
-        return TokenSecrets(
-            generation: try row.decode(Int.self, column: 0), current: try row.decode(PostgresBytes.self, column: 1).bytes,
-            previous: try row.decode(PostgresBytes?.self, column: 2)?.bytes)
+        guard let (generation, current, previous) = try rows.first?.decode((Int, PostgresBytes, PostgresBytes?).self) else { return nil }
+        return TokenSecrets(generation: generation, current: current.bytes, previous: previous?.bytes)
     }
 }
 

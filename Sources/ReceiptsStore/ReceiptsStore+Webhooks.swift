@@ -76,12 +76,12 @@ extension ReceiptsStore {
         let row = try await self.query(
             "SELECT outcome, created_at FROM receipts.put_webhook(\(tenant), \(webhook), \(url), \(events), \(secret), \(position), \(history), \(Int32(maximumPerTenant)))"
         )[0]
-        switch try row.decode(String.self, column: 0) {
-        case "created": return .created(try row.decode(column: 1))
-        case "replaced": return .replaced(try row.decode(column: 1))
-        case "limit": return .limitReached
-        case "history": return .historyChanged
-        case let other: throw PostgresError(code: .invalidValue, message: "receipts.put_webhook returned \(other)")
+        switch try row.decode((String, Date?).self) {
+        case ("created", let createdAt?): return .created(createdAt)
+        case ("replaced", let createdAt?): return .replaced(createdAt)
+        case ("limit", _): return .limitReached
+        case ("history", _): return .historyChanged
+        case (let other, _): throw PostgresError(code: .invalidValue, message: "receipts.put_webhook returned \(other)")
         }
     }
 
@@ -123,7 +123,7 @@ extension ReceiptsStore {
         let rows = try await self.query(
             "SELECT tenant_id, webhook_id FROM receipts.claim_webhooks(\(owner), make_interval(secs => \(lease.seconds)), \(Int32(maximum)))"
         )
-        return try rows.map { WebhookKey(tenant: try $0.decode(column: 0), webhook: try $0.decode(column: 1)) }
+        return try rows.decode((String, String).self).map { WebhookKey(tenant: $0, webhook: $1) }
     }
 
     /// Gives back every lease `owner` holds, so that another instance takes over at once.

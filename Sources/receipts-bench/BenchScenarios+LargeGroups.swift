@@ -134,7 +134,7 @@ extension BenchScenarios {
             SELECT pg_total_relation_size('receipts.messages')::int8, pg_total_relation_size('receipts.receipt_chunks')::int8,
                    pg_total_relation_size('receipts.events')::int8
             """, [])[0]
-        return (try row.decode(column: 0), try row.decode(column: 1), try row.decode(column: 2))
+        return try row.decode((Int64, Int64, Int64).self)
     }
 
     private static func median(_ values: [Double]) -> Double {
