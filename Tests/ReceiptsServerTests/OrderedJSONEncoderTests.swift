@@ -1,4 +1,5 @@
 import Foundation
+import HTTPTypes
 @testable import ReceiptsServer
 import Testing
 
@@ -76,5 +77,14 @@ struct OrderedJSONEncoderTests {
     func notANumber() {
         struct Ratio: Encodable { let value: Double }
         #expect(throws: EncodingError.self) { try self.json(Ratio(value: .nan)) }
+    }
+
+    @Test("a delivery a WebSocket could not record is answered with the documented delivered.failed frame")
+    func deliveryFailure() throws {
+        let failure = WebSocketStream.DeliveryFailure(
+            chatId: "c", messageIds: ["m1", "m2"], error: APIError(.serviceUnavailable, .unavailable, #"say "again""#))
+        #expect(
+            try failure.json
+                == #"{"type":"delivered.failed","chatId":"c","messageIds":["m1","m2"],"error":{"code":"unavailable","message":"say \"again\""}}"#)
     }
 }

@@ -286,7 +286,8 @@ struct PatroniFailoverTests {
                 let replayed = await resumed.take(after.count)
                 #expect(Self.ids(replayed) == Self.ids(after))
             }
-            try await StreamClients.withEventSource(port: service.port, credential: apiKey, lastEventID: try #require(Self.ids(lost).last)) { resumed in
+            let lostPosition = try #require(Self.ids(lost).last)
+            try await StreamClients.withEventSource(port: service.port, credential: apiKey, lastEventID: lostPosition) { resumed in
                 let first = await resumed.next()
                 #expect(first?["type"] as? String == "resync.required")
                 let replayed = await resumed.take(after.count)

@@ -31,7 +31,9 @@ struct LiveEvent: Sendable {
         self.audience = Set(event.audience)
         self.userId = event.userId
         // The members in the documented order (`JSONResponse`): id, type, chatId, userId,
-        // messageIds, at, then the type's own (`unreadCount`, `markedUnread`).
+        // messageIds, at, then the type's own (`unreadCount`, `markedUnread`). Written by hand,
+        // the one object that is: the type's own members are the stored `data` object's, spliced
+        // in as PostgreSQL wrote them, which an `Encodable` could only do by parsing them first.
         var json = JSONWriter(capacity: 160 + event.messageIds.count * 24)
         json.raw(#"{"id":"#)
         json.string(self.eventId)

@@ -146,23 +146,29 @@ struct WebSocketStream {
     }
 
     /// `{"type":"delivered.failed","chatId":…,"messageIds":[…],"error":{"code":…,"message":…}}`
-    private struct DeliveryFailure {
+    struct DeliveryFailure: Encodable {
+        let type = "delivered.failed"
         let chatId: String
         let messageIds: [String]
-        let error: APIError
+        let error: Detail
+
+        struct Detail: Encodable {
+            let code: String
+            let message: String
+        }
+
+        init(chatId: String, messageIds: [String], error: APIError) {
+            self.chatId = chatId
+            self.messageIds = messageIds
+            self.error = Detail(code: error.code.rawValue, message: error.message)
+        }
 
         var json: String {
-            var json = JSONWriter(capacity: 160 + self.messageIds.count * 24)
-            json.raw(#"{"type":"delivered.failed","chatId":"#)
-            json.string(self.chatId)
-            json.raw(#","messageIds":"#)
-            json.strings(self.messageIds)
-            json.raw(#","error":{"code":"#)
-            json.string(self.error.code.rawValue)
-            json.raw(#","message":"#)
-            json.string(self.error.message)
-            json.raw("}}")
-            return json.text
+            get throws {
+                var json = JSONWriter(capacity: 160 + self.messageIds.count * 24)
+                try json.encode(self)
+                return json.text
+            }
         }
     }
 
@@ -193,7 +199,7 @@ struct WebSocketStream {
                 let failure = DeliveryFailure(
                     chatId: acknowledgement.chatId, messageIds: acknowledgement.messageIds,
                     error: APIError(.serviceUnavailable, .unavailable, "the delivery was not recorded; send it again"))
-                try await outbound.write(.text(failure.json))
+                try await outbound.write(.text(try failure.json))
             }
         }
     }
