@@ -1,6 +1,5 @@
 internal import CLibPQ
 import NIOConcurrencyHelpers
-import NIOCore
 import Synchronization
 
 #if canImport(Glibc)
@@ -15,8 +14,9 @@ import Darwin
 /// `PostgresListener` call them, and only from their thread pools, never from an event loop.
 /// `@unchecked Sendable` so that it can be handed to a thread-pool job; it is not
 /// thread-safe, and its owners (`PostgresConnection`, `PostgresListener`) run one job on it
-/// at a time. The one exception is `requestCancel()`, which any thread may call while a job
-/// runs: it touches only `cancellation`, behind its own lock.
+/// at a time. The exceptions are `requestCancel()` and the watchdog's face
+/// (`LibPQConnection+Watchdog.swift`), which any thread may call while a job runs: they
+/// touch only `cancellation`, behind its own lock, and `blockedSince`, an atomic.
 final class LibPQConnection: @unchecked Sendable {
     let handle: OpaquePointer
     /// `host:port` of the server, for error messages.
@@ -34,10 +34,12 @@ final class LibPQConnection: @unchecked Sendable {
     /// The session's own `statement_timeout` in milliseconds, when its settings give one
     /// (`PostgresConfiguration.settings`): a call's `statementTimeout` never loosens it.
     private(set) var sessionStatementTimeout: Int?
-    /// What cancels the statement running on this connection, from another thread.
-    private let cancellation: NIOLockedValueBox<Cancellation>
+    /// What cancels the statement running on this connection, from another thread (and what
+    /// `abandon()` checks before it shuts the socket down).
+    let cancellation: NIOLockedValueBox<Cancellation>
     /// When the call blocked on the server now began (`NIODeadline` uptime nanoseconds),
-    /// 0 while none is: for the pool's watchdog, which reads it from another thread.
+    /// 0 while none is: for the pool's watchdog, which reads it from another thread
+    /// (`LibPQConnection+Watchdog.swift`).
     let blockedSince = Atomic<UInt64>(0)
     /// Named prepared statements this session already has, by SQL text and parameter types.
     var preparedStatements: [PreparedStatementKey: String] = [:]
@@ -218,32 +220,6 @@ final class LibPQConnection: @unchecked Sendable {
         guard closing.isFirst else { return }
         if let cancel = closing.cancel { PQfreeCancel(cancel) }
         PQfinish(self.handle)
-    }
-
-    /// Marks the calls that wait for the server, for `blockedFor`.
-    @inline(__always)
-    func markBlocked() { self.blockedSince.store(max(1, NIODeadline.now().uptimeNanoseconds), ordering: .relaxed) }
-    @inline(__always)
-    func markUnblocked() { self.blockedSince.store(0, ordering: .relaxed) }
-
-    /// How long the call now waiting for the server has waited; nil when none is.
-    var blockedFor: Duration? {
-        let since = self.blockedSince.load(ordering: .relaxed)
-        guard since != 0 else { return nil }
-        return .nanoseconds(Int64(NIODeadline.now().uptimeNanoseconds) - Int64(since))
-    }
-
-    /// Ends the connection under a call that waits for a server that does not answer, even
-    /// to a cancel request (frozen, or stalled on its storage): shuts its socket down, so the
-    /// blocked call fails at once with a lost connection, and the pool discards it. Safe
-    /// from any thread; does nothing once the connection is closed (its descriptor may then
-    /// belong to another file).
-    func abandon() {
-        self.cancellation.withLockedValue { state in
-            guard !state.isClosed else { return }
-            state.isRequested = true
-            _ = shutdown(PQsocket(self.handle), Int32(SHUT_RDWR))
-        }
     }
 
     /// Whether `requestCancel()` was called: a cancel request may reach the server after the
