@@ -42,19 +42,12 @@ final class LibPQConnection: @unchecked Sendable {
     /// (`LibPQConnection+Watchdog.swift`).
     let blockedSince = Atomic<UInt64>(0)
     /// Named prepared statements this session already has, by SQL text and parameter types.
-    var preparedStatements: [PreparedStatementKey: String] = [:]
-    /// Numbers the prepared statements' names (never reused, even for a failed prepare).
-    var preparedStatementCount = 0
+    var preparedStatements = PreparedStatements()
     /// In pipeline mode: each statement sent and not yet received, oldest first.
     var pipelineQueue: [PipelinedStatement] = []
     /// In pipeline mode: why a statement failed to prepare, for the statements sent after it
     /// that counted on it (the server answers those "does not exist").
-    var failedPreparations: [PreparedStatementKey: PostgresError] = [:]
-
-    struct PreparedStatementKey: Hashable {
-        var sql: String
-        var types: [UInt32]
-    }
+    var failedPreparations: [PreparedStatements.Key: PostgresError] = [:]
 
     /// libpq's cancel object (made on the connection's thread, used on another one), and
     /// whether a cancel was asked for.
@@ -112,8 +105,8 @@ final class LibPQConnection: @unchecked Sendable {
     /// statement sent in pipeline mode, after `prepareTimeoutSetup()`.
     func timeoutSetup(milliseconds: Int) -> (statement: String, values: [String])? {
         let (sql, count) = self.timeoutSetupStatement
-        let key = PreparedStatementKey(sql: sql, types: [UInt32](repeating: PostgresDataType.unspecified.oid, count: count))
-        guard let name = self.preparedStatements[key] else { return nil }
+        let key = PreparedStatements.Key(sql: sql, types: [UInt32](repeating: PostgresDataType.unspecified.oid, count: count))
+        guard let name = self.preparedStatements.name(for: key) else { return nil }
         let timeout = String(min(milliseconds, self.sessionStatementTimeout ?? milliseconds))
         return (name, self.transactionRole.map { [$0, timeout] } ?? [timeout])
     }
@@ -369,11 +362,13 @@ final class LibPQConnection: @unchecked Sendable {
         if let failure { throw failure }
     }
 
+    /// The name `sql` with parameters of `types` is prepared under on this session; prepares
+    /// it the first time (a round trip, so outside pipeline mode). A failed prepare throws,
+    /// and its name is not used again.
     func preparedStatementName(for sql: String, types: [UInt32]) throws(PostgresError) -> String {
-        let key = PreparedStatementKey(sql: sql, types: types)
-        if let name = self.preparedStatements[key] { return name }
-        self.preparedStatementCount += 1
-        let name = "receipts_\(self.preparedStatementCount)"
+        let key = PreparedStatements.Key(sql: sql, types: types)
+        if let name = self.preparedStatements.name(for: key) { return name }
+        let name = self.preparedStatements.reserveName()
         self.markBlocked()
         let result = types.withUnsafeBufferPointer { types in
             PQprepare(self.handle, name, sql, Int32(types.count), types.baseAddress)
@@ -381,7 +376,7 @@ final class LibPQConnection: @unchecked Sendable {
         self.markUnblocked()
         defer { PQclear(result) }
         try self.check(result)
-        self.preparedStatements[key] = name
+        self.preparedStatements.record(name, for: key)
         return name
     }
 
