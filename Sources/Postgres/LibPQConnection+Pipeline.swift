@@ -11,16 +11,16 @@ import Darwin
 ///
 /// Each statement is sent with a sync point of its own, so each one is its own transaction
 /// (as `execute` outside a pipeline) and a failing one aborts no other. On a connection with
-/// a `transactionRole`, each such transaction takes the role first, in the same trip.
+/// a role (`policy.role`), each such transaction takes the role first, in the same trip.
 extension LibPQConnection {
     /// What the results of a statement sent in pipeline mode begin with.
     struct PipelinedStatement {
         /// The prepared statement it runs.
-        var key: PreparedStatementKey
+        var key: PreparedStatements.Key
         /// Whether it was prepared in the same trip: the prepare's result comes first.
         var prepares: Bool
-        /// Whether its transaction is set up first (`LibPQConnection.transactionSetup()`: the
-        /// role, the statement timeout): that statement's result comes next.
+        /// Whether its transaction is set up first (`SessionPolicy`: the role, the statement
+        /// timeout): that statement's result comes next.
         var takesRole: Bool
     }
 
@@ -46,27 +46,25 @@ extension LibPQConnection {
 
     /// Sends one statement and its sync point without waiting for its answer. A statement
     /// not yet prepared on this connection is prepared in the same trip.
-    /// - Parameter setup: what its transaction runs first (`transactionSetup()`, prepared
-    ///   before the pipeline began); by default the role alone, if the connection has one.
-    func send(
-        _ sql: String, bindings: PostgresBindings, setup: (statement: String, values: [String])? = nil
-    ) throws(PostgresError) {
-        let setup = setup ?? self.transactionRole.flatMap { role in self.takeRoleStatementName.map { ($0, [role]) } }
-        let key = PreparedStatementKey(sql: sql, types: bindings.types)
-        let prepares = self.preparedStatements[key] == nil
+    /// - Parameter setup: what its transaction runs first (`transactionSetup()` or
+    ///   `timeoutSetup(milliseconds:)`, prepared before the pipeline began); by default the
+    ///   role alone (`SessionPolicy.roleSetup`), if the connection has one.
+    func send(_ sql: String, bindings: PostgresBindings, setup: PreparedSetup? = nil) throws(PostgresError) {
+        let setup = setup ?? self.preparedSetup(self.policy.roleSetup)
+        let key = PreparedStatements.Key(sql: sql, types: bindings.types)
+        let prepares = self.preparedStatements.name(for: key) == nil
         let statementName: String
-        if let name = self.preparedStatements[key] {
+        if let name = self.preparedStatements.name(for: key) {
             statementName = name
         } else {
-            self.preparedStatementCount += 1
-            statementName = "receipts_\(self.preparedStatementCount)"
+            statementName = self.preparedStatements.reserveName()
             let sent = bindings.types.withUnsafeBufferPointer { types in
                 PQsendPrepare(self.handle, statementName, sql, Int32(types.count), types.baseAddress)
             }
             guard sent == 1 else { throw self.sendFailure() }
             // Counted as prepared from now: statements sent after it in the pipeline use it.
             // If the prepare fails, `receive` forgets it again.
-            self.preparedStatements[key] = statementName
+            self.preparedStatements.record(statementName, for: key)
         }
         if let setup {
             let values = setup.values.map { strdup($0) }
@@ -105,7 +103,7 @@ extension LibPQConnection {
                 let error = self.serverError(from: result)
                 failure = error
                 self.failedPreparations[statement.key] = error
-                self.preparedStatements[statement.key] = nil
+                self.preparedStatements.forget(statement.key)
             }
             PQclear(result)
             try self.expectEndOfCommand()

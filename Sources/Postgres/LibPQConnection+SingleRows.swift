@@ -16,7 +16,7 @@ extension LibPQConnection {
     ///   then read and dropped, and `body` was not called again.
     /// - Throws: the statement's error (`body` may have seen some of its rows before it came).
     func execute(_ sql: String, bindings: PostgresBindings, eachRow body: (PostgresRow) throws -> Void) throws(PostgresError) -> (any Error)? {
-        if PQtransactionStatus(self.handle) == PQTRANS_IDLE, self.transactionRole != nil {
+        if PQtransactionStatus(self.handle) == PQTRANS_IDLE, self.policy.role != nil {
             // A transaction of its own that takes the role first (`execute(_:bindings:)`): all
             // rows at once, through the pipeline that sets it up.
             let rows = try self.execute(sql, bindings: bindings)

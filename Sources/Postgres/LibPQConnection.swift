@@ -1,6 +1,5 @@
 internal import CLibPQ
 import NIOConcurrencyHelpers
-import NIOCore
 import Synchronization
 
 #if canImport(Glibc)
@@ -15,44 +14,34 @@ import Darwin
 /// `PostgresListener` call them, and only from their thread pools, never from an event loop.
 /// `@unchecked Sendable` so that it can be handed to a thread-pool job; it is not
 /// thread-safe, and its owners (`PostgresConnection`, `PostgresListener`) run one job on it
-/// at a time. The one exception is `requestCancel()`, which any thread may call while a job
-/// runs: it touches only `cancellation`, behind its own lock.
+/// at a time. The exceptions are `requestCancel()` and the watchdog's face
+/// (`LibPQConnection+Watchdog.swift`), which any thread may call while a job runs: they
+/// touch only `cancellation`, behind its own lock, and `blockedSince`, an atomic.
+///
+/// What a session sets up for each transaction (its role, its statement timeout) is decided
+/// by `policy`, and which names its prepared statements have by `preparedStatements`, both
+/// plain values; this class sends what they decide (`LibPQConnection+Session.swift`).
 final class LibPQConnection: @unchecked Sendable {
     let handle: OpaquePointer
     /// `host:port` of the server, for error messages.
     let server: String
-    /// The role every transaction takes (`PostgresConfiguration.role`); nil keeps the login role.
-    private(set) var transactionRole: String?
-    /// The prepared `takeRoleStatement`, when there is a `transactionRole`.
-    private(set) var takeRoleStatementName: String?
-    /// While a call with a deadline runs (set on the connection's thread for that call, see
-    /// `PostgresConnection.onThread`): the milliseconds it has left, which every transaction
-    /// it starts sets as its `statement_timeout` (`SET LOCAL`, a parameter of
-    /// `transactionSetup()`), so the server ends a statement by the deadline itself. nil: the
-    /// session's own `statement_timeout` applies.
-    var statementTimeout: String?
-    /// The session's own `statement_timeout` in milliseconds, when its settings give one
-    /// (`PostgresConfiguration.settings`): a call's `statementTimeout` never loosens it.
-    private(set) var sessionStatementTimeout: Int?
-    /// What cancels the statement running on this connection, from another thread.
-    private let cancellation: NIOLockedValueBox<Cancellation>
+    /// The role every transaction takes and the `statement_timeout` it runs under. It picks
+    /// the SQL a transaction runs first; the connection prepares that and sends it.
+    var policy = SessionPolicy()
+    /// What cancels the statement running on this connection, from another thread (and what
+    /// `abandon()` checks before it shuts the socket down).
+    let cancellation: NIOLockedValueBox<Cancellation>
     /// When the call blocked on the server now began (`NIODeadline` uptime nanoseconds),
-    /// 0 while none is: for the pool's watchdog, which reads it from another thread.
+    /// 0 while none is: for the pool's watchdog, which reads it from another thread
+    /// (`LibPQConnection+Watchdog.swift`).
     let blockedSince = Atomic<UInt64>(0)
     /// Named prepared statements this session already has, by SQL text and parameter types.
-    var preparedStatements: [PreparedStatementKey: String] = [:]
-    /// Numbers the prepared statements' names (never reused, even for a failed prepare).
-    var preparedStatementCount = 0
+    var preparedStatements = PreparedStatements()
     /// In pipeline mode: each statement sent and not yet received, oldest first.
     var pipelineQueue: [PipelinedStatement] = []
     /// In pipeline mode: why a statement failed to prepare, for the statements sent after it
     /// that counted on it (the server answers those "does not exist").
-    var failedPreparations: [PreparedStatementKey: PostgresError] = [:]
-
-    struct PreparedStatementKey: Hashable {
-        var sql: String
-        var types: [UInt32]
-    }
+    var failedPreparations: [PreparedStatements.Key: PostgresError] = [:]
 
     /// libpq's cancel object (made on the connection's thread, used on another one), and
     /// whether a cancel was asked for.
@@ -60,66 +49,6 @@ final class LibPQConnection: @unchecked Sendable {
         var handle: OpaquePointer?
         var isRequested = false
         var isClosed = false
-    }
-
-    /// The statement every transaction of a connection with a `transactionRole` starts with,
-    /// in the same round trip as its first statement: `set_config(…, true)` is
-    /// `SET LOCAL ROLE`, undone when the transaction ends.
-    static let takeRoleStatement = "SELECT set_config('role', $1, true)"
-    /// `takeRoleStatement` that also sets the transaction's `statement_timeout` (`SET LOCAL`).
-    static let takeRoleAndTimeoutStatement = "SELECT set_config('role', $1, true), set_config('statement_timeout', $2, true)"
-    /// Sets the transaction's `statement_timeout` (`SET LOCAL`), on a connection without a role.
-    static let setTimeoutStatement = "SELECT set_config('statement_timeout', $1, true)"
-
-    /// Sets `statementTimeout` for a call that has `milliseconds` left, or the session's own
-    /// timeout if that is shorter; nil clears it.
-    func limitStatements(toMilliseconds milliseconds: Int?) {
-        guard let milliseconds else {
-            self.statementTimeout = nil
-            return
-        }
-        self.statementTimeout = String(min(milliseconds, self.sessionStatementTimeout ?? milliseconds))
-    }
-
-    /// What a transaction runs first, in the same round trip as its first statement: takes
-    /// the `transactionRole` and sets the `statementTimeout`; nil when there is neither.
-    /// Prepares the statement the first time, so it must be called outside pipeline mode.
-    func transactionSetup() throws(PostgresError) -> (statement: String, values: [String])? {
-        let textTypes = { (count: Int) in [UInt32](repeating: PostgresDataType.unspecified.oid, count: count) }
-        switch (self.transactionRole, self.statementTimeout) {
-        case (nil, nil):
-            return nil
-        case (let role?, nil):
-            guard let name = self.takeRoleStatementName else { return nil }
-            return (name, [role])
-        case (nil, let timeout?):
-            return (try self.preparedStatementName(for: Self.setTimeoutStatement, types: textTypes(1)), [timeout])
-        case (let role?, let timeout?):
-            return (try self.preparedStatementName(for: Self.takeRoleAndTimeoutStatement, types: textTypes(2)), [role, timeout])
-        }
-    }
-
-    /// Prepares the statement of `timeoutSetup(milliseconds:)` (outside pipeline mode).
-    func prepareTimeoutSetup() throws(PostgresError) {
-        let (sql, count) = self.timeoutSetupStatement
-        _ = try self.preparedStatementName(for: sql, types: [UInt32](repeating: PostgresDataType.unspecified.oid, count: count))
-    }
-
-    /// What a transaction runs first to end its statements within `milliseconds` (or the
-    /// session's own `statement_timeout`, if shorter), taking the `transactionRole` too: for a
-    /// statement sent in pipeline mode, after `prepareTimeoutSetup()`.
-    func timeoutSetup(milliseconds: Int) -> (statement: String, values: [String])? {
-        let (sql, count) = self.timeoutSetupStatement
-        let key = PreparedStatementKey(sql: sql, types: [UInt32](repeating: PostgresDataType.unspecified.oid, count: count))
-        guard let name = self.preparedStatements[key] else { return nil }
-        let timeout = String(min(milliseconds, self.sessionStatementTimeout ?? milliseconds))
-        return (name, self.transactionRole.map { [$0, timeout] } ?? [timeout])
-    }
-
-    /// The statement that sets a transaction's `statement_timeout` (and takes the role), and
-    /// its number of parameters.
-    private var timeoutSetupStatement: (sql: String, parameters: Int) {
-        self.transactionRole == nil ? (Self.setTimeoutStatement, 1) : (Self.takeRoleAndTimeoutStatement, 2)
     }
 
     private init(handle: OpaquePointer, server: String) {
@@ -155,42 +84,7 @@ final class LibPQConnection: @unchecked Sendable {
         // Notices (e.g. "relation already exists, skipping") would go to stderr otherwise.
         PQsetNoticeProcessor(handle, { _, _ in }, nil)
         let connection = LibPQConnection(handle: handle, server: server)
-        /// Runs one step of the session's set-up; a failure closes the connection.
-        func setUp(_ what: String, _ step: () throws(PostgresError) -> Void) throws(PostgresError) {
-            do {
-                try step()
-            } catch {
-                connection.close()
-                throw PostgresError(
-                    code: .connectionFailed,
-                    message: "connected to \(server) but could not \(what): \(error.message)",
-                    sqlState: error.sqlState,
-                    host: server
-                )
-            }
-        }
-        for setting in configuration.settings {
-            try setUp("set \(setting.name)") { () throws(PostgresError) in
-                _ = try connection.execute(
-                    "SELECT set_config($1, $2, false)", bindings: try PostgresBindings([setting.name, setting.value]))
-            }
-            if setting.name == "statement_timeout", let milliseconds = Int(setting.value), milliseconds > 0 {
-                connection.sessionStatementTimeout = milliseconds
-            }
-        }
-        if let role = configuration.role {
-            // Not a session-level SET ROLE, which a statement could undo for every later
-            // user of the session: each transaction takes the role itself (see `execute`,
-            // `executeScript`, `send`). Checked once here, so a role the login cannot take
-            // fails at connect, not at the first request.
-            try setUp("take role \(role)") { () throws(PostgresError) in
-                let bindings = try PostgresBindings([role])
-                connection.takeRoleStatementName = try connection.preparedStatementName(
-                    for: Self.takeRoleStatement, types: bindings.types)
-                connection.transactionRole = role
-                _ = try connection.execute("SELECT 1", bindings: try PostgresBindings([]))
-            }
-        }
+        try connection.setUpSession(configuration)
         return connection
     }
 
@@ -218,32 +112,6 @@ final class LibPQConnection: @unchecked Sendable {
         guard closing.isFirst else { return }
         if let cancel = closing.cancel { PQfreeCancel(cancel) }
         PQfinish(self.handle)
-    }
-
-    /// Marks the calls that wait for the server, for `blockedFor`.
-    @inline(__always)
-    func markBlocked() { self.blockedSince.store(max(1, NIODeadline.now().uptimeNanoseconds), ordering: .relaxed) }
-    @inline(__always)
-    func markUnblocked() { self.blockedSince.store(0, ordering: .relaxed) }
-
-    /// How long the call now waiting for the server has waited; nil when none is.
-    var blockedFor: Duration? {
-        let since = self.blockedSince.load(ordering: .relaxed)
-        guard since != 0 else { return nil }
-        return .nanoseconds(Int64(NIODeadline.now().uptimeNanoseconds) - Int64(since))
-    }
-
-    /// Ends the connection under a call that waits for a server that does not answer, even
-    /// to a cancel request (frozen, or stalled on its storage): shuts its socket down, so the
-    /// blocked call fails at once with a lost connection, and the pool discards it. Safe
-    /// from any thread; does nothing once the connection is closed (its descriptor may then
-    /// belong to another file).
-    func abandon() {
-        self.cancellation.withLockedValue { state in
-            guard !state.isClosed else { return }
-            state.isRequested = true
-            _ = shutdown(PQsocket(self.handle), Int32(SHUT_RDWR))
-        }
     }
 
     /// Whether `requestCancel()` was called: a cancel request may reach the server after the
@@ -301,9 +169,10 @@ final class LibPQConnection: @unchecked Sendable {
     /// Runs one statement with parameters and returns its rows in binary format. The
     /// statement is parsed once per connection and reused.
     ///
-    /// Outside a transaction, on a connection with a `transactionRole`, the statement runs in
-    /// a transaction of its own that takes the role first, in the same round trip (through
-    /// pipeline mode: two statements before one sync point share an implicit transaction).
+    /// Outside a transaction, on a connection with a role (`policy.role`) or a call's
+    /// statement timeout, the statement runs in a transaction of its own that sets them up
+    /// first (`transactionSetup()`), in the same round trip (through pipeline mode: two
+    /// statements before one sync point share an implicit transaction).
     func execute(_ sql: String, bindings: PostgresBindings) throws(PostgresError) -> PostgresRows {
         if PQtransactionStatus(self.handle) == PQTRANS_IDLE, PQpipelineStatus(self.handle) == PQ_PIPELINE_OFF,
             let setup = try self.transactionSetup()
@@ -326,14 +195,14 @@ final class LibPQConnection: @unchecked Sendable {
     /// Runs one or more statements without parameters through the simple query protocol
     /// (migrations, `BEGIN`, `LISTEN`). Returns the command tag of the last statement.
     ///
-    /// Outside a transaction, on a connection with a `transactionRole`, the script starts
-    /// with `SET LOCAL ROLE`: the statements of one script share a transaction (a `BEGIN` in
-    /// it keeps it open), so the role lasts until that transaction ends. Such a script cannot
-    /// hold a statement that refuses to run in a transaction (`CREATE DATABASE`).
+    /// Outside a transaction, on a connection with a role (`policy.role`), the script
+    /// starts with `SET LOCAL ROLE`: the statements of one script share a transaction (a
+    /// `BEGIN` in it keeps it open), so the role lasts until that transaction ends. Such a
+    /// script cannot hold a statement that refuses to run in a transaction (`CREATE DATABASE`).
     @discardableResult
     func executeScript(_ sql: String) throws(PostgresError) -> String {
         var script = sql
-        if let role = self.transactionRole, PQtransactionStatus(self.handle) == PQTRANS_IDLE {
+        if let role = self.policy.role, PQtransactionStatus(self.handle) == PQTRANS_IDLE {
             // SET ROLE takes an identifier, not a value; libpq quotes it.
             script = "SET LOCAL ROLE \(try self.quotedIdentifier(role)); " + sql
         }
@@ -393,11 +262,13 @@ final class LibPQConnection: @unchecked Sendable {
         if let failure { throw failure }
     }
 
+    /// The name `sql` with parameters of `types` is prepared under on this session; prepares
+    /// it the first time (a round trip, so outside pipeline mode). A failed prepare throws,
+    /// and its name is not used again.
     func preparedStatementName(for sql: String, types: [UInt32]) throws(PostgresError) -> String {
-        let key = PreparedStatementKey(sql: sql, types: types)
-        if let name = self.preparedStatements[key] { return name }
-        self.preparedStatementCount += 1
-        let name = "receipts_\(self.preparedStatementCount)"
+        let key = PreparedStatements.Key(sql: sql, types: types)
+        if let name = self.preparedStatements.name(for: key) { return name }
+        let name = self.preparedStatements.reserveName()
         self.markBlocked()
         let result = types.withUnsafeBufferPointer { types in
             PQprepare(self.handle, name, sql, Int32(types.count), types.baseAddress)
@@ -405,7 +276,7 @@ final class LibPQConnection: @unchecked Sendable {
         self.markUnblocked()
         defer { PQclear(result) }
         try self.check(result)
-        self.preparedStatements[key] = name
+        self.preparedStatements.record(name, for: key)
         return name
     }
 

@@ -181,7 +181,7 @@ public final class PostgresConnection: @unchecked Sendable {
     /// `onThread` for a call that must end by `deadline`.
     ///
     /// Sessions' statements are bounded by the server itself (`statement_timeout`, set to
-    /// the time left for each transaction and statement: `LibPQConnection.statementTimeout`),
+    /// the time left for each transaction and statement: `SessionPolicy.statementTimeout`),
     /// but a server that does not answer at all (frozen, or cut off by the network) cannot
     /// end them, and neither can a cancel request, which `PQcancel` sends over a connection of
     /// its own. So the caller does not wait for the thread past the deadline: it gets
@@ -202,8 +202,8 @@ public final class PostgresConnection: @unchecked Sendable {
         let connection = self.connection
         let eventLoop = MultiThreadedEventLoopGroup.singleton.any()
         let call = self.threadPool.runIfActive(eventLoop: eventLoop) { () throws -> T in
-            connection.limitStatements(toMilliseconds: milliseconds)
-            defer { connection.limitStatements(toMilliseconds: nil) }
+            connection.policy.limitStatements(toMilliseconds: milliseconds)
+            defer { connection.policy.limitStatements(toMilliseconds: nil) }
             return try body(connection)
         }
         let outcome = await withTaskCancellationHandler {
