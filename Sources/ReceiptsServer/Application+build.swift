@@ -187,7 +187,8 @@ public func buildRouter(_ components: ServiceComponents) -> Router<ReceiptsReque
 }
 
 /// HTTP/1 with the WebSocket upgrade, within the connection limits (README, "Limits,
-/// timeouts and faults"): request heads complete within `requestHeadTimeout`, idle
+/// timeouts and faults"): at most `maximumConnections` open, one more answered 503 at once
+/// (`CappedConnectionChannel`); request heads complete within `requestHeadTimeout`, idle
 /// connections close after `idleConnectionTimeout`, malformed requests get 400 and a close
 /// (`HTTPConnectionGuard`);
 /// and on shutdown WebSockets close with 1001 and a reason (`StreamShutdownChannel`).
@@ -198,19 +199,25 @@ func buildServer(_ components: ServiceComponents) -> HTTPServerBuilder {
         idleTimeout: TimeAmount(components.configuration.idleConnectionTimeout)
     )
     let shutdown = components.streamGuards.shutdown
+    let maximum = components.configuration.maximumConnections
+    let slots = ConnectionSlots(maximum: maximum, spillOver: ConnectionSlots.spillOver(forMaximum: maximum))
     return HTTPServerBuilder { responder in
-        StreamShutdownChannel(
-            base: GuardedHTTPChannel(
-                base: HTTP1WebSocketUpgradeChannel(
-                    responder: responder,
-                    webSocketResponder: webSocketResponder,
-                    // Idle time is the guard's: Hummingbird's own timer would only start after
-                    // the first request.
-                    configuration: .init(http1: .init(idleTimeout: nil), ws: WebSocketStream.serverConfiguration)
+        CappedConnectionChannel(
+            base: StreamShutdownChannel(
+                base: GuardedHTTPChannel(
+                    base: HTTP1WebSocketUpgradeChannel(
+                        responder: responder,
+                        webSocketResponder: webSocketResponder,
+                        // Idle time is the guard's: Hummingbird's own timer would only start after
+                        // the first request.
+                        configuration: .init(http1: .init(idleTimeout: nil), ws: WebSocketStream.serverConfiguration)
+                    ),
+                    limits: limits
                 ),
-                limits: limits
+                shutdown: shutdown
             ),
-            shutdown: shutdown
+            slots: slots,
+            headTimeout: min(limits.headTimeout, .seconds(1))
         )
     }
 }

@@ -56,6 +56,11 @@ public struct ReceiptsConfiguration: Sendable {
     /// connection and its statements together (`RECEIPTS_DATABASE_TIMEOUT_SECONDS`, default
     /// 5; `DatabaseDeadlineMiddleware`). Past it the request answers 503 `unavailable`.
     public var databaseTimeout: Duration
+    /// Most HTTP connections (streams included) served at once (`RECEIPTS_MAX_CONNECTIONS`;
+    /// `receiptsd` derives its default from the open-file limit, `ConnectionCap`). One more is
+    /// answered at once, 503 `unavailable` (`/healthz` 200), and closed; the connections open
+    /// keep being served. In-process default: 10,000.
+    public var maximumConnections = 10_000
     /// Longest a connection may take to send a complete request head (default 10 seconds;
     /// not read from the environment).
     public var requestHeadTimeout: Duration = .seconds(10)

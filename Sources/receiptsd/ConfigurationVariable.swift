@@ -15,6 +15,7 @@ enum ConfigurationVariable: String, CaseIterable {
     case streamMaximumLag = "RECEIPTS_STREAM_MAX_LAG"
     case maximumStreamsPerUser = "RECEIPTS_MAX_STREAMS_PER_USER"
     case maximumStreamsPerTenant = "RECEIPTS_MAX_STREAMS_PER_TENANT"
+    case maximumConnections = "RECEIPTS_MAX_CONNECTIONS"
     case notifyOtherInstances = "RECEIPTS_NOTIFY_OTHER_INSTANCES"
     case shutdownGraceSeconds = "RECEIPTS_SHUTDOWN_GRACE_SECONDS"
     case webhookAllowPrivateNetworks = "RECEIPTS_WEBHOOK_ALLOW_PRIVATE_NETWORKS"
@@ -30,7 +31,7 @@ enum ConfigurationVariable: String, CaseIterable {
     /// `Environment` parses it; nil when unset means something else (`whenUnset`).
     var defaultValue: String? {
         switch self {
-        case .databaseURL, .adminToken, .allowedOrigins, .migrationsDirectory: nil
+        case .databaseURL, .adminToken, .allowedOrigins, .migrationsDirectory, .maximumConnections: nil
         case .host: "127.0.0.1"
         case .port: "8080"
         case .databasePoolSize: "10"
@@ -56,6 +57,7 @@ enum ConfigurationVariable: String, CaseIterable {
         case .databaseTimeoutSeconds: 1...600
         case .maximumStreamsPerUser: 1...100_000
         case .maximumStreamsPerTenant: 1...10_000_000
+        case .maximumConnections: 1...10_000_000
         case .shutdownGraceSeconds: 1...3600
         case .webhookLeaseSeconds: 11...3600
         case .webhookRetryBaseMilliseconds: 1...300_000
@@ -70,6 +72,8 @@ enum ConfigurationVariable: String, CaseIterable {
         case .adminToken: "the admin API is off, and every /admin/* request answers 404"
         case .allowedOrigins: "no origin but the service's own and each tenant's list"
         case .migrationsDirectory: "sql/migrations of the current directory, else of the source tree"
+        case .maximumConnections:
+            "the open-file limit (raised to the hard limit at start) less a reserve for PostgreSQL, webhooks and files: a tenth of it, 64 to 1024, and the database pool"
         default: nil
         }
     }
@@ -87,6 +91,7 @@ enum ConfigurationVariable: String, CaseIterable {
         case .streamMaximumLag: "events a stream may fall behind before it is closed (it can resume)"
         case .maximumStreamsPerUser: "most streams one user may have open on one instance; one more is 429"
         case .maximumStreamsPerTenant: "most streams one tenant (key and users together) may have open on one instance"
+        case .maximumConnections: "most HTTP connections (streams included) served at once; one more is answered 503 (/healthz 200) and closed"
         case .notifyOtherInstances: "wake the other instances on the same database after this one's writes"
         case .shutdownGraceSeconds: "on SIGTERM/SIGINT, how long streams and requests get before the process exits"
         case .webhookAllowPrivateNetworks: "let webhooks reach loopback, private and link-local addresses"

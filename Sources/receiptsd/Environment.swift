@@ -76,6 +76,13 @@ struct Environment {
         return value
     }
 
+    /// A whole number within the variable's `range`, nil when unset (for a variable whose
+    /// default is worked out, `whenUnset`).
+    func optionalInteger(_ variable: ConfigurationVariable) throws -> Int? {
+        guard self[variable] != nil || variable.defaultValue != nil else { return nil }
+        return try self.integer(variable)
+    }
+
     /// True or false (1/0, yes/no, on/off too), its default when unset.
     func boolean(_ variable: ConfigurationVariable) throws -> Bool {
         let name = variable.rawValue

@@ -38,6 +38,10 @@ struct Serve: AsyncParsableCommand {
             maximumStreamsPerTenant: try environment.integer(.maximumStreamsPerTenant),
             databaseTimeout: .seconds(try environment.integer(.databaseTimeoutSeconds))
         )
+        let fileLimit = FileLimit.raiseToHardLimit()
+        configuration.maximumConnections = try environment.optionalInteger(.maximumConnections)
+            ?? ConnectionCap.defaultMaximum(fileLimit: fileLimit, databasePoolSize: configuration.databasePoolSize)
+        ConnectionCap.warnIfTooHigh(configuration.maximumConnections, fileLimit: fileLimit, databasePoolSize: configuration.databasePoolSize, logger: logger)
         configuration.webhooks.allowsPrivateNetworks = try environment.boolean(.webhookAllowPrivateNetworks)
         configuration.webhooks.retryBase = .milliseconds(try environment.integer(.webhookRetryBaseMilliseconds))
         configuration.webhooks.lease = .seconds(try environment.integer(.webhookLeaseSeconds))

@@ -17,15 +17,24 @@ struct ReceiptsdProcess {
     /// own outgoing connections and port-0 listeners take theirs. A port some other program
     /// holds makes receiptsd exit at once; then another port is tried. With `port` (a restart
     /// on the port of a stopped one) only that port is tried.
+    /// With `fileLimit`, the process runs under that open-file limit (soft and hard, as
+    /// `ulimit -n` in a shell sets it).
     static func start(
-        arguments: [String], environment: [String: String], executable: String = TestDatabase.receiptsdExecutable, port: Int? = nil
+        arguments: [String], environment: [String: String], executable: String = TestDatabase.receiptsdExecutable, port: Int? = nil,
+        fileLimit: Int? = nil
     ) async throws -> ReceiptsdProcess {
         var exits: [String] = []
         for _ in 0..<(port == nil ? 5 : 1) {
             let port = port ?? Int.random(in: 20_000...32_000)
             let process = Process()
-            process.executableURL = URL(fileURLWithPath: executable)
-            process.arguments = ["serve", "--port", String(port)] + arguments
+            let serve = ["serve", "--port", String(port)] + arguments
+            if let fileLimit {
+                process.executableURL = URL(fileURLWithPath: "/bin/sh")
+                process.arguments = ["-c", "ulimit -n \(fileLimit) && exec \"$0\" \"$@\"", executable] + serve
+            } else {
+                process.executableURL = URL(fileURLWithPath: executable)
+                process.arguments = serve
+            }
             process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
             try process.run()
             let started = ReceiptsdProcess(process: process, port: port)
