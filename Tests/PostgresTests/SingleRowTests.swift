@@ -59,7 +59,7 @@ struct SingleRowTests {
         let seen = try await pool.withTransaction { connection in
             // A table name made by uniqueName ([a-z0-9_]) is an identifier, not a value.
             try await connection.executeScript("CREATE TABLE \(table) (id int); INSERT INTO \(table) SELECT generate_series(1, 100)")
-            return try await connection.reduceRows("SELECT id FROM \(table) ORDER BY id", into: [Int]()) { ids, row in
+            return try await connection.reduceRows("SELECT id FROM \(table) ORDER BY id", [], into: [Int]()) { ids, row in
                 ids.append(try row.decode(Int.self, column: 0))
             }
         }

@@ -13,12 +13,12 @@ struct UnexpectedOutcomeTests {
 
     @Test("known outcomes decode; an unknown one throws UnexpectedOutcome, for reads, marks and sends")
     func unknownOutcomesThrow() async throws {
-        let marked = try MarkReadOutcome(row: try await row("SELECT 'marked'::text, 2, 5"))
+        let marked = try MarkReadOutcome(row: try await row("SELECT 'marked'::text AS outcome, 2 AS marked, 5 AS unread_count"))
         #expect(try marked.get() == (2, 5))
-        let notMember = try MarkReadOutcome(row: try await row("SELECT 'not_member'::text, 0, 0"))
+        let notMember = try MarkReadOutcome(row: try await row("SELECT 'not_member'::text AS outcome, 0 AS marked, 0 AS unread_count"))
         #expect(throws: MarkFailure.notMember) { try notMember.get() }
 
-        let typo = try await row("SELECT 'chat_not_fund'::text, 0, 0")
+        let typo = try await row("SELECT 'chat_not_fund'::text AS outcome, 0 AS marked, 0 AS unread_count")
         let error = #expect(throws: UnexpectedOutcome.self) { try MarkReadOutcome(row: typo) }
         #expect(error?.outcome == "chat_not_fund")
         #expect(throws: UnexpectedOutcome.self) { try MarkFailure.outcome(of: typo, from: "receipts.mark_delivered") }
