@@ -99,6 +99,8 @@ struct BenchService: Sendable {
             "DATABASE_URL": databaseURL, "RECEIPTS_PORT": String(port), "RECEIPTS_ADMIN_TOKEN": adminToken, "LOG_LEVEL": "error",
             // The webhook scenario's receiver listens on loopback.
             "RECEIPTS_WEBHOOK_ALLOW_PRIVATE_NETWORKS": "true",
+            // The streams scenario opens all its streams with the tenant's key.
+            "RECEIPTS_MAX_STREAMS_PER_TENANT": "10000000",
         ]
         if let poolSize { settings["RECEIPTS_DATABASE_POOL_SIZE"] = String(poolSize) }
         process.environment = ProcessInfo.processInfo.environment.merging(settings) { $1 }

@@ -144,7 +144,7 @@ extension BenchScenarios {
     }
 
     /// The resident memory of the service the bench started, from /proc (Linux).
-    private func serviceMemoryKiB() -> Int? {
+    func serviceMemoryKiB() -> Int? {
         guard let pid = self.servicePID,
             let status = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8),
             let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmRSS:") })

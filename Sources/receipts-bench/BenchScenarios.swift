@@ -17,6 +17,9 @@ struct BenchScenarios {
     let servicePID: Int32?
     /// The group sizes of the large-group scenario (`--group-sizes`); nil: `largeGroupSizes` at the run's scale.
     var groupSizes: [Int]? = nil
+    /// The numbers of streams of the streams scenario (`--stream-counts`); nil: 1,000 and
+    /// 10,000 at the run's scale.
+    var streamCounts: [Int]? = nil
 
     func count(_ full: Int, minimum: Int = 10) -> Int { max(minimum, Int(Double(full) * self.scale)) }
 
@@ -29,6 +32,7 @@ struct BenchScenarios {
         case erase
         case webhook
         case markLatency = "mark-latency"
+        case streams
     }
 
     func run(_ scenarios: Set<Scenario>, into results: inout BenchResults) async throws {
@@ -55,6 +59,7 @@ struct BenchScenarios {
         if scenarios.contains(.erase) { try await self.eraseUser(into: &results) }
         if scenarios.contains(.webhook) { try await self.webhooks(into: &results) }
         if scenarios.contains(.markLatency) { try await self.markReadLatency(into: &results) }
+        if scenarios.contains(.streams) { try await self.streamsAtScale(into: &results) }
     }
 
     /// Gives the new database a history and the planner its statistics, as in any database

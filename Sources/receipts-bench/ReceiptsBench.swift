@@ -45,7 +45,21 @@ struct ReceiptsBench: AsyncParsableCommand {
     @Option(help: "Group sizes of the large-group scenario, comma-separated (default: 10,100,1000,5000 at the run's scale).")
     var groupSizes: String?
 
+    @Option(help: "Numbers of streams of the streams scenario, comma-separated; max: as many as the file limit allows (default: 1000,10000 at the run's scale).")
+    var streamCounts: String?
+
     func run() async throws {
+        BenchScenarios.raiseOpenFileLimit()
+        let streamCounts = try self.streamCounts.map { list in
+            try list.split(separator: ",").map { item in
+                let text = item.trimmingCharacters(in: .whitespaces)
+                if text == "max" { return BenchScenarios.maximumStreams(databasePoolSize: self.poolSize ?? 10) }
+                guard let count = Int(text), count >= 1 else {
+                    throw ValidationError("--stream-counts takes numbers of streams or max, not '\(item)'")
+                }
+                return count
+            }
+        }
         let sizes = try self.groupSizes.map { list in
             try list.split(separator: ",").map { item in
                 guard let size = Int(item.trimmingCharacters(in: .whitespaces)), (3...100_000).contains(size) else {
@@ -86,7 +100,7 @@ struct ReceiptsBench: AsyncParsableCommand {
                 let tenant = try await client.createTenant(adminToken: service.adminToken)
                 let scenarios = BenchScenarios(
                     client: client, tenant: tenant, database: database, scale: self.scale, concurrency: self.concurrency,
-                    servicePID: service.process?.processIdentifier, groupSizes: sizes)
+                    servicePID: service.process?.processIdentifier, groupSizes: sizes, streamCounts: streamCounts)
                 try await scenarios.run(selected, into: &results)
             } catch {
                 await client.shutdown()
