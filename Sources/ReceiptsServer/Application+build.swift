@@ -60,7 +60,7 @@ public func buildApplication(
             serverName: "receiptsd"
         ),
         services: [
-            pool, store, listener, hub, credentialNotifications, components.databaseHealth,
+            pool, store, listener, hub, credentialNotifications, components.streamGuards.credentials, components.databaseHealth,
             EventRetentionService(
                 store: store, retentionSeconds: configuration.eventRetentionSeconds, interval: .seconds(3600), logger: logger),
             // Deleting, erasing and credentials: background work.
@@ -119,7 +119,8 @@ public struct ServiceComponents: Sendable {
                 maximumPerUser: configuration.maximumStreamsPerUser, maximumPerTenant: configuration.maximumStreamsPerTenant),
             shutdown: StreamShutdown(),
             origins: self.origins,
-            credentialCheckInterval: configuration.streamCredentialCheckInterval
+            credentials: StreamCredentialWatch(
+                authenticator: self.authenticator, checkInterval: configuration.streamCredentialCheckInterval, logger: store.logger)
         )
         self.databaseHealth = DatabaseHealthMonitor(pool: pool, logger: store.logger)
         self.webhooks = WebhookDispatcher(

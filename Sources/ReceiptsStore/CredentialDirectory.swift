@@ -76,7 +76,8 @@ public final class CredentialDirectory: Sendable {
 
     /// A task waiting for a change of a tenant's credentials (`waitForChange`).
     private struct Waiter {
-        let tenant: String
+        /// nil: a change of any tenant.
+        let tenant: String?
         let continuation: CheckedContinuation<Void, Never>
     }
 
@@ -138,16 +139,17 @@ public final class CredentialDirectory: Sendable {
     public func invalidate(tenant: String? = nil) {
         self.state.withLock { $0.invalidatedAt = .now }
         let woken = self.waiters.withLock { waiters -> [CheckedContinuation<Void, Never>] in
-            let matching = waiters.filter { tenant == nil || $0.value.tenant == tenant }
+            let matching = waiters.filter { tenant == nil || $0.value.tenant == nil || $0.value.tenant == tenant }
             for key in matching.keys { waiters[key] = nil }
             return matching.values.map(\.continuation)
         }
         for continuation in woken { continuation.resume() }
     }
 
-    /// Returns when the credentials of `tenant` change (`invalidate`), after `timeout`, or when
-    /// the task is cancelled, whichever comes first; true when they changed.
-    public func waitForChange(of tenant: String, atMost timeout: Duration) async -> Bool {
+    /// Returns when the credentials of `tenant` (nil: of any tenant) change (`invalidate`),
+    /// after `timeout`, or when the task is cancelled, whichever comes first; true when they
+    /// changed.
+    public func waitForChange(of tenant: String?, atMost timeout: Duration) async -> Bool {
         let id = self.nextWaiter.wrappingAdd(1, ordering: .relaxed).oldValue
         return await withTaskGroup(of: Bool.self) { group in
             group.addTask {

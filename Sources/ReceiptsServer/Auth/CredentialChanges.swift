@@ -12,8 +12,9 @@ import ServiceLifecycle
 /// - invalidates the `CredentialDirectory`: the next request reloads it, so a removed key, a
 ///   revoked token or a retired secret is refused (401) on this instance within the time of a
 ///   notification and one reload, and the token keys (`UserTokens`) follow its generations;
-/// - wakes the streams of that tenant, which check their credential again at once and close
-///   (WebSocket 1008, SSE ends) if it is no longer valid (`StreamCredential`).
+/// - wakes the streams' credential watch, which checks every open stream's credential again at
+///   once and closes the streams (WebSocket 1008, SSE ends) of those no longer valid
+///   (`StreamCredentialWatch`).
 /// A listener that reconnects may have missed notifications: it counts as a change of every
 /// tenant. The periodic checks (`CredentialDirectory.Options.maximumAge`, the streams'
 /// interval) remain behind it if a notification is lost anyway.
@@ -42,10 +43,10 @@ struct CredentialChanges: Sendable {
         self.directory.invalidate(tenant: tenant)
     }
 
-    /// Returns when the credentials of `tenant` change, after `timeout`, or when the task is
+    /// Returns when the credentials of any tenant change, after `timeout`, or when the task is
     /// cancelled, whichever comes first; true when they changed.
-    func wait(tenant: String, atMost timeout: Duration) async -> Bool {
-        await self.directory.waitForChange(of: tenant, atMost: timeout)
+    func waitForAnyChange(atMost timeout: Duration) async -> Bool {
+        await self.directory.waitForChange(of: nil, atMost: timeout)
     }
 }
 

@@ -41,6 +41,8 @@ struct EventStreamController {
                 // leaves nothing behind (events since `start` are read from the log).
                 let subscription = await self.hub.subscribe(principal, from: start)
                 defer { subscription.cancel() }
+                let watch = self.guards.credentials.watch(credential) { self.hub.close(subscription, .credentialEnded) }
+                defer { self.guards.credentials.stop(watch) }
                 try await writer.write(ByteBuffer(string: ": receipts event stream\n\n"))
                 try await withThrowingTaskGroup(of: Void.self) { group in
                     group.addTask {
@@ -48,12 +50,6 @@ struct EventStreamController {
                             try await Task.sleep(for: Self.heartbeatInterval)
                             self.hub.wake(subscription)
                         }
-                    }
-                    group.addTask {
-                        try await credential.waitUntilInvalid(
-                            authenticator: self.guards.authenticator, checkInterval: self.guards.credentialCheckInterval,
-                            logger: context.logger)
-                        self.hub.close(subscription, .credentialEnded)
                     }
                     var lastWrite = ContinuousClock.now
                     let reason = try await subscription.relay(

@@ -40,8 +40,8 @@ struct StreamGuards: Sendable {
     let shutdown: StreamShutdown
     /// The web origins each tenant allows: a browser's upgrade from another is refused.
     let origins: OriginPolicy
-    /// How often a stream's credential is checked again (see `StreamCredential`).
-    let credentialCheckInterval: Duration
+    /// Ends a stream when its credential stops being valid.
+    let credentials: StreamCredentialWatch
 }
 
 /// `GET /v1/stream`: the event stream over WebSocket.
@@ -88,6 +88,8 @@ struct WebSocketStream {
                 try await GoingAwayCloseHandler.install(on: context.requestContext.channel, shutdown: self.guards.shutdown)
                 let subscription = await self.hub.subscribe(opening.principal, from: opening.start)
                 defer { subscription.cancel() }
+                let watch = self.guards.credentials.watch(opening.credential) { self.hub.close(subscription, .credentialEnded) }
+                defer { self.guards.credentials.stop(watch) }
                 let reason = try await withThrowingTaskGroup(of: Ending.self) { group -> EventHub.CloseReason? in
                     group.addTask {
                         .closed(try await subscription.relay { _, json in try await outbound.write(.text(json)) })
@@ -95,13 +97,6 @@ struct WebSocketStream {
                     group.addTask {
                         try await self.acknowledgeDeliveries(from: inbound, to: outbound, principal: opening.principal, logger: context.logger)
                         return .clientLeft
-                    }
-                    group.addTask {
-                        try await opening.credential.waitUntilInvalid(
-                            authenticator: self.guards.authenticator, checkInterval: self.guards.credentialCheckInterval,
-                            logger: context.logger)
-                        self.hub.close(subscription, .credentialEnded)
-                        return .credentialChecked
                     }
                     while let ending = try await group.next() {
                         switch ending {
@@ -111,8 +106,6 @@ struct WebSocketStream {
                         case .clientLeft:
                             group.cancelAll()
                             return nil
-                        case .credentialChecked:
-                            continue  // the relay ends with the reason
                         }
                     }
                     return nil
@@ -127,7 +120,6 @@ struct WebSocketStream {
     private enum Ending {
         case closed(EventHub.CloseReason)
         case clientLeft
-        case credentialChecked
     }
 
     /// 1001 when the server goes away; 1008 ("policy violation") when the client must change

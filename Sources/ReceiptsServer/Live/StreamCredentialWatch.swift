@@ -1,0 +1,130 @@
+import Foundation
+import HTTPTypes
+import Logging
+import NIOCore
+import NIOPosix
+import ServiceLifecycle
+import Synchronization
+
+/// The credentials of every open stream, watched together for the whole process: a stream
+/// must not outlive its credential (the contract: a stream whose credential stops being
+/// valid closes, WebSocket 1008, SSE ends).
+///
+/// - A user token ends at its `exp`, known exactly: one timer for each token (not each
+///   stream) ends its streams then.
+/// - Every credential is checked again with the `Authenticator`, the same check a new request
+///   passes, when the credentials of any tenant change (on any instance: `CredentialChanges`)
+///   and every `checkInterval` besides, for a change made in psql without the NOTIFY: a
+///   removed key ends its streams within about a second of the change, or within one and a
+///   half intervals without the NOTIFY (the check reads what the database held at most half
+///   an interval before).
+/// - Each credential is checked once however many streams use it (a tenant key's thousands).
+///   The streams hold no task and no timer for it, so an idle stream costs nothing here.
+/// - A check that fails for any other reason (the database is out) keeps the streams open:
+///   the events they carry come from the same database, and an outage must not make every
+///   client reconnect.
+final class StreamCredentialWatch: Service, Sendable {
+    /// What `watch(_:ended:)` gave a stream, to stop watching when the stream ends.
+    struct Watch: Sendable {
+        fileprivate let credential: String
+        fileprivate let id: Int
+    }
+
+    private struct Watched {
+        let principal: Principal
+        /// The streams' `ended`, by their watch's id.
+        var streams: [Int: @Sendable () -> Void] = [:]
+        /// Ends the streams at a user token's expiry.
+        var expiry: Scheduled<Void>?
+    }
+
+    private let authenticator: Authenticator
+    let checkInterval: Duration
+    private let logger: Logger
+    private let watched = Mutex<[String: Watched]>([:])
+    private let nextId = Atomic<Int>(0)
+
+    init(authenticator: Authenticator, checkInterval: Duration, logger: Logger) {
+        self.authenticator = authenticator
+        self.checkInterval = checkInterval
+        self.logger = logger
+    }
+
+    /// Watches `credential` for one stream: `ended` is called once, on any thread, if it stops
+    /// being valid (at once for a token already expired). Call `stop(_:)` when the stream ends.
+    func watch(_ credential: StreamCredential, ended: @escaping @Sendable () -> Void) -> Watch {
+        let id = self.nextId.add(1, ordering: .relaxed).newValue
+        let expired = self.watched.withLock { watched -> Bool in
+            if let expiresAt = credential.expiresAt, expiresAt.timeIntervalSinceNow <= 0 { return true }
+            var entry = watched[credential.credential] ?? Watched(principal: credential.principal)
+            if entry.streams.isEmpty, let expiresAt = credential.expiresAt {
+                let key = credential.credential
+                entry.expiry = NIOSingletons.posixEventLoopGroup.any().scheduleTask(in: .nanoseconds(Int64(expiresAt.timeIntervalSinceNow * 1e9) + 1)) {
+                    self.end(key)
+                }
+            }
+            entry.streams[id] = ended
+            watched[credential.credential] = entry
+            return false
+        }
+        if expired { ended() }
+        return Watch(credential: credential.credential, id: id)
+    }
+
+    /// Stops watching for the stream `watch` was given to.
+    func stop(_ watch: Watch) {
+        self.watched.withLock { watched in
+            guard var entry = watched[watch.credential] else { return }
+            entry.streams[watch.id] = nil
+            if entry.streams.isEmpty {
+                entry.expiry?.cancel()
+                watched[watch.credential] = nil
+            } else {
+                watched[watch.credential] = entry
+            }
+        }
+    }
+
+    /// The credentials watched now (for tests).
+    var credentialCount: Int { self.watched.withLock { $0.count } }
+
+    func run() async {
+        await cancelWhenGracefulShutdown {
+            while !Task.isCancelled {
+                _ = await self.authenticator.changes.waitForAnyChange(atMost: self.checkInterval)
+                guard !Task.isCancelled else { return }
+                await self.checkAll()
+            }
+        }
+    }
+
+    /// Checks every credential watched once, and ends the streams of those no longer valid.
+    func checkAll() async {
+        let credentials = self.watched.withLock { $0.map { (credential: $0.key, principal: $0.value.principal) } }
+        var failures = 0
+        for (credential, principal) in credentials {
+            do {
+                let current = try await self.authenticator.principal(for: credential, knownWithin: self.checkInterval / 2)
+                if current != principal { self.end(credential) }
+            } catch let error as APIError where error.status == .unauthorized {
+                self.end(credential)
+            } catch is CancellationError {
+                return
+            } catch {
+                failures += 1
+            }
+        }
+        if failures > 0 {
+            self.logger.warning(
+                "checking the open streams' credentials failed; their streams stay open",
+                metadata: ["receipts.credentials_unchecked": "\(failures)"])
+        }
+    }
+
+    /// Ends every stream of `credential`.
+    private func end(_ credential: String) {
+        let ended = self.watched.withLock { $0.removeValue(forKey: credential) }
+        ended?.expiry?.cancel()
+        for end in ended?.streams.values ?? [:].values { end() }
+    }
+}
