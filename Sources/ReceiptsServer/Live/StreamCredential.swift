@@ -1,7 +1,5 @@
 import Foundation
-import HTTPTypes
 import JWTKit
-import Logging
 
 /// The credential a stream was opened with, watched for as long as the stream is open
 /// (`StreamCredentialWatch`): a stream must not outlive it.
