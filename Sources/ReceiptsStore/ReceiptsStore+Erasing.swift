@@ -64,7 +64,7 @@ extension ReceiptsStore {
         switch try row.decode((String, String?, String?).self) {
         case ("not_holder", _, _): return .notHolder
         case ("idle", _, _): return .idle
-        case (let outcome, let tenant?, let user?) where ["receipts", "events", "messages", "members", "chats", "users", "done"].contains(outcome):
+        case (let outcome, let tenant?, let user) where ["receipts", "events", "messages", "members", "chats", "users", "done"].contains(outcome):
             // Steps that wrote events: messages deleted, or user.erased.
             if outcome == "messages" || outcome == "done" { self.committedWrites.signal() }
             return .worked(tenant: tenant, user: user, finished: outcome == "done")

@@ -33,4 +33,29 @@ struct ErasureLeaseTests {
             await pool.close()
         }
     }
+
+    @Test("a tenant's erasure steps as work of that tenant with no user, until it is done")
+    func tenantSteps() async throws {
+        try await TestDatabase.withFreshDatabase { url in
+            let configuration = PostgresConfiguration(connectionString: url)
+            try await MigrationRunner(directory: TestDatabase.packageRoot.appendingPathComponent("sql/migrations"), logger: TestDatabase.logger)
+                .applyPending(to: configuration)
+            let pool = PostgresConnectionPool(
+                configuration: ReceiptsStore.serviceSessions(of: configuration), options: .init(maximumConnections: 2), logger: TestDatabase.logger)
+            let store = ReceiptsStore(pool: pool, logger: TestDatabase.logger)
+            #expect(try await store.createTenant(id: "t", name: "t", apiKeyHash: [1], tokenSecret: [1]))
+            _ = try await store.putChat(tenant: "t", chat: "g", kind: .group, members: ["a", "b"])
+            #expect(try await store.requestTenantErasure(tenant: "t") == .pending)
+            var steps: [ErasureStep] = []
+            while steps.count < 100 {
+                let step = try await store.erasureStep(holder: "worker", lease: .seconds(5), batchSize: 10)
+                steps.append(step)
+                if step == .idle || step == .worked(tenant: "t", user: nil, finished: true) { break }
+            }
+            #expect(steps.last == .worked(tenant: "t", user: nil, finished: true))
+            #expect(steps.dropLast().allSatisfy { $0 == .worked(tenant: "t", user: nil, finished: false) })
+            #expect(try await store.erasureStep(holder: "worker", lease: .seconds(5), batchSize: 10) == .idle)
+            await pool.close()
+        }
+    }
 }
