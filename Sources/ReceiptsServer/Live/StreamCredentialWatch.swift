@@ -54,17 +54,20 @@ final class StreamCredentialWatch: Service, Sendable {
     /// being valid (at once for a token already expired). Call `stop(_:)` when the stream ends.
     func watch(_ credential: StreamCredential, ended: @escaping @Sendable () -> Void) -> Watch {
         let id = self.nextId.add(1, ordering: .relaxed).newValue
+        let key = credential.credential
         let expired = self.watched.withLock { watched -> Bool in
             if let expiresAt = credential.expiresAt, expiresAt.timeIntervalSinceNow <= 0 { return true }
-            var entry = watched[credential.credential] ?? Watched(principal: credential.principal)
-            if entry.streams.isEmpty, let expiresAt = credential.expiresAt {
-                let key = credential.credential
-                entry.expiry = NIOSingletons.posixEventLoopGroup.any().scheduleTask(in: .nanoseconds(Int64(expiresAt.timeIntervalSinceNow * 1e9) + 1)) {
-                    self.end(key)
+            if watched[key] == nil {
+                var entry = Watched(principal: credential.principal)
+                if let expiresAt = credential.expiresAt {
+                    entry.expiry = NIOSingletons.posixEventLoopGroup.any().scheduleTask(in: .nanoseconds(Int64(expiresAt.timeIntervalSinceNow * 1e9) + 1)) {
+                        self.end(key)
+                    }
                 }
+                watched[key] = entry
             }
-            entry.streams[id] = ended
-            watched[credential.credential] = entry
+            // In place: a copy of the entry would copy its streams, thousands for a tenant key.
+            watched[key]!.streams[id] = ended
             return false
         }
         if expired { ended() }
@@ -74,14 +77,11 @@ final class StreamCredentialWatch: Service, Sendable {
     /// Stops watching for the stream `watch` was given to.
     func stop(_ watch: Watch) {
         self.watched.withLock { watched in
-            guard var entry = watched[watch.credential] else { return }
-            entry.streams[watch.id] = nil
-            if entry.streams.isEmpty {
-                entry.expiry?.cancel()
-                watched[watch.credential] = nil
-            } else {
-                watched[watch.credential] = entry
-            }
+            // In place, as in `watch`.
+            guard watched[watch.credential]?.streams.removeValue(forKey: watch.id) != nil,
+                watched[watch.credential]?.streams.isEmpty == true
+            else { return }
+            watched.removeValue(forKey: watch.credential)?.expiry?.cancel()
         }
     }
 
