@@ -85,9 +85,6 @@ final class StreamCredentialWatch: Service, Sendable {
         }
     }
 
-    /// The credentials watched now (for tests).
-    var credentialCount: Int { self.watched.withLock { $0.count } }
-
     func run() async {
         await cancelWhenGracefulShutdown {
             while !Task.isCancelled {
