@@ -12,15 +12,7 @@ import Testing
 struct ErasureLeaseTests {
     @Test("a step of another holder is refused while the lease runs, and taken over once it expired")
     func oneHolderAtATime() async throws {
-        try await TestDatabase.withFreshDatabase { url in
-            let configuration = PostgresConfiguration(connectionString: url)
-            try await MigrationRunner(directory: TestDatabase.packageRoot.appendingPathComponent("sql/migrations"), logger: TestDatabase.logger)
-                .applyPending(to: configuration)
-            let pool = PostgresConnectionPool(
-                configuration: ReceiptsStore.serviceSessions(of: configuration), options: .init(maximumConnections: 2), logger: TestDatabase.logger)
-            let store = ReceiptsStore(pool: pool, logger: TestDatabase.logger)
-            #expect(try await store.createTenant(id: "t", name: "t", apiKeyHash: [1], tokenSecret: [1]))
-            _ = try await store.putChat(tenant: "t", chat: "g", kind: .group, members: ["a", "b"])
+        try await Self.withStore { store in
             _ = try await store.requestUserErasure(tenant: "t", user: "a", deletingMessages: false)
 
             #expect(try await store.erasureStep(holder: "first", lease: .seconds(5), batchSize: 10) != .notHolder)
@@ -30,21 +22,12 @@ struct ErasureLeaseTests {
             try await Task.sleep(for: .milliseconds(1200))
             #expect(try await store.erasureStep(holder: "second", lease: .seconds(5), batchSize: 10) != .notHolder)
             #expect(try await store.erasureStep(holder: "first", lease: .seconds(5), batchSize: 10) == .notHolder)
-            await pool.close()
         }
     }
 
     @Test("a tenant's erasure steps as work of that tenant with no user, until it is done")
     func tenantSteps() async throws {
-        try await TestDatabase.withFreshDatabase { url in
-            let configuration = PostgresConfiguration(connectionString: url)
-            try await MigrationRunner(directory: TestDatabase.packageRoot.appendingPathComponent("sql/migrations"), logger: TestDatabase.logger)
-                .applyPending(to: configuration)
-            let pool = PostgresConnectionPool(
-                configuration: ReceiptsStore.serviceSessions(of: configuration), options: .init(maximumConnections: 2), logger: TestDatabase.logger)
-            let store = ReceiptsStore(pool: pool, logger: TestDatabase.logger)
-            #expect(try await store.createTenant(id: "t", name: "t", apiKeyHash: [1], tokenSecret: [1]))
-            _ = try await store.putChat(tenant: "t", chat: "g", kind: .group, members: ["a", "b"])
+        try await Self.withStore { store in
             #expect(try await store.requestTenantErasure(tenant: "t") == .pending)
             var steps: [ErasureStep] = []
             while steps.count < 100 {
@@ -55,6 +38,27 @@ struct ErasureLeaseTests {
             #expect(steps.last == .worked(tenant: "t", user: nil, finished: true))
             #expect(steps.dropLast().allSatisfy { $0 == .worked(tenant: "t", user: nil, finished: false) })
             #expect(try await store.erasureStep(holder: "worker", lease: .seconds(5), batchSize: 10) == .idle)
+        }
+    }
+
+    /// A store on a fresh, migrated database of its own, with tenant `t` and its group `g` of `a`
+    /// and `b`.
+    static func withStore(_ body: (ReceiptsStore) async throws -> Void) async throws {
+        try await TestDatabase.withFreshDatabase { url in
+            let configuration = PostgresConfiguration(connectionString: url)
+            try await MigrationRunner(directory: TestDatabase.packageRoot.appendingPathComponent("sql/migrations"), logger: TestDatabase.logger)
+                .applyPending(to: configuration)
+            let pool = PostgresConnectionPool(
+                configuration: ReceiptsStore.serviceSessions(of: configuration), options: .init(maximumConnections: 2), logger: TestDatabase.logger)
+            let store = ReceiptsStore(pool: pool, logger: TestDatabase.logger)
+            #expect(try await store.createTenant(id: "t", name: "t", apiKeyHash: [1], tokenSecret: [1]))
+            _ = try await store.putChat(tenant: "t", chat: "g", kind: .group, members: ["a", "b"])
+            do {
+                try await body(store)
+            } catch {
+                await pool.close()
+                throw error
+            }
             await pool.close()
         }
     }
