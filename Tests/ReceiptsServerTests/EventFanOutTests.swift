@@ -44,7 +44,8 @@ struct EventFanOutTests {
         let first = self.subscribe(&fanOut, .tenant("t"), at: 10)
         let second = self.subscribe(&fanOut, .user(tenant: "t", user: "b"), at: 10)
         let stranger = self.subscribe(&fanOut, .tenant("u"), at: 10, tenant: "u")
-        let wakes = fanOut.append([self.event(11), self.event(12)], encoded: [:], history: self.history)
+        var deliveries = LiveDeliveries()
+        let wakes = fanOut.append([self.event(11), self.event(12)], encoded: [:], history: self.history, deliveries: &deliveries)
         #expect(wakes.count == 2)
         let firstIds = self.pulledIds(&fanOut, first.key)
         #expect(firstIds == [11, 12])
@@ -61,7 +62,8 @@ struct EventFanOutTests {
     func behindMemory() {
         var fanOut = self.fanOut(recentEvents: 3, maximumLag: 100)
         let live = self.subscribe(&fanOut, .tenant("t"), at: 10)
-        _ = fanOut.append((11...15).map { self.event($0) }, encoded: [:], history: self.history)
+        var deliveries = LiveDeliveries()
+        _ = fanOut.append((11...15).map { self.event($0) }, encoded: [:], history: self.history, deliveries: &deliveries)
         // Memory holds 13, 14 and 15: the subscriber at 10 reads 11 and 12 from the log.
         guard case .fromLog(let after, let through, _) = fanOut.pull(for: live.key) else {
             Issue.record("expected a read of the log")
@@ -83,7 +85,8 @@ struct EventFanOutTests {
         let slow = self.subscribe(&fanOut, .tenant("t"), at: 10)
         let fast = self.subscribe(&fanOut, .tenant("t"), at: 10)
         for id in Int64(11)...14 {
-            _ = fanOut.append([self.event(id)], encoded: [:], history: self.history)
+            var deliveries = LiveDeliveries()
+            _ = fanOut.append([self.event(id)], encoded: [:], history: self.history, deliveries: &deliveries)
             _ = self.pulledIds(&fanOut, fast.key)
         }
         guard case .closed(.tooSlow) = fanOut.pull(for: slow.key) else {
@@ -100,7 +103,8 @@ struct EventFanOutTests {
         let behind = self.subscribe(&fanOut, .tenant("t"), at: 4)
         let ahead = self.subscribe(&fanOut, .tenant("t"), at: 4)
         let webhook = self.subscribe(&fanOut, .tenant("t"), at: 4, closesOnHistoryChange: true)
-        _ = fanOut.append((5...8).map { self.event($0) }, encoded: [:], history: self.history)
+        var deliveries = LiveDeliveries()
+        _ = fanOut.append((5...8).map { self.event($0) }, encoded: [:], history: self.history, deliveries: &deliveries)
         let aheadIds = self.pulledIds(&fanOut, ahead.key)
         #expect(aheadIds == [5, 6, 7, 8])
         // The new history kept everything up to 6.

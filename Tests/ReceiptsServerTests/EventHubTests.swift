@@ -43,7 +43,7 @@ struct EventHubTests {
         #expect(logged.count == 24)
         #expect(received == logged)
         await #expect(throws: EventHub.CloseReason.tooSlow) { try await hub.nextEvents(for: slow) }
-        let reason = try await slow.relay { _, _ in }
+        let reason = try await slow.relay(to: nil) { _, _ in }
         #expect(reason == .tooSlow)
         #expect(hub.subscriberCount == 2)
         slow.cancel()

@@ -1,5 +1,6 @@
 import Foundation
 import Hummingbird
+import NIOCore
 
 /// The request context of every route: Hummingbird's core storage plus the authenticated
 /// caller, filled in by `AuthenticationMiddleware`.
@@ -10,9 +11,12 @@ public struct ReceiptsRequestContext: RequestContext {
     /// The origin of a browser's request (`Origin`) and whether it is allowed, set by
     /// `CrossOriginMiddleware`; nil for requests without `Origin`.
     var browserOrigin: BrowserOrigin?
+    /// The connection (an event stream's events are written to it directly: `LiveSink`).
+    let channel: any Channel
 
     public init(source: Source) {
         self.coreContext = .init(source: source)
+        self.channel = source.channel
         self.principal = nil
         self.browserOrigin = nil
     }

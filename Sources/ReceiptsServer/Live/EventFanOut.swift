@@ -19,6 +19,7 @@ struct EventFanOut {
     let options: EventHub.Options
     private(set) var feeds: [String: EventHub.Feed] = [:]
     private var nextSubscriberId = 0
+    private var nextLivePeriod = 0
     private(set) var isShuttingDown = false
     /// Set when the database went on to another event history: the feeds serve nothing
     /// until the hub knows where it stands in it (`resume(from:)`).
@@ -63,6 +64,9 @@ struct EventFanOut {
     /// Marks a subscriber closed for `reason`; returns its wake-up to finish (nil when it is gone).
     mutating func close(_ subscription: Key, _ reason: EventHub.CloseReason) -> AsyncStream<Void>.Continuation? {
         guard self.feeds[subscription.tenant]?.subscribers[subscription.id] != nil else { return nil }
+        // No more writes of its own: those already handed to its event loop go before the
+        // stream's close.
+        self.feeds[subscription.tenant]!.leaveLive(subscription.id)
         self.feeds[subscription.tenant]!.subscribers[subscription.id]!.closeReason = reason
         return self.feeds[subscription.tenant]!.subscribers[subscription.id]!.wake
     }
@@ -79,6 +83,7 @@ struct EventFanOut {
 
     /// Forgets a subscriber, and its tenant's feed with its last one.
     mutating func unsubscribe(_ subscription: Key) {
+        self.feeds[subscription.tenant]?.leaveLive(subscription.id)
         self.feeds[subscription.tenant]?.subscribers[subscription.id] = nil
         if self.feeds[subscription.tenant]?.subscribers.isEmpty == true {
             self.feeds[subscription.tenant] = nil
@@ -109,20 +114,42 @@ struct EventFanOut {
         return true
     }
 
+    /// Puts a subscriber that is at the newest event with nothing pending in live delivery:
+    /// the hub writes its events to `sink` itself until it leaves (it falls behind, is closed,
+    /// or the database goes on to another history), and wakes it for none of them.
+    ///
+    /// - Returns: whether it is live now (if not, its stream goes on pulling).
+    mutating func goLive(_ subscription: Key, sink: LiveSink) -> Bool {
+        guard !self.awaitsCursor, !self.isShuttingDown, self.feeds[subscription.tenant] != nil else { return false }
+        self.nextLivePeriod += 1
+        return self.feeds[subscription.tenant]!.goLive(subscription.id, sink: sink, period: self.nextLivePeriod)
+    }
+
+    /// A live subscriber's socket could not take the event after `position`, in live period
+    /// `period`: it leaves live delivery there and pulls what follows.
+    ///
+    /// - Returns: its wake-up (nil when it already left that period, or is gone).
+    mutating func fellBehind(_ subscription: Key, period: Int, at position: Int64) -> AsyncStream<Void>.Continuation? {
+        guard self.feeds[subscription.tenant]?.leaveLive(subscription.id, at: position, period: period) == true else { return nil }
+        return self.feeds[subscription.tenant]!.subscribers[subscription.id]?.wake
+    }
+
     /// Whether `tenant` has open streams (its events are worth encoding).
     func isStreamed(_ tenant: String) -> Bool { self.feeds[tenant] != nil }
 
     /// Adds events to the feeds of their tenants (those in `encoded`, made outside the lock,
     /// or encoded here), closes subscribers that fell too far behind, and returns the
-    /// wake-ups of every subscriber that may have something new.
+    /// wake-ups of every subscriber that may have something new; the events for live
+    /// subscribers are added to `deliveries`.
     mutating func append(
-        _ events: [StoredEvent], encoded: [Int64: LiveEvent], history: EventHistory
+        _ events: [StoredEvent], encoded: [Int64: LiveEvent], history: EventHistory, deliveries: inout LiveDeliveries
     ) -> [AsyncStream<Void>.Continuation] {
         var touched = Set<String>()
         for event in events where self.feeds[event.tenantId] != nil {
             if event.type == "user.erased", let user = event.userId { self.feeds[event.tenantId]!.forget(user: user) }
             // A feed that appeared since the encoding gets its event encoded here.
-            self.feeds[event.tenantId]!.append(encoded[event.id] ?? LiveEvent(event, history: history))
+            self.feeds[event.tenantId]!.append(
+                encoded[event.id] ?? LiveEvent(event, history: history), tenant: event.tenantId, deliveries: &deliveries)
             touched.insert(event.tenantId)
         }
         var wakes: [AsyncStream<Void>.Continuation] = []
@@ -159,6 +186,7 @@ struct EventFanOut {
         self.isShuttingDown = true
         var wakes: [AsyncStream<Void>.Continuation] = []
         for tenant in self.feeds.keys {
+            self.feeds[tenant]!.leaveLiveAll()
             for id in self.feeds[tenant]!.subscribers.keys {
                 self.feeds[tenant]!.subscribers[id]!.closeReason = reason
                 wakes.append(self.feeds[tenant]!.subscribers[id]!.wake)

@@ -24,6 +24,9 @@ extension EventHub {
         /// Closed (`CloseReason.historyChanged`) when the database goes on to another history,
         /// instead of going on.
         var closesOnHistoryChange = false
+        /// Set while the hub writes its events to its socket itself (`LiveSink`): the live
+        /// period it is in. Its `position` is then the feed's newest event (`Feed.newest`).
+        var livePeriod: Int?
     }
 
     enum PendingResync {
@@ -62,6 +65,11 @@ extension EventHub {
         /// The `estimatedBytes` of `recent`.
         var recentBytes = 0
         var subscribers: [Int: Subscriber] = [:]
+        /// The subscribers in live delivery (`LiveSink`), found by who may see an event.
+        var live = LiveRoutes()
+
+        /// The newest event memory has had: every live subscriber is there.
+        var newest: Int64 { self.recent.last?.id ?? self.coveredFrom }
 
         /// The index in `recent` of the first event after `position`.
         func firstIndex(after position: Int64) -> Int {
@@ -86,6 +94,10 @@ extension EventHub {
         mutating func pull(for id: Int, pageSize: Int) -> Pull {
             guard let subscriber = self.subscribers[id] else { return .closed(.shuttingDown) }
             if let reason = subscriber.closeReason { return .closed(reason) }
+            if subscriber.livePeriod != nil {
+                // The hub writes its events to its socket itself.
+                return .events([], isUpToDate: true, committedBefore: nil)
+            }
             if subscriber.pendingResync != nil {
                 self.subscribers[id]!.pendingResync = nil
                 return .resync(at: subscriber.position)
@@ -101,9 +113,60 @@ extension EventHub {
             return .events(events, isUpToDate: end == self.recent.count, committedBefore: subscriber.committedBefore)
         }
 
-        mutating func append(_ event: LiveEvent) {
+        /// Adds `event`, and its writes to the live subscribers who may see it to `deliveries`.
+        mutating func append(_ event: LiveEvent, tenant: String, deliveries: inout LiveDeliveries) {
+            let previous = self.newest
+            deliveries.add(event, after: previous, to: self.live.everyone, tenant: tenant)
+            if !self.live.byUser.isEmpty {
+                if self.live.byUser.count < event.audience.count {
+                    for (user, routes) in self.live.byUser where event.audience.contains(user) {
+                        deliveries.add(event, after: previous, to: routes, tenant: tenant)
+                    }
+                } else {
+                    for user in event.audience {
+                        if let routes = self.live.byUser[user] { deliveries.add(event, after: previous, to: routes, tenant: tenant) }
+                    }
+                }
+            }
             self.recent.append(event)
             self.recentBytes += event.estimatedBytes
+        }
+
+        /// Puts a subscriber that is at the newest event, with nothing pending, in live
+        /// delivery through `sink`, in live period `period`.
+        ///
+        /// - Returns: whether it is live now.
+        mutating func goLive(_ id: Int, sink: LiveSink, period: Int) -> Bool {
+            guard let subscriber = self.subscribers[id], subscriber.closeReason == nil, subscriber.pendingResync == nil,
+                subscriber.livePeriod == nil, subscriber.position >= self.coveredFrom,
+                self.firstIndex(after: subscriber.position) == self.recent.count
+            else { return false }
+            self.subscribers[id]!.livePeriod = period
+            self.live.insert(
+                LiveRoute(sink: sink, period: period, committedBefore: subscriber.committedBefore), id: id,
+                user: subscriber.principal.tokenUser)
+            return true
+        }
+
+        /// Takes a subscriber out of live delivery, at `position` (the event before the first
+        /// it was not given) or, when nil, at the newest event; `period`, when given, must be
+        /// the live period it is in.
+        ///
+        /// - Returns: whether it was live (in `period`).
+        @discardableResult
+        mutating func leaveLive(_ id: Int, at position: Int64? = nil, period: Int? = nil) -> Bool {
+            guard let subscriber = self.subscribers[id], let live = subscriber.livePeriod, period == nil || period == live else {
+                return false
+            }
+            self.subscribers[id]!.livePeriod = nil
+            self.subscribers[id]!.position = max(subscriber.position, position ?? self.newest)
+            self.live.remove(id, user: subscriber.principal.tokenUser)
+            return true
+        }
+
+        /// Takes every subscriber out of live delivery, at the newest event.
+        mutating func leaveLiveAll() {
+            for id in self.live.ids { self.leaveLive(id) }
         }
 
         /// After the database went on to another event history (a failover): every subscriber
@@ -116,6 +179,7 @@ extension EventHub {
         /// hub goes on from. Then drops what memory holds (ids of the history before); the feed
         /// serves nothing until `resume(from:)`.
         mutating func follow(_ history: EventHistory, from previous: String) {
+            self.leaveLiveAll()
             let kept = history.keptThrough(currentIn: previous)
             let seen = kept.flatMap(self.firstVisible(after:))
             for (id, subscriber) in self.subscribers {
@@ -193,7 +257,7 @@ extension EventHub {
         /// Drops the oldest events beyond `limit` or `byteLimit`, and marks the subscribers
         /// more than `maximumLag` behind as too slow.
         ///
-        /// - Returns: the wake-ups of every subscriber, closed ones finished.
+        /// - Returns: the wake-ups of every subscriber not in live delivery, closed ones finished.
         mutating func trim(to limit: Int, bytes byteLimit: Int, maximumLag: Int) -> [AsyncStream<Void>.Continuation] {
             while let oldest = self.recent.first, self.recent.count > limit || self.recentBytes > byteLimit {
                 self.coveredFrom = oldest.id
@@ -203,13 +267,35 @@ extension EventHub {
             var wakes: [AsyncStream<Void>.Continuation] = []
             wakes.reserveCapacity(self.subscribers.count)
             for (id, subscriber) in self.subscribers {
-                if subscriber.closeReason == nil && self.liveLag(of: subscriber.position) > maximumLag {
+                if subscriber.closeReason == nil && subscriber.livePeriod == nil && self.liveLag(of: subscriber.position) > maximumLag {
                     self.subscribers[id]!.closeReason = .tooSlow
                     subscriber.wake.finish()
                 }
-                wakes.append(subscriber.wake)
+                if subscriber.livePeriod == nil { wakes.append(subscriber.wake) }
             }
             return wakes
+        }
+    }
+
+    /// The live routes of a feed: the tenant key's streams see every event, a user's those
+    /// whose audience names the user.
+    struct LiveRoutes {
+        private(set) var everyone: [Int: LiveRoute] = [:]
+        private(set) var byUser: [String: [Int: LiveRoute]] = [:]
+
+        var ids: [Int] { Array(self.everyone.keys) + self.byUser.values.flatMap(\.keys) }
+
+        mutating func insert(_ route: LiveRoute, id: Int, user: String?) {
+            if let user { self.byUser[user, default: [:]][id] = route } else { self.everyone[id] = route }
+        }
+
+        mutating func remove(_ id: Int, user: String?) {
+            guard let user else {
+                self.everyone[id] = nil
+                return
+            }
+            self.byUser[user]?[id] = nil
+            if self.byUser[user]?.isEmpty == true { self.byUser[user] = nil }
         }
     }
 }

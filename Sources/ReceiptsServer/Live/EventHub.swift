@@ -300,6 +300,21 @@ public final class EventHub: Service, Sendable {
         wake?.finish()
     }
 
+    /// Puts a subscription that is up to date in live delivery: the hub writes its events to
+    /// `sink` itself, and wakes it only when it must pull again (see `EventFanOut.goLive`).
+    ///
+    /// - Returns: whether it is live now.
+    @discardableResult
+    func goLive(_ subscription: EventSubscription, sink: LiveSink) -> Bool {
+        self.state.withLockedValue { $0.fanOut.goLive(subscription.key, sink: sink) }
+    }
+
+    /// A live subscriber's socket could not take an event: it pulls from `position` on.
+    func fellBehind(_ subscription: EventFanOut.Key, period: Int, at position: Int64) {
+        let wake = self.state.withLockedValue { $0.fanOut.fellBehind(subscription, period: period, at: position) }
+        wake?.yield()
+    }
+
     /// Wakes a subscription without new events (for heartbeats).
     func wake(_ subscription: EventSubscription) {
         let wake = self.state.withLockedValue { $0.fanOut.wake(subscription.key) }
@@ -429,13 +444,19 @@ public final class EventHub: Service, Sendable {
                 for event in page.events where streamed.contains(event.tenantId) {
                     encoded[event.id] = LiveEvent(event, history: history)
                 }
+                var deliveries = LiveDeliveries()
                 let (wakes, cursor) = self.state.withLockedValue { state -> ([AsyncStream<Void>.Continuation], EventLogCursor?) in
                     // Another refresh (tests call it directly) may have moved on meanwhile.
                     guard let (accepted, cursor) = state.log.accept(page, readAfter: from) else { return ([], nil) }
                     // Settled in the history the database went on to: the feeds serve again
                     // from where the cursor began in it.
                     let resumed = cursor.isReady ? state.fanOut.resume(from: from) : []
-                    return (resumed + state.fanOut.append(accepted, encoded: encoded, history: history), cursor)
+                    return (resumed + state.fanOut.append(accepted, encoded: encoded, history: history, deliveries: &deliveries), cursor)
+                }
+                // After the lock, and before any stream woken now can write: a live
+                // subscriber's events reach its event loop in order, ahead of its close.
+                deliveries.send { [weak self] subscriber, period, position in
+                    self?.fellBehind(subscriber, period: period, at: position)
                 }
                 for wake in wakes { wake.yield() }
                 guard let cursor else { return .waiting }

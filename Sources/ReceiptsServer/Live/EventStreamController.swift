@@ -52,7 +52,9 @@ struct EventStreamController {
                         }
                     }
                     var lastWrite = ContinuousClock.now
+                    let sink = LiveSink(channel: context.channel, framing: .serverSentEvents)
                     let reason = try await subscription.relay(
+                        to: sink,
                         { id, json in
                             try await writer.write(ByteBuffer(string: "id: \(id)\ndata: \(json)\n\n"))
                             lastWrite = .now
@@ -64,6 +66,7 @@ struct EventStreamController {
                             }
                         }
                     )
+                    await sink.close()
                     try await writer.write(ByteBuffer(string: ": closed: \(reason.rawValue)\n\n"))
                     group.cancelAll()
                 }

@@ -18,21 +18,28 @@ struct EventSubscription: Sendable {
     /// Sends everything the subscriber may see, in order, until the subscription is closed
     /// or `send` throws.
     ///
-    /// - Returns: why the hub closed the subscription.
+    /// Whenever it is up to date, it asks the hub to write what follows to `sink` itself (live
+    /// delivery: `EventHub.goLive`), and sends again only when the hub wakes it to pull (its
+    /// socket fell behind, or the database went on to another history).
+    ///
+    /// - Returns: why the hub closed the subscription. Before a stream writes its end, it
+    ///   closes `sink` (`LiveSink.close()`), so that no event of the hub's follows it.
     /// On graceful shutdown of the server (SIGTERM), the stream ends with `.shuttingDown`:
     /// the server waits for open connections, so streams must not wait for the hub.
     func relay(
+        to sink: LiveSink?,
         _ send: (_ id: String, _ json: String) async throws -> Void,
         whenIdle: () async throws -> Void = {}
     ) async throws -> EventHub.CloseReason {
         try await withGracefulShutdownHandler {
-            try await self.relayUntilClosed(send, whenIdle: whenIdle)
+            try await self.relayUntilClosed(to: sink, send, whenIdle: whenIdle)
         } onGracefulShutdown: {
             self.hub.close(self, .shuttingDown)
         }
     }
 
     private func relayUntilClosed(
+        to sink: LiveSink?,
         _ send: (_ id: String, _ json: String) async throws -> Void,
         whenIdle: () async throws -> Void
     ) async throws -> EventHub.CloseReason {
@@ -47,6 +54,7 @@ struct EventSubscription: Sendable {
                     for event in batch.events { try await send(event.eventId, event.json) }
                     if batch.isUpToDate { break }
                 }
+                if let sink { self.hub.goLive(self, sink: sink) }
                 try await whenIdle()
             }
             // The wake-ups end when the hub closes the subscription; this throws its reason.

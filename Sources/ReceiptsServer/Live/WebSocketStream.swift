@@ -90,9 +90,10 @@ struct WebSocketStream {
                 defer { subscription.cancel() }
                 let watch = self.guards.credentials.watch(opening.credential) { self.hub.close(subscription, .credentialEnded) }
                 defer { self.guards.credentials.stop(watch) }
+                let sink = LiveSink(channel: context.requestContext.channel, framing: .webSocket)
                 let reason = try await withThrowingTaskGroup(of: Ending.self) { group -> EventHub.CloseReason? in
                     group.addTask {
-                        .closed(try await subscription.relay { _, json in try await outbound.write(.text(json)) })
+                        .closed(try await subscription.relay(to: sink) { _, json in try await outbound.write(.text(json)) })
                     }
                     group.addTask {
                         try await self.acknowledgeDeliveries(from: inbound, to: outbound, principal: opening.principal, logger: context.logger)
@@ -110,6 +111,7 @@ struct WebSocketStream {
                     }
                     return nil
                 }
+                await sink.close()
                 if let reason {
                     try await outbound.close(Self.closeCode(for: reason), reason: reason.rawValue)
                 }

@@ -1,0 +1,161 @@
+import NIOCore
+import NIOHTTPTypes
+import NIOWebSocket
+
+/// A stream's socket, which the hub writes a live subscriber's events to directly.
+///
+/// While a subscriber is at the newest event with nothing pending (`EventFanOut.goLive`), the
+/// hub does not wake its stream for each event: it hands the event's frame, encoded once for
+/// every stream, to the event loops of the subscribers' sockets, one hop a loop
+/// (`LiveDeliveries`), and each loop writes it to its sockets there. A socket that cannot take
+/// more (its outbound buffer is above NIO's high-water mark) is not written to: the
+/// subscriber leaves live delivery at the event before (`EventHub.fellBehind`), and its stream
+/// pulls what follows at the client's pace, as a stream that is behind always does.
+final class LiveSink: Sendable {
+    /// How an event is put on the socket.
+    enum Framing: Sendable {
+        /// One text frame.
+        case webSocket
+        /// One `id:`/`data:` event in the response body.
+        case serverSentEvents
+    }
+
+    /// What the socket's event loop keeps of the sink.
+    private struct LoopState {
+        /// The newest live period (`LiveRoute.period`) the loop has seen: writes of an earlier
+        /// one are stale (the subscriber left it, and pulled what they carry).
+        var period = 0
+        /// The socket could not take an event of `period`: the rest of it is not written.
+        var isStopped = false
+        /// The stream is ending (`close()`): nothing more is written.
+        var isClosed = false
+        /// Written to since the loop's last flush.
+        var isUnflushed = false
+    }
+
+    let channel: any Channel
+    let framing: Framing
+    private let state: NIOLoopBoundBox<LoopState>
+
+    init(channel: any Channel, framing: Framing) {
+        self.channel = channel
+        self.framing = framing
+        self.state = .makeBoxSendingValue(LoopState(), eventLoop: channel.eventLoop)
+    }
+
+    /// Stops the hub's writes before the stream writes its end: those already handed to the
+    /// event loop are written first, any later one is dropped (the client resumes after its
+    /// last id).
+    func close() async {
+        try? await self.channel.eventLoop.submit { self.state.value.isClosed = true }.get()
+    }
+
+    /// Writes `frame` (not flushed), on the channel's event loop, unless it is of a live period
+    /// that ended.
+    ///
+    /// - Returns: false when the socket cannot take it (then nothing more of `period` is
+    ///   written); else true, also when it was dropped.
+    fileprivate func write(_ frame: LiveFrame, period: Int) -> Bool {
+        if period > self.state.value.period {
+            self.state.value.period = period
+            self.state.value.isStopped = false
+        }
+        guard period == self.state.value.period, !self.state.value.isStopped, !self.state.value.isClosed, self.channel.isActive
+        else { return true }
+        guard self.channel.isWritable else {
+            self.state.value.isStopped = true
+            return false
+        }
+        switch self.framing {
+        case .webSocket:
+            self.channel.write(NIOAny(WebSocketFrame(fin: true, opcode: .text, data: frame.json)), promise: nil)
+        case .serverSentEvents:
+            self.channel.write(NIOAny(HTTPResponsePart.body(frame.serverSentEvent)), promise: nil)
+        }
+        self.state.value.isUnflushed = true
+        return true
+    }
+
+    /// Flushes what `write` left unflushed: on the channel's event loop.
+    fileprivate func flushIfWritten() {
+        guard self.state.value.isUnflushed else { return }
+        self.state.value.isUnflushed = false
+        self.channel.flush()
+    }
+}
+
+/// One event as live sinks write it: its bytes made once for every socket.
+struct LiveFrame: Sendable {
+    /// The JSON object (a WebSocket text frame's payload).
+    let json: ByteBuffer
+    /// `id: <id>\ndata: <json>\n\n`.
+    let serverSentEvent: ByteBuffer
+
+    init(_ event: LiveEvent) {
+        self.json = ByteBuffer(string: event.json)
+        self.serverSentEvent = ByteBuffer(string: "id: \(event.eventId)\ndata: \(event.json)\n\n")
+    }
+}
+
+/// A live subscriber's place in the fan-out: its sink, and the live period it is in (a
+/// subscriber goes live again after it caught up, in a new period).
+struct LiveRoute: Sendable {
+    let sink: LiveSink
+    let period: Int
+    /// See `EventHub.Subscriber.committedBefore`.
+    let committedBefore: EventHub.CommittedBefore?
+}
+
+/// The writes one look at the log makes to live sinks, gathered under the hub's lock and
+/// handed to each event loop in one hop after it.
+struct LiveDeliveries {
+    /// One write: an event (by its index in `frames`) to a live subscriber, which is at
+    /// `previous` before it.
+    struct Delivery {
+        let route: LiveRoute
+        let subscriber: EventFanOut.Key
+        let frame: Int
+        let previous: Int64
+    }
+
+    private(set) var events: [LiveEvent] = []
+    private var byLoop: [ObjectIdentifier: (loop: any EventLoop, deliveries: [Delivery])] = [:]
+
+    var isEmpty: Bool { self.byLoop.isEmpty }
+
+    /// Adds `event` for `routes`, whose subscribers are all at `previous` before it.
+    mutating func add(_ event: LiveEvent, after previous: Int64, to routes: some Sequence<(key: Int, value: LiveRoute)>, tenant: String) {
+        var index: Int?
+        for (id, route) in routes where !(route.committedBefore?.excludes(event) ?? false) {
+            if index == nil {
+                index = self.events.count
+                self.events.append(event)
+            }
+            let loop = route.sink.channel.eventLoop
+            let delivery = Delivery(route: route, subscriber: EventFanOut.Key(tenant: tenant, id: id), frame: index!, previous: previous)
+            self.byLoop[ObjectIdentifier(loop), default: (loop, [])].deliveries.append(delivery)
+        }
+    }
+
+    /// Encodes each event's frame once and has every event loop write its deliveries, in
+    /// order; `fellBehind` is called (on that loop) for each subscriber whose socket could not
+    /// take one, with the live period and the position before that event.
+    func send(fellBehind: @escaping @Sendable (EventFanOut.Key, _ period: Int, _ position: Int64) -> Void) {
+        guard !self.isEmpty else { return }
+        let frames = self.events.map(LiveFrame.init)
+        for (loop, deliveries) in self.byLoop.values {
+            loop.execute {
+                var written: [LiveSink] = []
+                for delivery in deliveries {
+                    let sink = delivery.route.sink
+                    if sink.write(frames[delivery.frame], period: delivery.route.period) {
+                        written.append(sink)
+                    } else {
+                        fellBehind(delivery.subscriber, delivery.route.period, delivery.previous)
+                    }
+                }
+                for sink in written { sink.flushIfWritten() }
+            }
+        }
+    }
+}
