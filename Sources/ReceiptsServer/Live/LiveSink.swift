@@ -1,6 +1,5 @@
 import NIOCore
 import NIOHTTPTypes
-import NIOWebSocket
 
 /// A stream's socket, which the hub writes a live subscriber's events to directly.
 ///
@@ -36,11 +35,25 @@ final class LiveSink: Sendable {
     let channel: any Channel
     let framing: Framing
     private let state: NIOLoopBoundBox<LoopState>
+    /// A WebSocket's place next to the socket (`install()`).
+    private let outlet: NIOLoopBoundBox<LiveFrameOutlet?>
 
     init(channel: any Channel, framing: Framing) {
         self.channel = channel
         self.framing = framing
         self.state = .makeBoxSendingValue(LoopState(), eventLoop: channel.eventLoop)
+        self.outlet = .makeEmptyBox(eventLoop: channel.eventLoop)
+    }
+
+    /// Puts a WebSocket sink's outlet first in the pipeline, next to the socket: the hub's
+    /// frames are encoded once for every socket (`LiveFrame`), so they pass no handler.
+    func install() async throws {
+        guard case .webSocket = self.framing else { return }
+        try await self.channel.eventLoop.submit {
+            let outlet = LiveFrameOutlet()
+            try self.channel.pipeline.syncOperations.addHandler(outlet, position: .first)
+            self.outlet.value = outlet
+        }.get()
     }
 
     /// Stops the hub's writes before the stream writes its end: those already handed to the
@@ -68,9 +81,10 @@ final class LiveSink: Sendable {
         }
         switch self.framing {
         case .webSocket:
-            self.channel.write(NIOAny(WebSocketFrame(fin: true, opcode: .text, data: frame.json)), promise: nil)
+            guard let context = self.outlet.value?.context else { return true }
+            context.write(NIOAny(frame.webSocket), promise: nil)
         case .serverSentEvents:
-            self.channel.write(NIOAny(HTTPResponsePart.body(frame.serverSentEvent)), promise: nil)
+            self.channel.write(HTTPResponsePart.body(frame.serverSentEvent), promise: nil)
         }
         self.state.value.isUnflushed = true
         return true
@@ -80,19 +94,51 @@ final class LiveSink: Sendable {
     fileprivate func flushIfWritten() {
         guard self.state.value.isUnflushed else { return }
         self.state.value.isUnflushed = false
-        self.channel.flush()
+        switch self.framing {
+        case .webSocket: self.outlet.value?.context?.flush()
+        case .serverSentEvents: self.channel.flush()
+        }
+    }
+}
+
+/// A handler that handles nothing: its context lets a `LiveSink` write encoded WebSocket
+/// frames right before the socket.
+private final class LiveFrameOutlet: ChannelHandler {
+    private(set) var context: ChannelHandlerContext?
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        self.context = context
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        self.context = nil
     }
 }
 
 /// One event as live sinks write it: its bytes made once for every socket.
 struct LiveFrame: Sendable {
-    /// The JSON object (a WebSocket text frame's payload).
-    let json: ByteBuffer
+    /// The JSON object as a server's WebSocket text frame (RFC 6455, 5.2: final, unmasked).
+    let webSocket: ByteBuffer
     /// `id: <id>\ndata: <json>\n\n`.
     let serverSentEvent: ByteBuffer
 
     init(_ event: LiveEvent) {
-        self.json = ByteBuffer(string: event.json)
+        let length = event.json.utf8.count
+        var frame = ByteBuffer()
+        frame.reserveCapacity(length + 10)
+        frame.writeInteger(UInt8(0x81))  // FIN, text
+        switch length {
+        case ..<126:
+            frame.writeInteger(UInt8(length))
+        case ...Int(UInt16.max):
+            frame.writeInteger(UInt8(126))
+            frame.writeInteger(UInt16(length))
+        default:
+            frame.writeInteger(UInt8(127))
+            frame.writeInteger(UInt64(length))
+        }
+        frame.writeString(event.json)
+        self.webSocket = frame
         self.serverSentEvent = ByteBuffer(string: "id: \(event.eventId)\ndata: \(event.json)\n\n")
     }
 }

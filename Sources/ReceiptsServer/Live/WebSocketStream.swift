@@ -91,6 +91,7 @@ struct WebSocketStream {
                 let watch = self.guards.credentials.watch(opening.credential) { self.hub.close(subscription, .credentialEnded) }
                 defer { self.guards.credentials.stop(watch) }
                 let sink = LiveSink(channel: context.requestContext.channel, framing: .webSocket)
+                try await sink.install()
                 let reason = try await withThrowingTaskGroup(of: Ending.self) { group -> EventHub.CloseReason? in
                     group.addTask {
                         .closed(try await subscription.relay(to: sink) { _, json in try await outbound.write(.text(json)) })
