@@ -101,9 +101,12 @@ final class LiveSink: Sendable {
     }
 }
 
-/// A handler that handles nothing: its context lets a `LiveSink` write encoded WebSocket
-/// frames right before the socket.
-private final class LiveFrameOutlet: ChannelHandler {
+/// An outbound handler that passes everything on (NIO's default): its context lets a
+/// `LiveSink` write encoded WebSocket frames right before the socket.
+private final class LiveFrameOutlet: ChannelOutboundHandler {
+    typealias OutboundIn = ByteBuffer
+    typealias OutboundOut = ByteBuffer
+
     private(set) var context: ChannelHandlerContext?
 
     func handlerAdded(context: ChannelHandlerContext) {
