@@ -1,4 +1,5 @@
 import Foundation
+import NIOEmbedded
 @testable import ReceiptsServer
 import ReceiptsStore
 import Testing
@@ -145,5 +146,113 @@ struct EventFanOutTests {
         fanOut.unsubscribe(late.key)
         #expect(fanOut.subscriberCount == 0)
         #expect(fanOut.feeds.isEmpty)
+    }
+}
+
+/// Live delivery: which subscribers the hub writes an event to itself, and when a subscriber
+/// goes back to pulling.
+@Suite("Live delivery in the fan-out")
+struct LiveFanOutTests {
+    let tests = EventFanOutTests()
+    let channel = EmbeddedChannel()
+
+    func liveIds(_ deliveries: LiveDeliveries, _ key: EventFanOut.Key) -> [Int64] {
+        deliveries.writes.filter { $0.subscriber == key }.map(\.eventId)
+    }
+
+    @Test("an up-to-date subscriber goes live and is written the events it may see, a user only those naming them; it is woken for none")
+    func liveSubscribersAreWritten() {
+        var fanOut = self.tests.fanOut()
+        let key = self.tests.subscribe(&fanOut, .tenant("t"), at: 10)
+        let alice = self.tests.subscribe(&fanOut, .user(tenant: "t", user: "a"), at: 10)
+        let carol = self.tests.subscribe(&fanOut, .user(tenant: "t", user: "c"), at: 10)
+        for subscriber in [key, alice, carol] {
+            let outcome1 = fanOut.goLive(subscriber.key, sink: LiveSink(channel: self.channel, framing: .webSocket))
+            #expect(outcome1)
+        }
+        var deliveries = LiveDeliveries()
+        let wakes = fanOut.append(
+            [self.tests.event(11), self.tests.event(12, audience: ["c"]), self.tests.event(13)], encoded: [:],
+            history: self.tests.history, deliveries: &deliveries)
+        #expect(wakes.isEmpty)
+        #expect(self.liveIds(deliveries, key.key) == [11, 12, 13])
+        #expect(self.liveIds(deliveries, alice.key) == [11, 13])
+        #expect(self.liveIds(deliveries, carol.key) == [12])
+        // Nothing to pull while live: the hub wrote it.
+        let outcome2 = self.tests.pulledIds(&fanOut, key.key)
+        #expect(outcome2 == [])
+    }
+
+    @Test("a subscriber behind the newest event does not go live; it pulls, then goes live")
+    func behindDoesNotGoLive() {
+        var fanOut = self.tests.fanOut()
+        let subscriber = self.tests.subscribe(&fanOut, .tenant("t"), at: 10)
+        var deliveries = LiveDeliveries()
+        _ = fanOut.append([self.tests.event(11)], encoded: [:], history: self.tests.history, deliveries: &deliveries)
+        let sink = LiveSink(channel: self.channel, framing: .webSocket)
+        let outcome3 = fanOut.goLive(subscriber.key, sink: sink)
+        #expect(!outcome3)
+        let outcome4 = self.tests.pulledIds(&fanOut, subscriber.key)
+        #expect(outcome4 == [11])
+        let outcome5 = fanOut.goLive(subscriber.key, sink: sink)
+        #expect(outcome5)
+        let outcome6 = fanOut.goLive(subscriber.key, sink: sink)
+        #expect(!outcome6)
+    }
+
+    @Test("a live subscriber whose socket could not take an event pulls from the one before it, once; a stale report changes nothing")
+    func fellBehind() {
+        var fanOut = self.tests.fanOut()
+        let subscriber = self.tests.subscribe(&fanOut, .tenant("t"), at: 10)
+        let sink = LiveSink(channel: self.channel, framing: .webSocket)
+        let outcome7 = fanOut.goLive(subscriber.key, sink: sink)
+        #expect(outcome7)
+        var deliveries = LiveDeliveries()
+        _ = fanOut.append((11...13).map { self.tests.event($0) }, encoded: [:], history: self.tests.history, deliveries: &deliveries)
+        // Written 11; the socket could not take 12 (of the first live period).
+        let outcome8 = fanOut.fellBehind(subscriber.key, period: 1, at: 11)
+        #expect(outcome8 != nil)
+        let outcome9 = fanOut.fellBehind(subscriber.key, period: 1, at: 12)
+        #expect(outcome9 == nil)
+        let outcome10 = self.tests.pulledIds(&fanOut, subscriber.key)
+        #expect(outcome10 == [12, 13])
+        let outcome11 = fanOut.goLive(subscriber.key, sink: sink)
+        #expect(outcome11)
+        // A report of the period before, arriving late, does not take it out again.
+        let outcome12 = fanOut.fellBehind(subscriber.key, period: 1, at: 11)
+        #expect(outcome12 == nil)
+        #expect(fanOut.position(of: subscriber.key) == 13)
+    }
+
+    @Test("closing, unsubscribing and a failover take subscribers out of live delivery, at the newest event")
+    func leavingLive() {
+        var fanOut = self.tests.fanOut()
+        let closed = self.tests.subscribe(&fanOut, .tenant("t"), at: 10)
+        let gone = self.tests.subscribe(&fanOut, .tenant("t"), at: 10)
+        let following = self.tests.subscribe(&fanOut, .tenant("t"), at: 10)
+        for subscriber in [closed, gone, following] {
+            let outcome13 = fanOut.goLive(subscriber.key, sink: LiveSink(channel: self.channel, framing: .webSocket))
+            #expect(outcome13)
+        }
+        var deliveries = LiveDeliveries()
+        _ = fanOut.append([self.tests.event(11)], encoded: [:], history: self.tests.history, deliveries: &deliveries)
+        _ = fanOut.close(closed.key, .tooSlow)
+        fanOut.unsubscribe(gone.key)
+        #expect(fanOut.position(of: closed.key) == 11)
+        deliveries = LiveDeliveries()
+        _ = fanOut.append([self.tests.event(12)], encoded: [:], history: self.tests.history, deliveries: &deliveries)
+        #expect(deliveries.writes.map(\.subscriber) == [following.key])
+        // The database goes on to another history that kept everything through 12.
+        let next = EventHistory(segments: [
+            .init(id: "h1", startedAfter: 0, resumableThrough: 12), .init(id: "h2", startedAfter: 12, resumableThrough: 12),
+        ])
+        fanOut.follow(next, from: "h1")
+        #expect(fanOut.position(of: following.key) == 12)
+        _ = fanOut.resume(from: 12)
+        deliveries = LiveDeliveries()
+        _ = fanOut.append([self.tests.event(13)], encoded: [:], history: next, deliveries: &deliveries)
+        #expect(deliveries.isEmpty)
+        let outcome14 = self.tests.pulledIds(&fanOut, following.key)
+        #expect(outcome14 == [13])
     }
 }

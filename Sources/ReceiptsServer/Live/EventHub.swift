@@ -309,6 +309,11 @@ public final class EventHub: Service, Sendable {
         self.state.withLockedValue { $0.fanOut.goLive(subscription.key, sink: sink) }
     }
 
+    /// Whether the hub writes a subscription's events itself now (for tests).
+    func isLive(_ subscription: EventSubscription) -> Bool {
+        self.state.withLockedValue { $0.fanOut.feeds[subscription.tenant]?.subscribers[subscription.id]?.livePeriod != nil }
+    }
+
     /// A live subscriber's socket could not take an event: it pulls from `position` on.
     func fellBehind(_ subscription: EventFanOut.Key, period: Int, at position: Int64) {
         let wake = self.state.withLockedValue { $0.fanOut.fellBehind(subscription, period: period, at: position) }

@@ -172,6 +172,11 @@ struct LiveDeliveries {
 
     var isEmpty: Bool { self.byLoop.isEmpty }
 
+    /// Each write, as which subscriber gets which event id (in order for each subscriber).
+    var writes: [(subscriber: EventFanOut.Key, eventId: Int64)] {
+        self.byLoop.values.flatMap { $0.deliveries.map { ($0.subscriber, self.events[$0.frame].id) } }
+    }
+
     /// Adds `event` for `routes`, whose subscribers are all at `previous` before it.
     mutating func add(_ event: LiveEvent, after previous: Int64, to routes: some Sequence<(key: Int, value: LiveRoute)>, tenant: String) {
         var index: Int?

@@ -1,0 +1,105 @@
+import Foundation
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOEmbedded
+import Postgres
+import ReceiptsCore
+@testable import ReceiptsServer
+import ReceiptsStore
+import TestSupport
+import Testing
+
+/// The hub writing an up-to-date stream's events to its socket itself (`LiveSink`), on a
+/// testing channel whose writability the test turns off and on, with a real hub and database.
+@Suite("Live delivery")
+struct LiveDeliveryTests {
+    @Test("a socket that stops taking events misses none: the stream pulls them in order, once, and the hub writes again when it caught up")
+    func socketThatStopsTakingEvents() async throws {
+        try await TestDatabase.ensureMigrated()
+        var configuration = TestDatabase.configuration
+        configuration.role = ReceiptsStore.serviceRole
+        let pool = PostgresConnectionPool(configuration: configuration, logger: TestDatabase.logger)
+        let store = ReceiptsStore(pool: pool, logger: TestDatabase.logger)
+        let tenant = TestDatabase.uniqueName("tenant")
+        #expect(try await store.createTenant(id: tenant, name: "live test", apiKeyHash: Array(tenant.utf8), tokenSecret: [1]))
+        #expect(try await store.putChat(tenant: tenant, chat: "g", kind: .group, members: ["a", "b"]) == .created)
+        // Not run: the test drives refreshes itself, as notifications would.
+        let listener = PostgresListener(configuration: configuration, logger: TestDatabase.logger)
+        let hub = EventHub(store: store, listener: listener, logger: TestDatabase.logger)
+        func catchUp() async { while await hub.refresh() != .upToDate {} }
+        await catchUp()
+
+        let channel = NIOAsyncTestingChannel()
+        try await channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 9)).get()
+        let sink = LiveSink(channel: channel, framing: .webSocket)
+        try await sink.install()
+        let subscription = await hub.subscribe(.tenant(tenant), from: try await hub.start(tenant: tenant, after: nil))
+        let pulled = NIOLockedValueBox<[String]>([])
+        let relay = Task { try await subscription.relay(to: sink) { id, _ in pulled.withLockedValue { $0.append(id) } } }
+
+        var sent = 0
+        /// Sends `count` messages; returns their event ids' messages.
+        func send(_ count: Int) async throws -> [String] {
+            var messages: [String] = []
+            for _ in 0..<count {
+                sent += 1
+                messages.append("m\(sent)")
+                _ = try await store.sendMessage(tenant: tenant, chat: "g", id: "m\(sent)", sender: "b", text: "x")
+            }
+            await catchUp()
+            return messages
+        }
+        func waitUntil(_ condition: () async throws -> Bool) async throws {
+            let deadline = ContinuousClock.now + .seconds(10)
+            while try await !condition() {
+                guard ContinuousClock.now < deadline else { throw CancellationError() }
+                try await Task.sleep(for: .milliseconds(5))
+            }
+        }
+        var written: [String] = []
+        /// The message ids of the frames written to the socket so far.
+        func readWritten() async throws -> [String] {
+            while var frame = try await channel.readOutbound(as: ByteBuffer.self) {
+                #expect(frame.readInteger(as: UInt8.self) == 0x81)  // a final text frame
+                let length = Int(frame.readInteger(as: UInt8.self) ?? 0)
+                if length == 126 { _ = frame.readInteger(as: UInt16.self) }
+                let event = try JSONDecoder().decode(Event.self, from: Data(frame.readableBytesView))
+                written += event.messageIds
+            }
+            return written
+        }
+        func pulledMessages() async throws -> [String] {
+            let ids = pulled.withLockedValue { $0 }
+            let events = try await store.events(tenant: tenant, after: 0, through: .max, limit: 100)
+            return ids.compactMap { id in events.first { String($0.id) == id }?.messageIds.first }
+        }
+
+        try await waitUntil { hub.isLive(subscription) }
+        let first = try await send(3)
+        try await waitUntil { try await readWritten() == first }
+        #expect(pulled.withLockedValue { $0 }.isEmpty)
+
+        channel.isWritable = false
+        let second = try await send(3)
+        try await waitUntil { try await pulledMessages() == second }
+        #expect(try await readWritten() == first)
+
+        channel.isWritable = true
+        try await waitUntil { hub.isLive(subscription) }
+        let third = try await send(2)
+        try await waitUntil { try await readWritten() == first + third }
+        #expect(try await pulledMessages() == second)
+
+        hub.close(subscription, .shuttingDown)
+        #expect(try await relay.value == .shuttingDown)
+        await sink.close()
+        _ = try await send(1)
+        #expect(try await readWritten() == first + third)
+        subscription.cancel()
+        try await pool.close()
+    }
+
+    private struct Event: Decodable {
+        let messageIds: [String]
+    }
+}
