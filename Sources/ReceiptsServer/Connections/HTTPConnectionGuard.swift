@@ -13,8 +13,8 @@ import NIOHTTP1
 /// `ReceivedBytesHandler`, at the front of the pipeline, tells it when a head starts
 /// arriving. One scheduled task per connection re-arms itself to the next deadline of its
 /// `ConnectionTimeline`. When a WebSocket upgrade completes both remove themselves, before
-/// the first frame passes: a stream may be quiet for long, and the WebSocket layer pings and
-/// times its own close.
+/// the first frame passes: a stream may be quiet for long, and `WebSocketKeepAlive` pings it
+/// (the WebSocket layer times its own close).
 final class HTTPConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPServerRequestPart
     typealias InboundOut = HTTPServerRequestPart

@@ -59,9 +59,10 @@ struct WebSocketStream {
     /// Largest message a client may send in several frames.
     static let maximumMessageSize = 1024 * 1024
 
-    /// The WebSocket part of the server configuration.
+    /// The WebSocket part of the server configuration. The library's own ping is off:
+    /// `WebSocketKeepAlive` pings from the event loop instead.
     static var serverConfiguration: WebSocketServerConfiguration {
-        WebSocketServerConfiguration(maxFrameSize: Self.maximumFrameSize)
+        WebSocketServerConfiguration(maxFrameSize: Self.maximumFrameSize, autoPing: .disabled)
     }
 
     /// The answer to `GET /v1/stream` without a WebSocket upgrade: 426, naming the protocol
@@ -86,6 +87,7 @@ struct WebSocketStream {
                 guard let opening = context.requestContext.stream else { return }
                 defer { opening.permit.release() }
                 try await GoingAwayCloseHandler.install(on: context.requestContext.channel, shutdown: self.guards.shutdown)
+                try await WebSocketKeepAlive.install(on: context.requestContext.channel)
                 let subscription = await self.hub.subscribe(opening.principal, from: opening.start)
                 defer { subscription.cancel() }
                 let watch = self.guards.credentials.watch(opening.credential) { self.hub.close(subscription, .credentialEnded) }
