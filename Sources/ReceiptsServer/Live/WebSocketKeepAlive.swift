@@ -9,7 +9,8 @@ import NIOWebSocket
 /// `WebSocketStream.serverConfiguration`), which ran a task of its own for every socket and
 /// took each pong through the socket's async inbound stream and the handler's actor: about
 /// 100 µs of CPU a ping, most of an idle stream's cost. Here a ping is one scheduled task on
-/// the event loop and one write, and the pong stops at this handler. Any frame from the
+/// the event loop (sockets due in the same second share a wake-up) and one write, and the
+/// pong stops at this handler. Any frame from the
 /// client counts as an answer; pings the client sends pass on (the library answers them).
 final class WebSocketKeepAlive: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundIn = WebSocketFrame
@@ -57,8 +58,14 @@ final class WebSocketKeepAlive: ChannelInboundHandler, RemovableChannelHandler {
         context.fireChannelInactive()
     }
 
+    /// Schedules the next ping at the interval, rounded up to a whole second of the loop's
+    /// clock: the pings of the sockets that opened within the same second go out in one
+    /// wake-up of the loop, not each in its own (which cost most of a ping with 10,000 sockets).
     private func arm(context: ChannelHandlerContext) {
-        self.timer = context.eventLoop.assumeIsolated().scheduleTask(in: self.interval) {
+        let second: UInt64 = 1_000_000_000
+        let due = (context.eventLoop.now + self.interval).uptimeNanoseconds
+        let deadline = NIODeadline.uptimeNanoseconds((due + second - 1) / second * second)
+        self.timer = context.eventLoop.assumeIsolated().scheduleTask(deadline: deadline) {
             self.timer = nil
             guard context.channel.isActive else { return }
             if self.isAwaitingAnswer {
