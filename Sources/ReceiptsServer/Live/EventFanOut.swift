@@ -3,7 +3,10 @@ import ReceiptsStore
 /// The event hub's fan-out: for each tenant with open streams a feed of its recent events
 /// (`EventHub.Feed`), and each subscriber's place in it (`EventHub.Subscriber`).
 ///
-/// Events are appended once per tenant, however many streams it has; each subscriber pulls
+/// Events are appended once per tenant, however many streams it has. A subscriber that is up
+/// to date goes live (`goLive`): appending an event gathers its write for the hub to hand to
+/// the subscriber's socket (`LiveDeliveries`), found through the feed's `LiveRoutes` without
+/// looking at the other subscribers, and wakes it for none. Every other subscriber pulls
 /// what comes after its own position, from memory, or is told where to read the log when it
 /// is further behind than memory reaches, so a slow client never delays the others and memory
 /// stays bounded (`EventHub.Options.recentEvents`, `recentEventBytes`). One that falls

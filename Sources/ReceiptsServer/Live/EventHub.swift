@@ -19,8 +19,11 @@ import ServiceLifecycle
 /// most `Options.abandonGapsAfter`: then the hub abandons the ids it waits for (a transaction
 /// left open in psql must not hold every tenant's events back), and whoever holds one moves
 /// its events after the others if it commits (sql/functions/events.sql).
-/// Each subscriber pulls what is after its own position, from memory or, when it is further
-/// behind, from the log, so a slow client never delays the others and memory stays bounded.
+/// A subscriber that is up to date is in live delivery: the hub writes each new event it may
+/// see to its socket itself, encoded once, one hop to each event loop (`LiveSink`), and wakes
+/// no task of the stream's. Any other subscriber pulls what is after its own position, from
+/// memory or, when it is further behind, from the log, and goes live again once it caught up,
+/// so a slow client never delays the others and memory stays bounded.
 /// A subscriber that falls more than `maximumLag` events behind is closed with a reason; it
 /// can resume from its last id.
 ///
