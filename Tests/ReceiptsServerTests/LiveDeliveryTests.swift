@@ -2,6 +2,7 @@ import Foundation
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOEmbedded
+import NIOHTTPTypes
 import Postgres
 import ReceiptsCore
 @testable import ReceiptsServer
@@ -97,6 +98,32 @@ struct LiveDeliveryTests {
         #expect(try await readWritten() == first + third)
         subscription.cancel()
         try await pool.close()
+    }
+
+    @Test("a Server-Sent Events sink writes a heartbeat comment every interval from the event loop, and none once closed")
+    func heartbeats() async throws {
+        let loop = NIOAsyncTestingEventLoop()
+        let channel = NIOAsyncTestingChannel(loop: loop)
+        try await channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 9)).get()
+        let sink = LiveSink(channel: channel, framing: .serverSentEvents)
+        sink.startHeartbeats(every: .seconds(15))
+        func written() async throws -> [String] {
+            var comments: [String] = []
+            while let part = try await channel.readOutbound(as: HTTPResponsePart.self) {
+                guard case .body(let body) = part else { continue }
+                comments.append(String(buffer: body))
+            }
+            return comments
+        }
+        await loop.advanceTime(by: .seconds(14))
+        #expect(try await written() == [])
+        await loop.advanceTime(by: .seconds(1))
+        #expect(try await written() == [": heartbeat\n\n"])
+        await loop.advanceTime(by: .seconds(15))
+        #expect(try await written() == [": heartbeat\n\n"])
+        await sink.close()
+        await loop.advanceTime(by: .seconds(60))
+        #expect(try await written() == [])
     }
 
     private struct Event: Decodable {

@@ -74,11 +74,6 @@ struct EventFanOut {
         return self.feeds[subscription.tenant]!.subscribers[subscription.id]!.wake
     }
 
-    /// A subscriber's wake-up (nil when it is gone).
-    func wake(_ subscription: Key) -> AsyncStream<Void>.Continuation? {
-        self.feeds[subscription.tenant]?.subscribers[subscription.id]?.wake
-    }
-
     /// How far a subscriber has been given events (or skipped those not for it).
     func position(of subscription: Key) -> Int64? {
         self.feeds[subscription.tenant]?.subscribers[subscription.id]?.position

@@ -323,12 +323,6 @@ public final class EventHub: Service, Sendable {
         wake?.yield()
     }
 
-    /// Wakes a subscription without new events (for heartbeats).
-    func wake(_ subscription: EventSubscription) {
-        let wake = self.state.withLockedValue { $0.fanOut.wake(subscription.key) }
-        wake?.yield()
-    }
-
     func unsubscribe(_ subscription: EventSubscription) {
         self.state.withLockedValue { $0.fanOut.unsubscribe(subscription.key) }
     }

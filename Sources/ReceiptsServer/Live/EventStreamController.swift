@@ -14,7 +14,7 @@ import NIOCore
 /// stream's work), which gives its place under the caps back at once, not at the next write
 /// (an event, or the heartbeat up to 15 s later).
 struct EventStreamController {
-    static let heartbeatInterval = Duration.seconds(15)
+    static let heartbeatInterval = TimeAmount.seconds(15)
 
     let hub: EventHub
     let guards: StreamGuards
@@ -44,32 +44,22 @@ struct EventStreamController {
                 let watch = self.guards.credentials.watch(credential) { self.hub.close(subscription, .credentialEnded) }
                 defer { self.guards.credentials.stop(watch) }
                 try await writer.write(ByteBuffer(string: ": receipts event stream\n\n"))
-                try await withThrowingTaskGroup(of: Void.self) { group in
-                    group.addTask {
-                        while !Task.isCancelled {
-                            try await Task.sleep(for: Self.heartbeatInterval)
-                            self.hub.wake(subscription)
-                        }
+                // After the head and the first line: the hub and the heartbeats write to the
+                // connection directly. Closed before the response ends, however it ends: the
+                // connection may carry another response next.
+                let sink = LiveSink(channel: context.channel, framing: .serverSentEvents)
+                sink.startHeartbeats(every: Self.heartbeatInterval)
+                let reason: EventHub.CloseReason
+                do {
+                    reason = try await subscription.relay(to: sink) { id, json in
+                        try await writer.write(ByteBuffer(string: "id: \(id)\ndata: \(json)\n\n"))
                     }
-                    var lastWrite = ContinuousClock.now
-                    let sink = LiveSink(channel: context.channel, framing: .serverSentEvents)
-                    let reason = try await subscription.relay(
-                        to: sink,
-                        { id, json in
-                            try await writer.write(ByteBuffer(string: "id: \(id)\ndata: \(json)\n\n"))
-                            lastWrite = .now
-                        },
-                        whenIdle: {
-                            if ContinuousClock.now - lastWrite >= Self.heartbeatInterval {
-                                try await writer.write(ByteBuffer(string: ": heartbeat\n\n"))
-                                lastWrite = .now
-                            }
-                        }
-                    )
+                } catch {
                     await sink.close()
-                    try await writer.write(ByteBuffer(string: ": closed: \(reason.rawValue)\n\n"))
-                    group.cancelAll()
+                    throw error
                 }
+                await sink.close()
+                try await writer.write(ByteBuffer(string: ": closed: \(reason.rawValue)\n\n"))
             }
             try await writer.finish(nil)
         })

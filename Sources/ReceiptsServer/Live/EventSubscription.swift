@@ -28,11 +28,10 @@ struct EventSubscription: Sendable {
     /// the server waits for open connections, so streams must not wait for the hub.
     func relay(
         to sink: LiveSink?,
-        _ send: (_ id: String, _ json: String) async throws -> Void,
-        whenIdle: () async throws -> Void = {}
+        _ send: (_ id: String, _ json: String) async throws -> Void
     ) async throws -> EventHub.CloseReason {
         try await withGracefulShutdownHandler {
-            try await self.relayUntilClosed(to: sink, send, whenIdle: whenIdle)
+            try await self.relayUntilClosed(to: sink, send)
         } onGracefulShutdown: {
             self.hub.close(self, .shuttingDown)
         }
@@ -40,8 +39,7 @@ struct EventSubscription: Sendable {
 
     private func relayUntilClosed(
         to sink: LiveSink?,
-        _ send: (_ id: String, _ json: String) async throws -> Void,
-        whenIdle: () async throws -> Void
+        _ send: (_ id: String, _ json: String) async throws -> Void
     ) async throws -> EventHub.CloseReason {
         if let resync {
             try await send(resync.eventId, resync.json)
@@ -55,7 +53,6 @@ struct EventSubscription: Sendable {
                     if batch.isUpToDate { break }
                 }
                 if let sink { self.hub.goLive(self, sink: sink) }
-                try await whenIdle()
             }
             // The wake-ups end when the hub closes the subscription; this throws its reason.
             _ = try await self.hub.nextEvents(for: self)

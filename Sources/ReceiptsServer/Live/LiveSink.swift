@@ -30,6 +30,8 @@ final class LiveSink: Sendable {
         var isClosed = false
         /// Written to since the loop's last flush.
         var isUnflushed = false
+        /// The next Server-Sent Events heartbeat (`startHeartbeats(every:)`).
+        var heartbeat: Scheduled<Void>?
     }
 
     let channel: any Channel
@@ -60,7 +62,32 @@ final class LiveSink: Sendable {
     /// event loop are written first, any later one is dropped (the client resumes after its
     /// last id).
     func close() async {
-        try? await self.channel.eventLoop.submit { self.state.value.isClosed = true }.get()
+        try? await self.channel.eventLoop.submit {
+            self.state.value.isClosed = true
+            self.state.value.heartbeat?.cancel()
+            self.state.value.heartbeat = nil
+        }.get()
+    }
+
+    /// Writes a Server-Sent Events comment every `interval` until `close()`, from the event
+    /// loop (due times rounded up to a whole second, so that the streams opened within the same
+    /// second share one wake-up of the loop): proxies see traffic on a quiet stream, and no task
+    /// of the stream's own sleeps for it.
+    func startHeartbeats(every interval: TimeAmount) {
+        guard case .serverSentEvents = self.framing else { return }
+        self.channel.eventLoop.execute { self.scheduleHeartbeat(in: interval) }
+    }
+
+    private func scheduleHeartbeat(in interval: TimeAmount) {
+        guard !self.state.value.isClosed else { return }
+        let second: UInt64 = 1_000_000_000
+        let due = (self.channel.eventLoop.now + interval).uptimeNanoseconds
+        let deadline = NIODeadline.uptimeNanoseconds((due + second - 1) / second * second)
+        self.state.value.heartbeat = self.channel.eventLoop.scheduleTask(deadline: deadline) {
+            guard !self.state.value.isClosed, self.channel.isActive else { return }
+            self.channel.writeAndFlush(HTTPResponsePart.body(ByteBuffer(string: ": heartbeat\n\n")), promise: nil)
+            self.scheduleHeartbeat(in: interval)
+        }
     }
 
     /// Writes `frame` (not flushed), on the channel's event loop, unless it is of a live period
