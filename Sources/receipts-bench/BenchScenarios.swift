@@ -33,6 +33,7 @@ struct BenchScenarios {
         case webhook
         case markLatency = "mark-latency"
         case streams
+        case streamsSSE = "streams-sse"
     }
 
     func run(_ scenarios: Set<Scenario>, into results: inout BenchResults) async throws {
@@ -59,7 +60,8 @@ struct BenchScenarios {
         if scenarios.contains(.erase) { try await self.eraseUser(into: &results) }
         if scenarios.contains(.webhook) { try await self.webhooks(into: &results) }
         if scenarios.contains(.markLatency) { try await self.markReadLatency(into: &results) }
-        if scenarios.contains(.streams) { try await self.streamsAtScale(into: &results) }
+        if scenarios.contains(.streams) { try await self.streamsAtScale(.webSocket, into: &results) }
+        if scenarios.contains(.streamsSSE) { try await self.streamsAtScale(.serverSentEvents, into: &results) }
     }
 
     /// Gives the new database a history and the planner its statistics, as in any database

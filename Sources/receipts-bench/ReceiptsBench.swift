@@ -45,7 +45,7 @@ struct ReceiptsBench: AsyncParsableCommand {
     @Option(help: "Group sizes of the large-group scenario, comma-separated (default: 10,100,1000,5000 at the run's scale).")
     var groupSizes: String?
 
-    @Option(help: "Numbers of streams of the streams scenario, comma-separated; max: as many as the file limit allows (default: 1000,10000 at the run's scale).")
+    @Option(help: "Numbers of streams of the streams and streams-sse scenarios, comma-separated; max: as many as the file limit allows (default: 1000,10000 at the run's scale).")
     var streamCounts: String?
 
     func run() async throws {

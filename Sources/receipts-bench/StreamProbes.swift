@@ -3,19 +3,30 @@ import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
 
-/// Many WebSocket streams (`GET /v1/stream`) opened on bare NIO channels: the handshake
-/// written by hand, the server's frames read only far enough to time one event's arrival on
-/// every stream, pings answered.
+/// Many event streams opened on bare NIO channels: WebSockets (`GET /v1/stream`, the
+/// handshake written by hand, the server's frames read only far enough to time one event's
+/// arrival on every stream, pings answered) or Server-Sent Events (`GET /v1/events`, the
+/// body's `data:` lines read as they come).
 ///
 /// The bench shares two cores with the service it measures, and opens up to some 19,000
 /// streams: a general WebSocket client (a task and async streams per connection) would cost
 /// the bench more than the service spends.
 final class StreamProbes: Sendable {
+    enum Kind: Sendable {
+        case webSocket
+        case serverSentEvents
+    }
+
+    let kind: Kind
     /// When each stream got the awaited event, for the current `expect(_:)`.
     private let arrivals = NIOLockedValueBox<[ContinuousClock.Instant]>([])
     /// The byte strings an awaited event's frame holds, all of them.
     private let awaited = NIOLockedValueBox<[[UInt8]]>([])
     private let channels = NIOLockedValueBox<[any Channel]>([])
+
+    init(kind: Kind = .webSocket) {
+        self.kind = kind
+    }
 
     /// Opens one stream from `source` (a loopback address: several spread the connections
     /// over more ports than one address has) with `credential`; returns once the server
@@ -26,7 +37,10 @@ final class StreamProbes: Sendable {
             .bind(to: try SocketAddress(ipAddress: source, port: 0))
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
-                    try channel.pipeline.syncOperations.addHandler(ProbeHandler(probes: self, upgraded: upgraded))
+                    switch self.kind {
+                    case .webSocket: try channel.pipeline.syncOperations.addHandler(ProbeHandler(probes: self, upgraded: upgraded))
+                    case .serverSentEvents: try channel.pipeline.syncOperations.addHandler(EventSourceProbeHandler(probes: self, opened: upgraded))
+                    }
                 }
             }
             .connect(host: host, port: port)
@@ -34,9 +48,16 @@ final class StreamProbes: Sendable {
         self.channels.withLockedValue { $0.append(channel) }
         var key = [UInt8](repeating: 0, count: 16)
         for index in key.indices { key[index] = .random(in: 0...255) }
-        let request = "GET /v1/stream HTTP/1.1\r\nHost: \(host):\(port)\r\nAuthorization: Bearer \(credential)\r\n"
-            + "Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\n"
-            + "Sec-WebSocket-Key: \(Data(key).base64EncodedString())\r\n\r\n"
+        let request =
+            switch self.kind {
+            case .webSocket:
+                "GET /v1/stream HTTP/1.1\r\nHost: \(host):\(port)\r\nAuthorization: Bearer \(credential)\r\n"
+                    + "Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\n"
+                    + "Sec-WebSocket-Key: \(Data(key).base64EncodedString())\r\n\r\n"
+            case .serverSentEvents:
+                "GET /v1/events HTTP/1.1\r\nHost: \(host):\(port)\r\nAuthorization: Bearer \(credential)\r\n"
+                    + "Accept: text/event-stream\r\n\r\n"
+            }
         try await channel.writeAndFlush(ByteBuffer(string: request))
         try await upgraded.futureResult.get()
     }
@@ -153,6 +174,58 @@ private final class ProbeHandler: ChannelInboundHandler {
         frame.writeBytes(mask)
         frame.writeBytes(payload.prefix(125).enumerated().map { $0.element ^ mask[$0.offset % 4] })
         return frame
+    }
+}
+
+/// One Server-Sent Events stream: the response head, then the body's `data:` lines (the
+/// chunked encoding's size lines are lines of their own and match no awaited event).
+private final class EventSourceProbeHandler: ChannelInboundHandler {
+    typealias InboundIn = ByteBuffer
+
+    private let probes: StreamProbes
+    private var opened: EventLoopPromise<Void>?
+    private var buffer = ByteBuffer()
+
+    init(probes: StreamProbes, opened: EventLoopPromise<Void>) {
+        self.probes = probes
+        self.opened = opened
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        let now = ContinuousClock.now
+        var bytes = Self.unwrapInboundIn(data)
+        self.buffer.writeBuffer(&bytes)
+        if let opened {
+            let view = self.buffer.readableBytesView
+            guard let end = view.firstRange(of: Array("\r\n\r\n".utf8)) else { return }
+            let head = String(decoding: view[view.startIndex..<end.lowerBound], as: UTF8.self)
+            self.buffer.moveReaderIndex(forwardBy: end.upperBound - view.startIndex)
+            self.opened = nil
+            guard head.hasPrefix("HTTP/1.1 200") else {
+                opened.fail(ProbeFailure(description: head.split(separator: "\r\n").first.map(String.init) ?? "no answer"))
+                context.close(promise: nil)
+                return
+            }
+            opened.succeed()
+        }
+        let data = Array("data: ".utf8)
+        while let newline = self.buffer.readableBytesView.firstIndex(of: UInt8(ascii: "\n")) {
+            let line = Array(self.buffer.readableBytesView[self.buffer.readerIndex..<newline])
+            self.buffer.moveReaderIndex(to: newline + 1)
+            if line.starts(with: data) { self.probes.received(text: line, at: now) }
+        }
+        self.buffer.discardReadBytes()
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        self.opened?.fail(ProbeFailure(description: "closed before the response head"))
+        self.opened = nil
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        self.opened?.fail(error)
+        self.opened = nil
+        context.close(promise: nil)
     }
 }
 
