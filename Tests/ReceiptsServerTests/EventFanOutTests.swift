@@ -256,3 +256,25 @@ struct LiveFanOutTests {
         #expect(outcome14 == [13])
     }
 }
+
+extension LiveFanOutTests {
+    @Test("writes that would not fit in one look's bound take the feed's live subscribers out before the event: they pull it, nothing twice")
+    func boundedDeliveries() {
+        var fanOut = self.tests.fanOut()
+        let first = self.tests.subscribe(&fanOut, .tenant("t"), at: 10)
+        let second = self.tests.subscribe(&fanOut, .user(tenant: "t", user: "a"), at: 10)
+        for subscriber in [first, second] {
+            let live = fanOut.goLive(subscriber.key, sink: LiveSink(channel: self.channel, framing: .webSocket))
+            #expect(live)
+        }
+        var deliveries = LiveDeliveries(limit: 3)
+        let wakes = fanOut.append(
+            [self.tests.event(11), self.tests.event(12)], encoded: [:], history: self.tests.history, deliveries: &deliveries)
+        #expect(deliveries.writes.map(\.eventId) == [11, 11])
+        #expect(wakes.count == 2)
+        let firstPulled = self.tests.pulledIds(&fanOut, first.key)
+        #expect(firstPulled == [12])
+        let secondPulled = self.tests.pulledIds(&fanOut, second.key)
+        #expect(secondPulled == [12])
+    }
+}

@@ -114,19 +114,15 @@ extension EventHub {
         }
 
         /// Adds `event`, and its writes to the live subscribers who may see it to `deliveries`.
+        /// When they do not fit there (`LiveDeliveries.limit`), every live subscriber of the feed
+        /// leaves live delivery before the event instead, and pulls it (`trim` wakes them).
         mutating func append(_ event: LiveEvent, tenant: String, deliveries: inout LiveDeliveries) {
             let previous = self.newest
-            deliveries.add(event, after: previous, to: self.live.everyone, tenant: tenant)
-            if !self.live.byUser.isEmpty {
-                if self.live.byUser.count < event.audience.count {
-                    for (user, routes) in self.live.byUser where event.audience.contains(user) {
-                        deliveries.add(event, after: previous, to: routes, tenant: tenant)
-                    }
-                } else {
-                    for user in event.audience {
-                        if let routes = self.live.byUser[user] { deliveries.add(event, after: previous, to: routes, tenant: tenant) }
-                    }
-                }
+            let routes = self.live.routes(for: event)
+            if !routes.isEmpty, !deliveries.hasRoom(for: routes.reduce(0) { $0 + $1.count }) {
+                self.leaveLiveAll()
+            } else {
+                for group in routes { deliveries.add(event, after: previous, to: group, tenant: tenant) }
             }
             self.recent.append(event)
             self.recentBytes += event.estimatedBytes
@@ -284,6 +280,18 @@ extension EventHub {
         private(set) var byUser: [String: [Int: LiveRoute]] = [:]
 
         var ids: [Int] { Array(self.everyone.keys) + self.byUser.values.flatMap(\.keys) }
+
+        /// The routes of those who may see `event`: the tenant key's, and those of the users its
+        /// audience names (looked up from the smaller side).
+        func routes(for event: LiveEvent) -> [[Int: LiveRoute]] {
+            var found: [[Int: LiveRoute]] = self.everyone.isEmpty ? [] : [self.everyone]
+            if self.byUser.count < event.audience.count {
+                for (user, routes) in self.byUser where event.audience.contains(user) { found.append(routes) }
+            } else {
+                for user in event.audience { if let routes = self.byUser[user] { found.append(routes) } }
+            }
+            return found
+        }
 
         mutating func insert(_ route: LiveRoute, id: Int, user: String?) {
             if let user { self.byUser[user, default: [:]][id] = route } else { self.everyone[id] = route }

@@ -194,10 +194,24 @@ struct LiveDeliveries {
         let previous: Int64
     }
 
+    /// Most writes one look at the log gathers (about 64 bytes each while they wait): a page of
+    /// events to a great many live streams would otherwise take as much memory as events times
+    /// streams. The subscribers an event would take past it pull instead (`Feed.append`).
+    static let defaultLimit = 1 << 18
+
+    let limit: Int
     private(set) var events: [LiveEvent] = []
     private var byLoop: [ObjectIdentifier: (loop: any EventLoop, deliveries: [Delivery])] = [:]
+    private(set) var count = 0
+
+    init(limit: Int = LiveDeliveries.defaultLimit) {
+        self.limit = limit
+    }
 
     var isEmpty: Bool { self.byLoop.isEmpty }
+
+    /// Whether `writes` more fit under `limit`.
+    func hasRoom(for writes: Int) -> Bool { self.count + writes <= self.limit }
 
     /// Each write, as which subscriber gets which event id (in order for each subscriber).
     var writes: [(subscriber: EventFanOut.Key, eventId: Int64)] {
@@ -215,6 +229,7 @@ struct LiveDeliveries {
             let loop = route.sink.channel.eventLoop
             let delivery = Delivery(route: route, subscriber: EventFanOut.Key(tenant: tenant, id: id), frame: index!, previous: previous)
             self.byLoop[ObjectIdentifier(loop), default: (loop, [])].deliveries.append(delivery)
+            self.count += 1
         }
     }
 
