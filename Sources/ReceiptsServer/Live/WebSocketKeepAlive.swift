@@ -10,8 +10,8 @@ import NIOWebSocket
 /// took each pong through the socket's async inbound stream and the handler's actor: about
 /// 100 µs of CPU a ping, most of an idle stream's cost. Here a ping is one scheduled task on
 /// the event loop (sockets due in the same second share a wake-up) and one write, and the
-/// pong stops at this handler. Any frame from the
-/// client counts as an answer; pings the client sends pass on (the library answers them).
+/// pong stops at this handler. Any frame from the client counts as an answer; pings the
+/// client sends pass on (the library answers them).
 final class WebSocketKeepAlive: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundIn = WebSocketFrame
     typealias InboundOut = WebSocketFrame
