@@ -7,9 +7,9 @@ import Glibc
 
 extension BenchScenarios {
     /// The realtime edge at scale: N tenant-key WebSockets (or Server-Sent Events streams) open
-    /// at once, from several loopback addresses. For each N: handshakes a second, the service's memory per idle stream, its
-    /// CPU per idle stream per second, and one read's arrival on every stream (first, p50,
-    /// p99, last; the service's CPU per stream per event).
+    /// at once, from several loopback addresses. For each N: handshakes a second, the service's
+    /// memory per idle stream, its CPU per idle stream per second, and one read's arrival on
+    /// every stream (first, p50, p99, last; the service's CPU per stream per event).
     func streamsAtScale(_ kind: StreamProbes.Kind, into results: inout BenchResults) async throws {
         let counts = self.streamCounts ?? [self.count(1000, minimum: 20), self.count(10_000, minimum: 50)]
         guard let url = URL(string: self.client.baseURL), let host = url.host, let port = url.port else {
