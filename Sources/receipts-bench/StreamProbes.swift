@@ -110,13 +110,10 @@ private final class ProbeHandler: ChannelInboundHandler {
         var bytes = Self.unwrapInboundIn(data)
         self.buffer.writeBuffer(&bytes)
         if let upgraded {
-            let view = self.buffer.readableBytesView
-            guard let end = view.firstRange(of: Array("\r\n\r\n".utf8)) else { return }
-            let head = String(decoding: view[view.startIndex..<end.lowerBound], as: UTF8.self)
-            self.buffer.moveReaderIndex(forwardBy: end.upperBound - view.startIndex)
+            guard let head = readResponseHead(from: &self.buffer) else { return }
             self.upgraded = nil
             guard head.hasPrefix("HTTP/1.1 101") else {
-                upgraded.fail(ProbeFailure(description: head.split(separator: "\r\n").first.map(String.init) ?? "no answer"))
+                upgraded.fail(ProbeFailure(head: head))
                 context.close(promise: nil)
                 return
             }
@@ -196,13 +193,10 @@ private final class EventSourceProbeHandler: ChannelInboundHandler {
         var bytes = Self.unwrapInboundIn(data)
         self.buffer.writeBuffer(&bytes)
         if let opened {
-            let view = self.buffer.readableBytesView
-            guard let end = view.firstRange(of: Array("\r\n\r\n".utf8)) else { return }
-            let head = String(decoding: view[view.startIndex..<end.lowerBound], as: UTF8.self)
-            self.buffer.moveReaderIndex(forwardBy: end.upperBound - view.startIndex)
+            guard let head = readResponseHead(from: &self.buffer) else { return }
             self.opened = nil
             guard head.hasPrefix("HTTP/1.1 200") else {
-                opened.fail(ProbeFailure(description: head.split(separator: "\r\n").first.map(String.init) ?? "no answer"))
+                opened.fail(ProbeFailure(head: head))
                 context.close(promise: nil)
                 return
             }
@@ -229,6 +223,24 @@ private final class EventSourceProbeHandler: ChannelInboundHandler {
     }
 }
 
+/// The response head at the start of `buffer`, read past, once it has all come.
+private func readResponseHead(from buffer: inout ByteBuffer) -> String? {
+    let view = buffer.readableBytesView
+    guard let end = view.firstRange(of: Array("\r\n\r\n".utf8)) else { return nil }
+    let head = String(decoding: view[view.startIndex..<end.lowerBound], as: UTF8.self)
+    buffer.moveReaderIndex(forwardBy: end.upperBound - view.startIndex)
+    return head
+}
+
 struct ProbeFailure: Error, CustomStringConvertible {
     var description: String
+
+    init(description: String) {
+        self.description = description
+    }
+
+    /// A refusal: the head's status line.
+    init(head: String) {
+        self.description = head.split(separator: "\r\n").first.map(String.init) ?? "no answer"
+    }
 }

@@ -8,20 +8,36 @@ import Testing
 
 @Suite("Event hub")
 struct EventHubTests {
+    /// A store on the test database, a new tenant with the group "g" (members a and b), and a
+    /// hub that is not run: the tests drive its refreshes themselves, as notifications would.
+    struct Bed {
+        let pool: PostgresConnectionPool
+        let store: ReceiptsStore
+        let tenant: String
+        let hub: EventHub
+
+        init(options: EventHub.Options = .init()) async throws {
+            try await TestDatabase.ensureMigrated()
+            var configuration = TestDatabase.configuration
+            configuration.role = ReceiptsStore.serviceRole
+            self.pool = PostgresConnectionPool(configuration: configuration, logger: TestDatabase.logger)
+            self.store = ReceiptsStore(pool: self.pool, logger: TestDatabase.logger)
+            self.tenant = TestDatabase.uniqueName("tenant")
+            #expect(try await self.store.createTenant(id: self.tenant, name: "hub test", apiKeyHash: Array(self.tenant.utf8), tokenSecret: [1]))
+            #expect(try await self.store.putChat(tenant: self.tenant, chat: "g", kind: .group, members: ["a", "b"]) == .created)
+            let listener = PostgresListener(configuration: configuration, logger: TestDatabase.logger)
+            self.hub = EventHub(store: self.store, listener: listener, options: options, logger: TestDatabase.logger)
+        }
+
+        /// Refreshes until the hub has everything committed.
+        func catchUp() async { while await self.hub.refresh() != .upToDate {} }
+    }
+
     @Test("a subscriber that falls too far behind is closed with a reason; one that keeps up is not")
     func slowSubscriberIsClosed() async throws {
-        try await TestDatabase.ensureMigrated()
-        var configuration = TestDatabase.configuration
-        configuration.role = ReceiptsStore.serviceRole
-        let pool = PostgresConnectionPool(configuration: configuration, logger: TestDatabase.logger)
-        let store = ReceiptsStore(pool: pool, logger: TestDatabase.logger)
-        let tenant = TestDatabase.uniqueName("tenant")
-        #expect(try await store.createTenant(id: tenant, name: "hub test", apiKeyHash: Array(tenant.utf8), tokenSecret: [1]))
-        #expect(try await store.putChat(tenant: tenant, chat: "g", kind: .group, members: ["a", "b"]) == .created)
-        // Not run: the test drives refreshes itself, as notifications would.
-        let listener = PostgresListener(configuration: configuration, logger: TestDatabase.logger)
-        let hub = EventHub(store: store, listener: listener, options: .init(maximumLag: 10), logger: TestDatabase.logger)
-        func catchUp() async { while await hub.refresh() != .upToDate {} }
+        let bed = try await Bed(options: .init(maximumLag: 10))
+        let (pool, store, tenant, hub) = (bed.pool, bed.store, bed.tenant, bed.hub)
+        func catchUp() async { await bed.catchUp() }
 
         await catchUp()
         let start = try await hub.start(tenant: tenant, after: nil)

@@ -16,18 +16,9 @@ import Testing
 struct LiveDeliveryTests {
     @Test("a socket that stops taking events misses none: the stream pulls them in order, once, and the hub writes again when it caught up")
     func socketThatStopsTakingEvents() async throws {
-        try await TestDatabase.ensureMigrated()
-        var configuration = TestDatabase.configuration
-        configuration.role = ReceiptsStore.serviceRole
-        let pool = PostgresConnectionPool(configuration: configuration, logger: TestDatabase.logger)
-        let store = ReceiptsStore(pool: pool, logger: TestDatabase.logger)
-        let tenant = TestDatabase.uniqueName("tenant")
-        #expect(try await store.createTenant(id: tenant, name: "live test", apiKeyHash: Array(tenant.utf8), tokenSecret: [1]))
-        #expect(try await store.putChat(tenant: tenant, chat: "g", kind: .group, members: ["a", "b"]) == .created)
-        // Not run: the test drives refreshes itself, as notifications would.
-        let listener = PostgresListener(configuration: configuration, logger: TestDatabase.logger)
-        let hub = EventHub(store: store, listener: listener, logger: TestDatabase.logger)
-        func catchUp() async { while await hub.refresh() != .upToDate {} }
+        let bed = try await EventHubTests.Bed()
+        let (pool, store, tenant, hub) = (bed.pool, bed.store, bed.tenant, bed.hub)
+        func catchUp() async { await bed.catchUp() }
         await catchUp()
 
         let channel = NIOAsyncTestingChannel()

@@ -80,9 +80,7 @@ final class LiveSink: Sendable {
 
     private func scheduleHeartbeat(in interval: TimeAmount) {
         guard !self.state.value.isClosed else { return }
-        let second: UInt64 = 1_000_000_000
-        let due = (self.channel.eventLoop.now + interval).uptimeNanoseconds
-        let deadline = NIODeadline.uptimeNanoseconds((due + second - 1) / second * second)
+        let deadline = self.channel.eventLoop.wholeSecondDeadline(in: interval)
         self.state.value.heartbeat = self.channel.eventLoop.scheduleTask(deadline: deadline) {
             guard !self.state.value.isClosed, self.channel.isActive else { return }
             self.channel.writeAndFlush(HTTPResponsePart.body(ByteBuffer(string: ": heartbeat\n\n")), promise: nil)

@@ -59,12 +59,9 @@ final class WebSocketKeepAlive: ChannelInboundHandler, RemovableChannelHandler {
     }
 
     /// Schedules the next ping at the interval, rounded up to a whole second of the loop's
-    /// clock: the pings of the sockets that opened within the same second go out in one
-    /// wake-up of the loop, not each in its own (which cost most of a ping with 10,000 sockets).
+    /// clock (`wholeSecondDeadline(in:)`).
     private func arm(context: ChannelHandlerContext) {
-        let second: UInt64 = 1_000_000_000
-        let due = (context.eventLoop.now + self.interval).uptimeNanoseconds
-        let deadline = NIODeadline.uptimeNanoseconds((due + second - 1) / second * second)
+        let deadline = context.eventLoop.wholeSecondDeadline(in: self.interval)
         self.timer = context.eventLoop.assumeIsolated().scheduleTask(deadline: deadline) {
             self.timer = nil
             guard context.channel.isActive else { return }
