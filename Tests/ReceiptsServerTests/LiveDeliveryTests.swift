@@ -30,7 +30,7 @@ struct LiveDeliveryTests {
         let relay = Task { try await subscription.relay(to: sink) { id, _ in pulled.withLockedValue { $0.append(id) } } }
 
         var sent = 0
-        /// Sends `count` messages; returns their event ids' messages.
+        /// Sends `count` messages to the group; returns their ids.
         func send(_ count: Int) async throws -> [String] {
             var messages: [String] = []
             for _ in 0..<count {
