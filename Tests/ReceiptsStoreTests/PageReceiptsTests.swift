@@ -13,7 +13,9 @@ import Testing
 struct PageReceiptsTests {
     @Test("a page of a 100-member group lists and counts each message as the message alone does, through reads, deliveries, hidden reads, leaves and rejoins")
     func pageAgreesWithMessages() async throws {
-        let (store, pool, tenant) = try await TestDatabase.serviceStore(tenantPrefix: "page")
+        // Some 600 statements, about correctness, not time: a CI run with the whole suite beside
+        // it once took one of them past the default 5 s (57014), so the timeout is generous.
+        let (store, pool, tenant) = try await TestDatabase.serviceStore(tenantPrefix: "page", databaseTimeout: .seconds(60))
         var generator = UnreadCountTests.Generator(state: 28)
         let members = (0..<100).map { "member-\($0)" }  // four receipt chunks
         let senders = ["member-0", "member-1"]
