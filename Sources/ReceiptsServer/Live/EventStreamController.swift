@@ -16,6 +16,12 @@ import NIOCore
 struct EventStreamController {
     static let heartbeatInterval = TimeAmount.seconds(15)
 
+    /// One event of the stream: `id: <id>`, `data: <json>`, and the blank line that ends it
+    /// (written by the stream, and by the hub for a live one: `LiveFrame`).
+    static func event(id: String, json: String) -> String {
+        "id: \(id)\ndata: \(json)\n\n"
+    }
+
     let hub: EventHub
     let guards: StreamGuards
 
@@ -52,7 +58,7 @@ struct EventStreamController {
                 let reason: EventHub.CloseReason
                 do {
                     reason = try await subscription.relay(to: sink) { id, json in
-                        try await writer.write(ByteBuffer(string: "id: \(id)\ndata: \(json)\n\n"))
+                        try await writer.write(ByteBuffer(string: Self.event(id: id, json: json)))
                     }
                 } catch {
                     await sink.close()

@@ -88,36 +88,42 @@ final class LiveSink: Sendable {
         }
     }
 
+    /// What `write` did.
+    fileprivate enum WriteOutcome {
+        /// Written; `isFirstSinceFlush`: the sink is to be flushed after this batch.
+        case written(isFirstSinceFlush: Bool)
+        /// Not written: of a live period that ended, after `close()`, or to a closed socket.
+        case dropped
+        /// Not written: the socket cannot take more (nothing more of this period is written).
+        case full
+    }
+
     /// Writes `frame` (not flushed), on the channel's event loop, unless it is of a live period
     /// that ended.
-    ///
-    /// - Returns: false when the socket cannot take it (then nothing more of `period` is
-    ///   written); else true, also when it was dropped.
-    fileprivate func write(_ frame: LiveFrame, period: Int) -> Bool {
+    fileprivate func write(_ frame: LiveFrame, period: Int) -> WriteOutcome {
         if period > self.state.value.period {
             self.state.value.period = period
             self.state.value.isStopped = false
         }
         guard period == self.state.value.period, !self.state.value.isStopped, !self.state.value.isClosed, self.channel.isActive
-        else { return true }
+        else { return .dropped }
         guard self.channel.isWritable else {
             self.state.value.isStopped = true
-            return false
+            return .full
         }
         switch self.framing {
         case .webSocket:
-            guard let context = self.outlet.value?.context else { return true }
+            guard let context = self.outlet.value?.context else { return .dropped }
             context.write(NIOAny(frame.webSocket), promise: nil)
         case .serverSentEvents:
             self.channel.write(HTTPResponsePart.body(frame.serverSentEvent), promise: nil)
         }
-        self.state.value.isUnflushed = true
-        return true
+        defer { self.state.value.isUnflushed = true }
+        return .written(isFirstSinceFlush: !self.state.value.isUnflushed)
     }
 
     /// Flushes what `write` left unflushed: on the channel's event loop.
-    fileprivate func flushIfWritten() {
-        guard self.state.value.isUnflushed else { return }
+    fileprivate func flush() {
         self.state.value.isUnflushed = false
         switch self.framing {
         case .webSocket: self.outlet.value?.context?.flush()
@@ -167,7 +173,7 @@ struct LiveFrame: Sendable {
         }
         frame.writeString(event.json)
         self.webSocket = frame
-        self.serverSentEvent = ByteBuffer(string: "id: \(event.eventId)\ndata: \(event.json)\n\n")
+        self.serverSentEvent = ByteBuffer(string: EventStreamController.event(id: event.eventId, json: event.json))
     }
 }
 
@@ -242,16 +248,16 @@ struct LiveDeliveries {
             // line goes back and forth between the cores (a profile of 10,000 streams showed it).
             let frames = self.events.map(LiveFrame.init)
             loop.execute {
-                var written: [LiveSink] = []
+                var toFlush: [LiveSink] = []
                 for delivery in deliveries {
                     let sink = delivery.route.sink
-                    if sink.write(frames[delivery.frame], period: delivery.route.period) {
-                        written.append(sink)
-                    } else {
-                        fellBehind(delivery.subscriber, delivery.route.period, delivery.previous)
+                    switch sink.write(frames[delivery.frame], period: delivery.route.period) {
+                    case .written(isFirstSinceFlush: true): toFlush.append(sink)
+                    case .written, .dropped: break
+                    case .full: fellBehind(delivery.subscriber, delivery.route.period, delivery.previous)
                     }
                 }
-                for sink in written { sink.flushIfWritten() }
+                for sink in toFlush { sink.flush() }
             }
         }
     }
