@@ -1,6 +1,5 @@
 import Hummingbird
 import HummingbirdCore
-import HummingbirdWebSocket
 import Logging
 import NIOCore
 import Postgres
@@ -87,8 +86,10 @@ public struct ServiceComponents: Sendable {
     let authenticator: Authenticator
     let databaseHealth: DatabaseHealthMonitor
     let userTokens: UserTokens
-    /// The stream caps, the shutdown flag and the credential checks of every stream.
+    /// The stream caps and the credential checks of every stream.
     let streamGuards: StreamGuards
+    /// `GET /v1/stream`.
+    var webSocketStream: WebSocketStream { WebSocketStream(hub: self.hub, store: self.store, guards: self.streamGuards) }
     /// Which web origins may use which tenant's credentials.
     let origins: OriginPolicy
     /// Wakes the purge of deleted chats' messages.
@@ -117,7 +118,6 @@ public struct ServiceComponents: Sendable {
             authenticator: self.authenticator,
             limiter: StreamLimiter(
                 maximumPerUser: configuration.maximumStreamsPerUser, maximumPerTenant: configuration.maximumStreamsPerTenant),
-            shutdown: StreamShutdown(),
             origins: self.origins,
             credentials: StreamCredentialWatch(
                 authenticator: self.authenticator, checkInterval: configuration.streamCredentialCheckInterval, logger: store.logger)
@@ -187,48 +187,37 @@ public func buildRouter(_ components: ServiceComponents) -> Router<ReceiptsReque
     return router
 }
 
-/// HTTP/1 with the WebSocket upgrade, within the connection limits (README, "Limits,
-/// timeouts and faults"): at most `maximumConnections` open, one more answered 503 at once
-/// (`CappedConnectionChannel`); request heads complete within `requestHeadTimeout`, idle
-/// connections close after `idleConnectionTimeout`, malformed requests get 400 and a close
-/// (`HTTPConnectionGuard`);
-/// and on shutdown WebSockets close with 1001 and a reason (`StreamShutdownChannel`).
+/// HTTP/1 with the event stream's WebSocket upgrade (`EventStreamUpgradeChannel`), within the
+/// connection limits (README, "Limits, timeouts and faults"): at most `maximumConnections`
+/// open, one more answered 503 at once (`CappedConnectionChannel`); request heads complete
+/// within `requestHeadTimeout`, idle connections close after `idleConnectionTimeout`,
+/// malformed requests get 400 and a close (`HTTPConnectionGuard`).
 func buildServer(_ components: ServiceComponents) -> HTTPServerBuilder {
-    let webSocketResponder = buildWebSocketRouter(components).buildResponder()
+    let router = buildWebSocketRouter(components).buildResponder()
+    let upgrade = WebSocketUpgrade(stream: components.webSocketStream) { request, context in
+        try await router.respond(to: request, context: context)
+    }
     let limits = ConnectionTimeline.Limits(
         headTimeout: TimeAmount(components.configuration.requestHeadTimeout),
         idleTimeout: TimeAmount(components.configuration.idleConnectionTimeout)
     )
-    let shutdown = components.streamGuards.shutdown
     let maximum = components.configuration.maximumConnections
     let slots = ConnectionSlots(maximum: maximum, spillOver: ConnectionSlots.spillOver(forMaximum: maximum))
     return HTTPServerBuilder { responder in
         CappedConnectionChannel(
-            base: StreamShutdownChannel(
-                base: GuardedHTTPChannel(
-                    base: HTTP1WebSocketUpgradeChannel(
-                        responder: responder,
-                        webSocketResponder: webSocketResponder,
-                        // Idle time is the guard's: Hummingbird's own timer would only start after
-                        // the first request.
-                        configuration: .init(http1: .init(idleTimeout: nil), ws: WebSocketStream.serverConfiguration)
-                    ),
-                    limits: limits
-                ),
-                shutdown: shutdown
-            ),
+            base: GuardedHTTPChannel(base: EventStreamUpgradeChannel(responder: responder, upgrade: upgrade), limits: limits),
             slots: slots,
             headTimeout: min(limits.headTimeout, .seconds(1))
         )
     }
 }
 
-/// The WebSocket route, `GET /v1/stream`.
+/// The WebSocket router, which decides an upgrade of `GET /v1/stream`.
 public func buildWebSocketRouter(_ components: ServiceComponents) -> Router<ReceiptsWebSocketContext> {
     let router = Router(context: ReceiptsWebSocketContext.self)
     // The upgrade's database work (the credential, the resume point) has one deadline, as an
     // HTTP request's; the stream that follows runs outside it.
     router.add(middleware: DatabaseDeadlineMiddleware(timeout: components.configuration.databaseTimeout))
-    WebSocketStream(hub: components.hub, store: components.store, guards: components.streamGuards).addRoutes(to: router)
+    components.webSocketStream.addRoutes(to: router)
     return router
 }

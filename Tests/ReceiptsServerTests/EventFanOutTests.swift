@@ -28,7 +28,7 @@ struct EventFanOutTests {
         let (wakeups, wake) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
         let start = EventHub.Start(tenant: tenant, position: position, history: "h1", committedBefore: nil, resync: nil)
         let key = fanOut.subscribe(
-            principal, from: start, closesOnHistoryChange: closesOnHistoryChange, wake: wake, history: self.history,
+            principal, from: start, closesOnHistoryChange: closesOnHistoryChange, wake: SubscriberWake(wake), history: self.history,
             cursor: cursor ?? position)
         return (key, wakeups)
     }

@@ -42,7 +42,7 @@ struct EventHubLimitsTests {
         let (hub, store, tenant, pool) = try await Self.hub(options: .init(recentEvents: 1000, recentEventBytes: 64 * 1024), members: members)
         await Self.catchUp(hub)
         let start = try await hub.start(tenant: tenant, after: nil)
-        let behind = await hub.subscribe(.tenant(tenant), from: start)
+        let behind = hub.subscribe(.tenant(tenant), from: start).subscription
         for index in 0..<20 {
             _ = try await store.sendMessage(tenant: tenant, chat: "g", id: "m\(index)", sender: members[0], text: "x")
         }
@@ -74,7 +74,7 @@ struct EventHubLimitsTests {
         // A stream resuming from before the six: it reads them from the log, two at a time.
         let resumed = try await hub.start(tenant: tenant, after: String(before))
         #expect(resumed.resync == nil)
-        let subscription = await hub.subscribe(.tenant(tenant), from: resumed)
+        let subscription = hub.subscribe(.tenant(tenant), from: resumed).subscription
         let first = try await hub.nextEvents(for: subscription)
         #expect(first.events.map(\.id) == Array(logged.prefix(2)))
         // Retention deletes the next two before the stream reads them.

@@ -41,8 +41,8 @@ struct EventHubTests {
 
         await catchUp()
         let start = try await hub.start(tenant: tenant, after: nil)
-        let fast = await hub.subscribe(.tenant(tenant), from: start)
-        let slow = await hub.subscribe(.user(tenant: tenant, user: "a"), from: start)
+        let fast = hub.subscribe(.tenant(tenant), from: start).subscription
+        let (slow, slowWakeups) = hub.subscribe(.user(tenant: tenant, user: "a"), from: start)
         var received: [Int64] = []
         for round in 0..<6 {
             for index in 0..<4 {
@@ -59,7 +59,7 @@ struct EventHubTests {
         #expect(logged.count == 24)
         #expect(received == logged)
         await #expect(throws: EventHub.CloseReason.tooSlow) { try await hub.nextEvents(for: slow) }
-        let reason = try await slow.relay(to: nil) { _, _ in }
+        let reason = try await slow.relay(slowWakeups, to: nil) { _, _ in }
         #expect(reason == .tooSlow)
         #expect(hub.subscriberCount == 2)
         slow.cancel()

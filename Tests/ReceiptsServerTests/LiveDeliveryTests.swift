@@ -24,10 +24,10 @@ struct LiveDeliveryTests {
         let channel = NIOAsyncTestingChannel()
         try await channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 9)).get()
         let sink = LiveSink(channel: channel, framing: .webSocket)
-        try await sink.install()
-        let subscription = await hub.subscribe(.tenant(tenant), from: try await hub.start(tenant: tenant, after: nil))
+        try await channel.eventLoop.submit { try sink.install() }.get()
+        let (subscription, wakeups) = hub.subscribe(.tenant(tenant), from: try await hub.start(tenant: tenant, after: nil))
         let pulled = NIOLockedValueBox<[String]>([])
-        let relay = Task { try await subscription.relay(to: sink) { id, _ in pulled.withLockedValue { $0.append(id) } } }
+        let relay = Task { try await subscription.relay(wakeups, to: sink) { id, _ in pulled.withLockedValue { $0.append(id) } } }
 
         var sent = 0
         /// Sends `count` messages to the group; returns their ids.
@@ -84,7 +84,7 @@ struct LiveDeliveryTests {
 
         hub.close(subscription, .shuttingDown)
         #expect(try await relay.value == .shuttingDown)
-        await sink.close()
+        await sink.closeFromTask()
         _ = try await send(1)
         #expect(try await readWritten() == first + third)
         subscription.cancel()
@@ -112,7 +112,7 @@ struct LiveDeliveryTests {
         #expect(try await written() == [": heartbeat\n\n"])
         await loop.advanceTime(by: .seconds(15))
         #expect(try await written() == [": heartbeat\n\n"])
-        await sink.close()
+        await sink.closeFromTask()
         await loop.advanceTime(by: .seconds(60))
         #expect(try await written() == [])
     }

@@ -1,17 +1,16 @@
 import Hummingbird
 import HummingbirdCore
-import HummingbirdWebSocket
 import Logging
 import NIOCore
 
-/// Hummingbird's HTTP/1 child channel with the WebSocket upgrade, with the connection limits
+/// The HTTP/1 child channel with the event stream's WebSocket upgrade, with the connection limits
 /// (README, "Limits, timeouts and faults") added: an `HTTPConnectionGuard` on every
 /// connection, and a connection that its task's cancellation closes (so a shutdown escalated past its grace period ends
 /// every connection's task at once, whatever the client does).
 struct GuardedHTTPChannel: ServerChildChannel {
-    typealias Value = HTTP1WebSocketUpgradeChannel.Value
+    typealias Value = EventStreamUpgradeChannel.Value
 
-    let base: HTTP1WebSocketUpgradeChannel
+    let base: EventStreamUpgradeChannel
     let limits: ConnectionTimeline.Limits
 
     func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Value> {

@@ -40,7 +40,7 @@ struct EventFanOut {
     ///
     /// - Returns: the subscriber's key.
     mutating func subscribe(
-        _ principal: Principal, from start: EventHub.Start, closesOnHistoryChange: Bool, wake: AsyncStream<Void>.Continuation,
+        _ principal: Principal, from start: EventHub.Start, closesOnHistoryChange: Bool, wake: SubscriberWake,
         history: EventHistory?, cursor: Int64?
     ) -> Key {
         let id = self.nextSubscriberId
@@ -65,7 +65,7 @@ struct EventFanOut {
     }
 
     /// Marks a subscriber closed for `reason`; returns its wake-up to finish (nil when it is gone).
-    mutating func close(_ subscription: Key, _ reason: EventHub.CloseReason) -> AsyncStream<Void>.Continuation? {
+    mutating func close(_ subscription: Key, _ reason: EventHub.CloseReason) -> SubscriberWake? {
         guard self.feeds[subscription.tenant]?.subscribers[subscription.id] != nil else { return nil }
         // No more writes of its own: those already handed to its event loop go before the
         // stream's close.
@@ -127,7 +127,7 @@ struct EventFanOut {
     /// `period`: it leaves live delivery there and pulls what follows.
     ///
     /// - Returns: its wake-up (nil when it already left that period, or is gone).
-    mutating func fellBehind(_ subscription: Key, period: Int, at position: Int64) -> AsyncStream<Void>.Continuation? {
+    mutating func fellBehind(_ subscription: Key, period: Int, at position: Int64) -> SubscriberWake? {
         guard self.feeds[subscription.tenant]?.leaveLive(subscription.id, at: position, period: period) == true else { return nil }
         return self.feeds[subscription.tenant]!.subscribers[subscription.id]?.wake
     }
@@ -141,7 +141,7 @@ struct EventFanOut {
     /// subscribers are added to `deliveries`.
     mutating func append(
         _ events: [StoredEvent], encoded: [Int64: LiveEvent], history: EventHistory, deliveries: inout LiveDeliveries
-    ) -> [AsyncStream<Void>.Continuation] {
+    ) -> [SubscriberWake] {
         var touched = Set<String>()
         for event in events where self.feeds[event.tenantId] != nil {
             if event.type == "user.erased", let user = event.userId { self.feeds[event.tenantId]!.forget(user: user) }
@@ -150,7 +150,7 @@ struct EventFanOut {
                 encoded[event.id] ?? LiveEvent(event, history: history), tenant: event.tenantId, deliveries: &deliveries)
             touched.insert(event.tenantId)
         }
-        var wakes: [AsyncStream<Void>.Continuation] = []
+        var wakes: [SubscriberWake] = []
         for tenant in touched {
             wakes += self.feeds[tenant]!.trim(
                 to: self.options.recentEvents, bytes: self.options.recentEventBytes, maximumLag: self.options.maximumLag)
@@ -169,10 +169,10 @@ struct EventFanOut {
     /// Serves again after `follow(_:from:)`: the hub stands at `position` in the new history.
     ///
     /// - Returns: the wake-ups of every subscriber.
-    mutating func resume(from position: Int64) -> [AsyncStream<Void>.Continuation] {
+    mutating func resume(from position: Int64) -> [SubscriberWake] {
         guard self.awaitsCursor else { return [] }
         self.awaitsCursor = false
-        var wakes: [AsyncStream<Void>.Continuation] = []
+        var wakes: [SubscriberWake] = []
         for tenant in self.feeds.keys { wakes += self.feeds[tenant]!.resume(from: position) }
         return wakes
     }
@@ -180,9 +180,9 @@ struct EventFanOut {
     /// Closes every subscriber for `reason` and takes no more (shutdown).
     ///
     /// - Returns: their wake-ups, to finish.
-    mutating func closeAll(_ reason: EventHub.CloseReason) -> [AsyncStream<Void>.Continuation] {
+    mutating func closeAll(_ reason: EventHub.CloseReason) -> [SubscriberWake] {
         self.isShuttingDown = true
-        var wakes: [AsyncStream<Void>.Continuation] = []
+        var wakes: [SubscriberWake] = []
         for tenant in self.feeds.keys {
             self.feeds[tenant]!.leaveLiveAll()
             for id in self.feeds[tenant]!.subscribers.keys {

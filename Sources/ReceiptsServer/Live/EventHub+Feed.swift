@@ -15,7 +15,7 @@ extension EventHub {
         var startedAt: Int64
         /// For a new stream: the events committed before it started, which are not sent.
         var committedBefore: CommittedBefore?
-        let wake: AsyncStream<Void>.Continuation
+        let wake: SubscriberWake
         var closeReason: CloseReason?
         /// Its client may hold events of a history the database lost (a failover): its next
         /// batch is `resync.required`, at its position, or at where the hub goes on from when
@@ -230,9 +230,9 @@ extension EventHub {
         /// `resync.required` go on from there.
         ///
         /// - Returns: the wake-ups of every subscriber.
-        mutating func resume(from position: Int64) -> [AsyncStream<Void>.Continuation] {
+        mutating func resume(from position: Int64) -> [SubscriberWake] {
             self.coveredFrom = position
-            var wakes: [AsyncStream<Void>.Continuation] = []
+            var wakes: [SubscriberWake] = []
             for (id, subscriber) in self.subscribers {
                 if subscriber.pendingResync == .atCursor {
                     self.subscribers[id]!.position = position
@@ -254,13 +254,13 @@ extension EventHub {
         /// more than `maximumLag` behind as too slow.
         ///
         /// - Returns: the wake-ups of every subscriber not in live delivery, closed ones finished.
-        mutating func trim(to limit: Int, bytes byteLimit: Int, maximumLag: Int) -> [AsyncStream<Void>.Continuation] {
+        mutating func trim(to limit: Int, bytes byteLimit: Int, maximumLag: Int) -> [SubscriberWake] {
             while let oldest = self.recent.first, self.recent.count > limit || self.recentBytes > byteLimit {
                 self.coveredFrom = oldest.id
                 self.recentBytes -= oldest.estimatedBytes
                 self.recent.removeFirst()
             }
-            var wakes: [AsyncStream<Void>.Continuation] = []
+            var wakes: [SubscriberWake] = []
             wakes.reserveCapacity(self.subscribers.count)
             for (id, subscriber) in self.subscribers {
                 if subscriber.closeReason == nil && subscriber.livePeriod == nil && self.liveLag(of: subscriber.position) > maximumLag {

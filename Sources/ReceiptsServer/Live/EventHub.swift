@@ -283,18 +283,28 @@ public final class EventHub: Service, Sendable {
         }
     }
 
-    /// Registers a stream; events after `start` are delivered through the subscription. One
-    /// that `closesOnHistoryChange` ends with `CloseReason.historyChanged` when the database
-    /// goes on to another event history; any other goes on (`Feed.follow(_:from:)`).
-    func subscribe(_ principal: Principal, from start: Start, closesOnHistoryChange: Bool = false) async -> EventSubscription {
-        let (wakeups, wake) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
+    /// Registers a stream, woken through `wake` (from the first pull on); events after `start`
+    /// are delivered through the subscription. One that `closesOnHistoryChange` ends with
+    /// `CloseReason.historyChanged` when the database goes on to another event history; any
+    /// other goes on (`Feed.follow(_:from:)`).
+    func subscribe(_ principal: Principal, from start: Start, closesOnHistoryChange: Bool = false, wake: SubscriberWake) -> EventSubscription {
         let key = self.state.withLockedValue { state in
             state.fanOut.subscribe(
                 principal, from: start, closesOnHistoryChange: closesOnHistoryChange, wake: wake, history: state.log.history,
                 cursor: state.log.cursor?.position)
         }
         wake.yield()
-        return EventSubscription(hub: self, id: key.id, tenant: key.tenant, principal: principal, resync: start.resync, wakeups: wakeups)
+        return EventSubscription(hub: self, id: key.id, tenant: key.tenant, principal: principal, resync: start.resync)
+    }
+
+    /// Registers a stream whose task waits for its wake-ups on `wakeups` (see
+    /// `subscribe(_:from:closesOnHistoryChange:wake:)`).
+    func subscribe(
+        _ principal: Principal, from start: Start, closesOnHistoryChange: Bool = false
+    ) -> (subscription: EventSubscription, wakeups: AsyncStream<Void>) {
+        let (wakeups, wake) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
+        let subscription = self.subscribe(principal, from: start, closesOnHistoryChange: closesOnHistoryChange, wake: SubscriberWake(wake))
+        return (subscription, wakeups)
     }
 
     /// Closes one subscription (its stream ends with `reason`).
@@ -447,7 +457,7 @@ public final class EventHub: Service, Sendable {
                     encoded[event.id] = LiveEvent(event, history: history)
                 }
                 var deliveries = LiveDeliveries()
-                let (wakes, cursor) = self.state.withLockedValue { state -> ([AsyncStream<Void>.Continuation], EventLogCursor?) in
+                let (wakes, cursor) = self.state.withLockedValue { state -> ([SubscriberWake], EventLogCursor?) in
                     // Another refresh (tests call it directly) may have moved on meanwhile.
                     guard let (accepted, cursor) = state.log.accept(page, readAfter: from) else { return ([], nil) }
                     // Settled in the history the database went on to: the feeds serve again

@@ -45,7 +45,7 @@ struct EventStreamController {
             try await request.body.consumeWithCancellationOnInboundClose { _ in
                 // Subscribed here, not before the response: a body that is never written
                 // leaves nothing behind (events since `start` are read from the log).
-                let subscription = await self.hub.subscribe(principal, from: start)
+                let (subscription, wakeups) = self.hub.subscribe(principal, from: start)
                 defer { subscription.cancel() }
                 let watch = self.guards.credentials.watch(credential) { self.hub.close(subscription, .credentialEnded) }
                 defer { self.guards.credentials.stop(watch) }
@@ -57,14 +57,14 @@ struct EventStreamController {
                 sink.startHeartbeats(every: Self.heartbeatInterval)
                 let reason: EventHub.CloseReason
                 do {
-                    reason = try await subscription.relay(to: sink) { id, json in
+                    reason = try await subscription.relay(wakeups, to: sink) { id, json in
                         try await writer.write(ByteBuffer(string: Self.event(id: id, json: json)))
                     }
                 } catch {
-                    await sink.close()
+                    await sink.closeFromTask()
                     throw error
                 }
-                await sink.close()
+                await sink.closeFromTask()
                 try await writer.write(ByteBuffer(string: ": closed: \(reason.rawValue)\n\n"))
             }
             try await writer.finish(nil)

@@ -1,6 +1,6 @@
 import ServiceLifecycle
 
-/// One open stream's view of the hub: wake-ups, and the events after its position.
+/// One open stream's view of the hub: the events after its position.
 struct EventSubscription: Sendable {
     let hub: EventHub
     let id: Int
@@ -9,14 +9,13 @@ struct EventSubscription: Sendable {
     /// Set when the client asked to resume from an unknown or expired id, or one of a history
     /// the database lost.
     let resync: EventHub.Resync?
-    /// Yields when there may be new events; finishes when the subscription is closed.
-    let wakeups: AsyncStream<Void>
 
     /// Its place in the hub's fan-out.
     var key: EventFanOut.Key { EventFanOut.Key(tenant: self.tenant, id: self.id) }
 
     /// Sends everything the subscriber may see, in order, until the subscription is closed
-    /// or `send` throws.
+    /// or `send` throws, pulling whenever `wakeups` (the subscription's:
+    /// `EventHub.subscribe(_:from:closesOnHistoryChange:)`) yields.
     ///
     /// Whenever it is up to date, it asks the hub to write what follows to `sink` itself (live
     /// delivery: `EventHub.goLive`), and sends again only when the hub wakes it to pull (its
@@ -27,17 +26,19 @@ struct EventSubscription: Sendable {
     /// On graceful shutdown of the server (SIGTERM), the stream ends with `.shuttingDown`:
     /// the server waits for open connections, so streams must not wait for the hub.
     func relay(
+        _ wakeups: AsyncStream<Void>,
         to sink: LiveSink?,
         _ send: (_ id: String, _ json: String) async throws -> Void
     ) async throws -> EventHub.CloseReason {
         try await withGracefulShutdownHandler {
-            try await self.relayUntilClosed(to: sink, send)
+            try await self.relayUntilClosed(wakeups, to: sink, send)
         } onGracefulShutdown: {
             self.hub.close(self, .shuttingDown)
         }
     }
 
     private func relayUntilClosed(
+        _ wakeups: AsyncStream<Void>,
         to sink: LiveSink?,
         _ send: (_ id: String, _ json: String) async throws -> Void
     ) async throws -> EventHub.CloseReason {
@@ -45,7 +46,7 @@ struct EventSubscription: Sendable {
             try await send(resync.eventId, resync.json)
         }
         do {
-            for await _ in self.wakeups {
+            for await _ in wakeups {
                 while true {
                     let batch = try await self.hub.nextEvents(for: self)
                     if let resync = batch.resync { try await send(resync.eventId, resync.json) }

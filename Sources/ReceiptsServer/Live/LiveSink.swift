@@ -48,25 +48,27 @@ final class LiveSink: Sendable {
     }
 
     /// Puts a WebSocket sink's outlet first in the pipeline, next to the socket: the hub's
-    /// frames are encoded once for every socket (`LiveFrame`), so they pass no handler.
-    func install() async throws {
+    /// frames are encoded once for every socket (`LiveFrame`), so they pass no handler. On the
+    /// channel's event loop.
+    func install() throws {
         guard case .webSocket = self.framing else { return }
-        try await self.channel.eventLoop.submit {
-            let outlet = LiveFrameOutlet()
-            try self.channel.pipeline.syncOperations.addHandler(outlet, position: .first)
-            self.outlet.value = outlet
-        }.get()
+        let outlet = LiveFrameOutlet()
+        try self.channel.pipeline.syncOperations.addHandler(outlet, position: .first)
+        self.outlet.value = outlet
     }
 
     /// Stops the hub's writes before the stream writes its end: those already handed to the
     /// event loop are written first, any later one is dropped (the client resumes after its
-    /// last id).
-    func close() async {
-        try? await self.channel.eventLoop.submit {
-            self.state.value.isClosed = true
-            self.state.value.heartbeat?.cancel()
-            self.state.value.heartbeat = nil
-        }.get()
+    /// last id). On the channel's event loop.
+    func close() {
+        self.state.value.isClosed = true
+        self.state.value.heartbeat?.cancel()
+        self.state.value.heartbeat = nil
+    }
+
+    /// `close()` from any task: done once this returns.
+    func closeFromTask() async {
+        try? await self.channel.eventLoop.submit { self.close() }.get()
     }
 
     /// Writes a Server-Sent Events comment every `interval` until `close()`, from the event

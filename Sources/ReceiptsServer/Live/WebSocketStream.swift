@@ -1,26 +1,40 @@
 import Foundation
 import Hummingbird
-import HummingbirdWebSocket
 import Logging
+import NIOConcurrencyHelpers
 import NIOCore
 import NIOWebSocket
 import ReceiptsCore
 import ReceiptsStore
 
-/// The request context of the WebSocket router: the caller and where their stream starts,
-/// both settled before the handshake response.
-public struct ReceiptsWebSocketContext: RequestContext, WebSocketRequestContext {
+/// The request context of the WebSocket router, which decides an upgrade: the caller and
+/// where their stream starts, settled before the handshake response.
+public struct ReceiptsWebSocketContext: RequestContext {
     public var coreContext: CoreRequestContextStorage
-    public let webSocket: WebSocketHandlerReference<Self>
-    /// The connection: a refused upgrade's answer is put into its pipeline
-    /// (`UpgradeRejectionMiddleware`), and so is the shutdown close rewrite.
-    let channel: any Channel
+    /// Set by `StreamStartMiddleware`.
     var stream: OpeningStream?
+    /// Where the route leaves an accepted stream for the upgrade (the context is a value, and
+    /// the router's own copy is gone once it answered).
+    let accepted = AcceptedStream()
 
     public init(source: Source) {
         self.coreContext = .init(source: source)
-        self.webSocket = .init()
-        self.channel = source.channel
+    }
+}
+
+/// The stream a WebSocket upgrade accepted, handed from the router to the upgrade.
+final class AcceptedStream: Sendable {
+    private let stream = NIOLockedValueBox<OpeningStream?>(nil)
+
+    func accept(_ stream: OpeningStream) {
+        self.stream.withLockedValue { $0 = stream }
+    }
+
+    func take() -> OpeningStream? {
+        self.stream.withLockedValue { stream in
+            defer { stream = nil }
+            return stream
+        }
     }
 }
 
@@ -37,7 +51,6 @@ struct OpeningStream: Sendable {
 struct StreamGuards: Sendable {
     let authenticator: Authenticator
     let limiter: StreamLimiter
-    let shutdown: StreamShutdown
     /// The web origins each tenant allows: a browser's upgrade from another is refused.
     let origins: OriginPolicy
     /// Ends a stream when its credential stops being valid.
@@ -50,20 +63,19 @@ struct StreamGuards: Sendable {
 /// `{"type":"delivered","chatId","messageIds":[…]}` to acknowledge delivery as its user; when
 /// the database cannot record one, the client gets `{"type":"delivered.failed","chatId",
 /// "messageIds","error":{"code","message"}}` (no `id`: it is no event of the log) and may send
-/// it again. Client frames over 64 KiB close the socket with 1009 (`serverConfiguration`), and
-/// messages of several frames are taken up to 1 MiB.
-struct WebSocketStream {
-    /// Largest client frame: README, "Limits, timeouts and faults" (hummingbird-websocket's
-    /// default is 16 KiB). NIO's frame decoder refuses a larger one with close 1009.
+/// it again. Client frames over 64 KiB close the socket with 1009, and messages of several
+/// frames are taken up to 1 MiB.
+///
+/// The upgrade is decided by the WebSocket router (`addRoutes(to:)`: the caller, the origin,
+/// the stream caps, where the stream starts); `EventStreamChannel` answers a refusal with the
+/// router's status and error JSON. After the handshake the socket is held by NIO handlers
+/// alone (`WebSocketStreamHandler`), with no task while the stream is live.
+struct WebSocketStream: Sendable {
+    /// Largest client frame: README, "Limits, timeouts and faults". NIO's frame decoder
+    /// refuses a larger one with close 1009.
     static let maximumFrameSize = 64 * 1024
     /// Largest message a client may send in several frames.
     static let maximumMessageSize = 1024 * 1024
-
-    /// The WebSocket part of the server configuration. The library's own ping is off:
-    /// `WebSocketKeepAlive` pings from the event loop instead.
-    static var serverConfiguration: WebSocketServerConfiguration {
-        WebSocketServerConfiguration(maxFrameSize: Self.maximumFrameSize, autoPing: .disabled)
-    }
 
     /// The answer to `GET /v1/stream` without a WebSocket upgrade: 426, naming the protocol
     /// to upgrade to (RFC 9110, 15.5.22).
@@ -78,53 +90,17 @@ struct WebSocketStream {
     let store: ReceiptsStore
     let guards: StreamGuards
 
+    /// The route that decides an upgrade: it answers 200 (and leaves the stream in the
+    /// context's `accepted`) when the stream may open; any refusal is an `APIError`.
     func addRoutes(to router: Router<ReceiptsWebSocketContext>) {
-        router.add(middleware: UpgradeRejectionMiddleware())
         router.add(middleware: ErrorMiddleware())
         router.group("v1/stream")
             .add(middleware: StreamStartMiddleware(guards: self.guards, hub: self.hub))
-            .ws { _, _ in .upgrade([:]) } onUpgrade: { inbound, outbound, context in
-                guard let opening = context.requestContext.stream else { return }
-                defer { opening.permit.release() }
-                try await GoingAwayCloseHandler.install(on: context.requestContext.channel, shutdown: self.guards.shutdown)
-                try await WebSocketKeepAlive.install(on: context.requestContext.channel)
-                let subscription = await self.hub.subscribe(opening.principal, from: opening.start)
-                defer { subscription.cancel() }
-                let watch = self.guards.credentials.watch(opening.credential) { self.hub.close(subscription, .credentialEnded) }
-                defer { self.guards.credentials.stop(watch) }
-                let sink = LiveSink(channel: context.requestContext.channel, framing: .webSocket)
-                try await sink.install()
-                let reason = try await withThrowingTaskGroup(of: Ending.self) { group -> EventHub.CloseReason? in
-                    group.addTask {
-                        .closed(try await subscription.relay(to: sink) { _, json in try await outbound.write(.text(json)) })
-                    }
-                    group.addTask {
-                        try await self.acknowledgeDeliveries(from: inbound, to: outbound, principal: opening.principal, logger: context.logger)
-                        return .clientLeft
-                    }
-                    while let ending = try await group.next() {
-                        switch ending {
-                        case .closed(let reason):
-                            group.cancelAll()
-                            return reason
-                        case .clientLeft:
-                            group.cancelAll()
-                            return nil
-                        }
-                    }
-                    return nil
-                }
-                await sink.close()
-                if let reason {
-                    try await outbound.close(Self.closeCode(for: reason), reason: reason.rawValue)
-                }
+            .get { _, context -> Response in
+                guard let stream = context.stream else { throw APIError(.internalServerError, .internalError, "internal error") }
+                context.accepted.accept(stream)
+                return Response(status: .ok)
             }
-    }
-
-    /// How one of the stream's tasks ended.
-    private enum Ending {
-        case closed(EventHub.CloseReason)
-        case clientLeft
     }
 
     /// 1001 when the server goes away; 1008 ("policy violation") when the client must change
@@ -169,35 +145,32 @@ struct WebSocketStream {
         }
     }
 
-    /// Marks delivery for `{"type":"delivered",…}` frames of a user token; anything else,
-    /// and chats the user is not in, are ignored. A delivery the database could not record is
-    /// logged and answered with `delivered.failed`.
-    private func acknowledgeDeliveries(
-        from inbound: WebSocketInboundStream, to outbound: WebSocketOutboundWriter, principal: Principal, logger: Logger
-    ) async throws {
-        for try await message in inbound.messages(maxSize: Self.maximumMessageSize) {
-            guard case .text(let text) = message, let user = principal.tokenUser,
-                let acknowledgement = try? JSONDecoder().decode(DeliveryAcknowledgement.self, from: Data(text.utf8)),
-                acknowledgement.type == "delivered", Identifier.isValid(acknowledgement.chatId),
-                let ids = try? Validation.messageIds(acknowledgement.messageIds)
-            else { continue }
-            do {
-                _ = try await self.store.markDelivered(
-                    tenant: principal.tenantId, chat: acknowledgement.chatId, user: user, target: .messages(ids))
-            } catch is CancellationError {
-                throw CancellationError()
-            } catch {
-                logger.warning(
-                    "recording a delivery sent over a WebSocket failed",
-                    metadata: [
-                        "receipts.tenant_id": "\(principal.tenantId)", "receipts.chat_id": "\(acknowledgement.chatId)",
-                        "error": "\(String(reflecting: type(of: error)))",
-                    ])
-                let failure = DeliveryFailure(
-                    chatId: acknowledgement.chatId, messageIds: acknowledgement.messageIds,
-                    error: APIError(.serviceUnavailable, .unavailable, "the delivery was not recorded; send it again"))
-                try await outbound.write(.text(try failure.json))
-            }
+    /// Marks delivery for a `{"type":"delivered",…}` message of a user token; anything else,
+    /// and chats the user is not in, are ignored.
+    ///
+    /// - Returns: the `delivered.failed` message to send when the database could not record
+    ///   it (logged), else nil.
+    func acknowledgeDelivery(_ text: String, principal: Principal, logger: Logger) async -> String? {
+        guard let user = principal.tokenUser,
+            let acknowledgement = try? JSONDecoder().decode(DeliveryAcknowledgement.self, from: Data(text.utf8)),
+            acknowledgement.type == "delivered", Identifier.isValid(acknowledgement.chatId),
+            let ids = try? Validation.messageIds(acknowledgement.messageIds)
+        else { return nil }
+        do {
+            _ = try await self.store.markDelivered(
+                tenant: principal.tenantId, chat: acknowledgement.chatId, user: user, target: .messages(ids))
+            return nil
+        } catch {
+            logger.warning(
+                "recording a delivery sent over a WebSocket failed",
+                metadata: [
+                    "receipts.tenant_id": "\(principal.tenantId)", "receipts.chat_id": "\(acknowledgement.chatId)",
+                    "error": "\(String(reflecting: type(of: error)))",
+                ])
+            let failure = DeliveryFailure(
+                chatId: acknowledgement.chatId, messageIds: acknowledgement.messageIds,
+                error: APIError(.serviceUnavailable, .unavailable, "the delivery was not recorded; send it again"))
+            return try? failure.json
         }
     }
 }

@@ -247,9 +247,9 @@ final class WebhookDelivery: Sendable {
             let start = try await self.delivery.hub.startDelivery(
                 tenant: self.key.tenant, after: self.acknowledged, positionHistory: self.acknowledgedHistory,
                 sent: self.receivedHistory.isEmpty ? nil : (self.sentThrough, self.receivedHistory), committedBefore: committedBefore)
-            let subscription = await self.delivery.hub.subscribe(.tenant(self.key.tenant), from: start, closesOnHistoryChange: true)
+            let (subscription, wakeups) = self.delivery.hub.subscribe(.tenant(self.key.tenant), from: start, closesOnHistoryChange: true)
             self.subscription = subscription
-            self.wakeups = subscription.wakeups.makeAsyncIterator()
+            self.wakeups = wakeups.makeAsyncIterator()
             self.sentThrough = start.history == self.receivedHistory ? max(self.sentThrough, start.position) : start.position
             self.receivedHistory = start.history
             self.received = start.position
