@@ -59,7 +59,10 @@ public func buildApplication(
             serverName: "receiptsd"
         ),
         services: [
-            pool, store, listener, hub, credentialNotifications, components.streamGuards.credentials, components.databaseHealth,
+            // Before the hub: on shutdown it waits for the WebSockets' close frames after the hub
+            // closed every stream.
+            pool, store, listener, components.streamGuards.openWebSockets, hub, credentialNotifications,
+            components.streamGuards.credentials, components.databaseHealth,
             EventRetentionService(
                 store: store, retentionSeconds: configuration.eventRetentionSeconds, interval: .seconds(3600), logger: logger),
             // Deleting, erasing and credentials: background work.
@@ -120,7 +123,8 @@ public struct ServiceComponents: Sendable {
                 maximumPerUser: configuration.maximumStreamsPerUser, maximumPerTenant: configuration.maximumStreamsPerTenant),
             origins: self.origins,
             credentials: StreamCredentialWatch(
-                authenticator: self.authenticator, checkInterval: configuration.streamCredentialCheckInterval, logger: store.logger)
+                authenticator: self.authenticator, checkInterval: configuration.streamCredentialCheckInterval, logger: store.logger),
+            openWebSockets: OpenWebSockets()
         )
         self.databaseHealth = DatabaseHealthMonitor(pool: pool, logger: store.logger)
         self.webhooks = WebhookDispatcher(

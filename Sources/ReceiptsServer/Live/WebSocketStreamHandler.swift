@@ -63,6 +63,8 @@ final class WebSocketStreamHandler: ChannelInboundHandler, RemovableChannelHandl
     private var acknowledgements: [String] = []
     private var isAcknowledging = false
     private var closeTimer: Scheduled<Void>?
+    /// Counted among the `OpenWebSockets` (until it sent its close frame, or closed).
+    private var isCounted = false
 
     init(stream: WebSocketStream, opening: OpeningStream, logger: Logger) {
         self.stream = stream
@@ -101,6 +103,8 @@ final class WebSocketStreamHandler: ChannelInboundHandler, RemovableChannelHandl
             return
         }
         self.sink = sink
+        self.stream.guards.openWebSockets.opened()
+        self.isCounted = true
         let handler = NIOLoopBound(self, eventLoop: context.eventLoop)
         let loop = context.eventLoop
         let wake = SubscriberWake(
@@ -173,8 +177,7 @@ final class WebSocketStreamHandler: ChannelInboundHandler, RemovableChannelHandl
             context.close(promise: nil)
             return
         }
-        self.phase = .closing
-        self.sink?.close()
+        self.stopSending()
         var data = frame.unmaskedData
         let code = data.readWebSocketErrorCode() ?? .normalClosure
         var answer = context.channel.allocator.buffer(capacity: 2)
@@ -297,8 +300,7 @@ final class WebSocketStreamHandler: ChannelInboundHandler, RemovableChannelHandl
     /// answers, or after `closeTimeout`.
     private func close(_ code: WebSocketErrorCode, reason: String) {
         guard self.phase == .open, let context else { return }
-        self.phase = .closing
-        self.sink?.close()
+        self.stopSending()
         var data = context.channel.allocator.buffer(capacity: 2 + reason.utf8.count)
         data.write(webSocketErrorCode: code)
         data.writeString(reason)
@@ -308,14 +310,25 @@ final class WebSocketStreamHandler: ChannelInboundHandler, RemovableChannelHandl
         }
     }
 
+    /// Sends nothing more from here on: the hub's writes stop (those already handed to the
+    /// event loop went first), and a close frame is the last frame.
+    private func stopSending() {
+        self.phase = .closing
+        self.sink?.close()
+        if self.isCounted {
+            self.isCounted = false
+            self.stream.guards.openWebSockets.closed()
+        }
+    }
+
     /// Gives back what the stream holds, once: its subscription, credential watch and place
     /// under the caps.
     private func giveBack() {
         guard self.phase != .closed else { return }
+        self.stopSending()
         self.phase = .closed
         self.closeTimer?.cancel()
         self.closeTimer = nil
-        self.sink?.close()
         if let subscription { self.stream.hub.unsubscribe(subscription) }
         if let watch { self.stream.guards.credentials.stop(watch) }
         self.subscription = nil

@@ -16,6 +16,35 @@ struct RawUpgrade {
     let status: Int
     let head: String
     let body: String
+    let received: ReceivedBytes
+    /// The length of the answer's head, with the blank line that ends it.
+    let headLength: Int
+
+    /// What the server sent after the answer's head (after a 101: WebSocket frames).
+    var receivedAfterHead: [UInt8] { Array(self.received.bytes.dropFirst(self.headLength)) }
+
+    /// Whether the server closed the connection.
+    var isClosed: Bool { self.received.snapshot.closed }
+
+    /// Sends one WebSocket frame, masked as a client's must be (RFC 6455, 5.3).
+    func send(opcode: UInt8, fin: Bool = true, payload: [UInt8]) async throws {
+        var frame = ByteBuffer()
+        frame.writeInteger(UInt8(fin ? 0x80 : 0) | opcode)
+        switch payload.count {
+        case ..<126:
+            frame.writeInteger(UInt8(0x80 | payload.count))
+        case ...Int(UInt16.max):
+            frame.writeInteger(UInt8(0x80 | 126))
+            frame.writeInteger(UInt16(payload.count))
+        default:
+            frame.writeInteger(UInt8(0x80 | 127))
+            frame.writeInteger(UInt64(payload.count))
+        }
+        let mask: [UInt8] = [0x37, 0xFA, 0x21, 0x3D]
+        frame.writeBytes(mask)
+        frame.writeBytes(payload.enumerated().map { $0.element ^ mask[$0.offset % 4] })
+        try await self.channel.writeAndFlush(frame).get()
+    }
 
     /// The `error.code` of a JSON error body.
     var errorCode: String? {
@@ -52,7 +81,9 @@ struct RawUpgrade {
                 }.first ?? 0
                 let body = String(text[end.upperBound...])
                 if status == 101 || body.utf8.count >= length {
-                    return RawUpgrade(channel: channel, status: status, head: head, body: body)
+                    return RawUpgrade(
+                        channel: channel, status: status, head: head, body: body, received: received,
+                        headLength: text[..<end.upperBound].utf8.count)
                 }
             }
             if closed { break }
@@ -73,13 +104,19 @@ struct RawUpgrade {
     /// Collects what the server sends.
     final class ReceivedBytes: ChannelInboundHandler, Sendable {
         typealias InboundIn = ByteBuffer
-        private let state = NIOLockedValueBox((text: "", closed: false))
+        private let state = NIOLockedValueBox((bytes: [UInt8](), closed: false))
 
-        var snapshot: (text: String, closed: Bool) { self.state.withLockedValue { $0 } }
+        /// What was received so far as text (bytes that are no UTF-8 replaced), and whether
+        /// the connection closed.
+        var snapshot: (text: String, closed: Bool) {
+            self.state.withLockedValue { (String(decoding: $0.bytes, as: UTF8.self), $0.closed) }
+        }
+
+        var bytes: [UInt8] { self.state.withLockedValue { $0.bytes } }
 
         func channelRead(context: ChannelHandlerContext, data: NIOAny) {
             let buffer = self.unwrapInboundIn(data)
-            self.state.withLockedValue { $0.text += String(buffer: buffer) }
+            self.state.withLockedValue { $0.bytes += buffer.readableBytesView }
         }
 
         func channelInactive(context: ChannelHandlerContext) {
