@@ -145,56 +145,39 @@ struct WebSocketUpgrade: Sendable {
         case refuse(Refusal)
     }
 
-    /// The router's answer to a refused upgrade.
+    /// The router's answer to a refused upgrade: an `APIError`'s status, headers and JSON.
     struct Refusal: Sendable {
         let status: HTTPResponse.Status
         let headers: HTTPFields
         let body: ByteBuffer
+
+        init(_ error: APIError) {
+            self.status = error.status
+            self.headers = error.responseHeaders
+            self.body = ByteBuffer(string: (try? error.json) ?? "")
+        }
     }
 
     let stream: WebSocketStream
     let respond: @Sendable (Request, ReceiptsWebSocketContext) async throws -> Response
 
+    /// Runs the router on the upgrade request: accepted when it answers 200 with a stream
+    /// (`AcceptedStream`), refused with the `APIError` it throws (`ErrorMiddleware` makes every
+    /// error one).
     func decide(_ head: HTTPRequestHead, channel: any Channel, logger: Logger) async -> Decision {
+        guard let request = try? HTTPRequest(head, secure: false, splitCookie: false) else {
+            return .refuse(Refusal(.invalidRequest("malformed upgrade request")))
+        }
         let context = ReceiptsWebSocketContext(source: .init(channel: channel, logger: logger))
         do {
-            let request = Request(head: try HTTPRequest(head, secure: false, splitCookie: false), body: .init(buffer: ByteBuffer()))
-            let response: Response
-            do {
-                response = try await self.respond(request, context)
-            } catch let error as APIError {
-                response = try error.response(from: request, context: context)
-            }
-            if response.status == .ok, let opening = context.accepted.take() {
-                return .accept(opening)
-            }
-            var body = ByteBuffer()
-            if case .some(let length) = response.body.contentLength, length > 0 {
-                body = try await Self.collect(response.body)
-            }
-            return .refuse(Refusal(status: response.status, headers: response.headers, body: body))
+            let response = try await self.respond(Request(head: request, body: .init(buffer: ByteBuffer())), context)
+            if response.status == .ok, let opening = context.accepted.take() { return .accept(opening) }
+            logger.error("the WebSocket router answered an upgrade without a stream", metadata: ["status": "\(response.status.code)"])
+        } catch let error as APIError {
+            return .refuse(Refusal(error))
         } catch {
-            logger.error("deciding a WebSocket upgrade failed", metadata: ["error": "\(error)"])
-            return .refuse(Refusal(status: .internalServerError, headers: [:], body: ByteBuffer()))
+            logger.error("deciding a WebSocket upgrade failed", metadata: ["error": "\(String(reflecting: type(of: error)))"])
         }
-    }
-
-    /// The bytes of a response body (an error body: small, and already in memory).
-    private static func collect(_ body: ResponseBody) async throws -> ByteBuffer {
-        let collector = BodyCollector()
-        try await body.write(collector)
-        return collector.buffer
-    }
-
-    private final class BodyCollector: ResponseBodyWriter, @unchecked Sendable {
-        // Written and read by one task only (`decide`'s), one after the other.
-        var buffer = ByteBuffer()
-
-        func write(_ buffer: ByteBuffer) async throws {
-            var buffer = buffer
-            self.buffer.writeBuffer(&buffer)
-        }
-
-        func finish(_ trailingHeaders: HTTPFields?) async throws {}
+        return .refuse(Refusal(APIError(.internalServerError, .internalError, "internal error")))
     }
 }

@@ -64,10 +64,15 @@ public struct APIError: HTTPResponseError, Sendable {
         }
     }
 
-    public func response(from request: Request, context: some RequestContext) throws -> Response {
+    /// The answer's headers: `headers`, the JSON content type, and `WWW-Authenticate` on a 401.
+    var responseHeaders: HTTPFields {
         var headers = self.headers
         headers[.contentType] = "application/json; charset=utf-8"
         if self.status == .unauthorized { headers[.wwwAuthenticate] = "Bearer" }
-        return Response(status: self.status, headers: headers, body: .init(byteBuffer: ByteBuffer(string: try self.json)))
+        return headers
+    }
+
+    public func response(from request: Request, context: some RequestContext) throws -> Response {
+        Response(status: self.status, headers: self.responseHeaders, body: .init(byteBuffer: ByteBuffer(string: try self.json)))
     }
 }

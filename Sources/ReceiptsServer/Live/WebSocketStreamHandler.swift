@@ -59,7 +59,8 @@ final class WebSocketStreamHandler: ChannelInboundHandler, RemovableChannelHandl
     private var isWokenWhilePulling = false
     /// The `resync.required` to send before anything else (`EventHub.Start.resync`).
     private var pendingResync: EventHub.Resync?
-    /// Text messages not yet taken up, and whether a task records one now.
+    /// Text messages not yet taken up, and whether a task records one now. Bounded by what
+    /// the reads before the socket stopped being read carried (a few reads of at most 64 KiB).
     private var acknowledgements: [String] = []
     private var isAcknowledging = false
     private var closeTimer: Scheduled<Void>?
