@@ -145,16 +145,20 @@ struct WebSocketUpgrade: Sendable {
         case refuse(Refusal)
     }
 
-    /// The router's answer to a refused upgrade: an `APIError`'s status, headers and JSON.
+    /// The router's answer to a refused upgrade: its status, headers and error JSON.
     struct Refusal: Sendable {
         let status: HTTPResponse.Status
         let headers: HTTPFields
         let body: ByteBuffer
 
+        init(status: HTTPResponse.Status, headers: HTTPFields, body: ByteBuffer) {
+            self.status = status
+            self.headers = headers
+            self.body = body
+        }
+
         init(_ error: APIError) {
-            self.status = error.status
-            self.headers = error.responseHeaders
-            self.body = ByteBuffer(string: (try? error.json) ?? "")
+            self.init(status: error.status, headers: error.responseHeaders, body: ByteBuffer(string: (try? error.json) ?? ""))
         }
     }
 
@@ -162,8 +166,8 @@ struct WebSocketUpgrade: Sendable {
     let respond: @Sendable (Request, ReceiptsWebSocketContext) async throws -> Response
 
     /// Runs the router on the upgrade request: accepted when it answers 200 with a stream
-    /// (`AcceptedStream`), refused with the `APIError` it throws (`ErrorMiddleware` makes every
-    /// error one).
+    /// (`AcceptedStream`); refused with its answer otherwise (the router turns the `APIError`
+    /// of a refusal into its response, as for any route).
     func decide(_ head: HTTPRequestHead, channel: any Channel, logger: Logger) async -> Decision {
         guard let request = try? HTTPRequest(head, secure: false, splitCookie: false) else {
             return .refuse(Refusal(.invalidRequest("malformed upgrade request")))
@@ -172,12 +176,31 @@ struct WebSocketUpgrade: Sendable {
         do {
             let response = try await self.respond(Request(head: request, body: .init(buffer: ByteBuffer())), context)
             if response.status == .ok, let opening = context.accepted.take() { return .accept(opening) }
-            logger.error("the WebSocket router answered an upgrade without a stream", metadata: ["status": "\(response.status.code)"])
+            return .refuse(Refusal(status: response.status, headers: response.headers, body: try await Self.collect(response.body)))
         } catch let error as APIError {
             return .refuse(Refusal(error))
         } catch {
             logger.error("deciding a WebSocket upgrade failed", metadata: ["error": "\(String(reflecting: type(of: error)))"])
+            return .refuse(Refusal(APIError(.internalServerError, .internalError, "internal error")))
         }
-        return .refuse(Refusal(APIError(.internalServerError, .internalError, "internal error")))
+    }
+
+    /// The bytes of a response body (an error's JSON: small, and already in memory).
+    private static func collect(_ body: ResponseBody) async throws -> ByteBuffer {
+        let collector = BodyCollector()
+        try await body.write(collector)
+        return collector.buffer
+    }
+
+    private final class BodyCollector: ResponseBodyWriter, @unchecked Sendable {
+        // Written and read by one task only (`decide`'s), one after the other.
+        var buffer = ByteBuffer()
+
+        func write(_ buffer: ByteBuffer) async throws {
+            var buffer = buffer
+            self.buffer.writeBuffer(&buffer)
+        }
+
+        func finish(_ trailingHeaders: HTTPFields?) async throws {}
     }
 }
