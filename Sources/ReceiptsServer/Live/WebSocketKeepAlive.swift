@@ -5,13 +5,11 @@ import NIOWebSocket
 /// (1001, "ping timeout") when the ping before got no answer in that time: a client that
 /// vanished without closing gives its place back, and proxies see traffic on a quiet stream.
 ///
-/// It replaces hummingbird-websocket's automatic ping (turned off in
-/// `WebSocketStream.serverConfiguration`), which ran a task of its own for every socket and
-/// took each pong through the socket's async inbound stream and the handler's actor: about
-/// 100 µs of CPU a ping, most of an idle stream's cost. Here a ping is one scheduled task on
-/// the event loop (sockets due in the same second share a wake-up) and one write, and the
-/// pong stops at this handler. Any frame from the client counts as an answer; pings the
-/// client sends pass on (the library answers them).
+/// A ping is one scheduled task on the event loop (sockets due in the same second share a
+/// wake-up) and one write, and the pong stops at this handler (hummingbird-websocket's own
+/// ping, which this replaced, ran a task for every socket and took each pong through an async
+/// stream and an actor: about 100 µs of CPU a ping). Any frame from the client counts as an
+/// answer; pings the client sends pass on (`WebSocketStreamHandler` answers them).
 final class WebSocketKeepAlive: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundIn = WebSocketFrame
     typealias InboundOut = WebSocketFrame
