@@ -51,17 +51,19 @@ public func buildApplication(
         listener: listener, changes: CredentialChanges(directory: store.credentials))
     let components = ServiceComponents(configuration: configuration, pool: pool, store: store, hub: hub, metrics: metrics)
 
+    // One responder for every request, and for the event streams that NIO handlers hold.
+    let responder = buildRouter(components).buildResponder()
     let app = Application(
-        router: buildRouter(components),
-        server: buildServer(components),
+        responder: responder,
+        server: buildServer(components, responder: responder),
         configuration: .init(
             address: .hostname(configuration.host, port: configuration.port),
             serverName: "receiptsd"
         ),
         services: [
-            // Before the hub: on shutdown it waits for the WebSockets' close frames after the hub
-            // closed every stream.
-            pool, store, listener, components.streamGuards.openWebSockets, hub, credentialNotifications,
+            // Before the hub: on shutdown it waits for the ends of the streams NIO handlers hold
+            // (WebSockets' close frames) after the hub closed every stream.
+            pool, store, listener, components.streamGuards.openStreams, hub, credentialNotifications,
             components.streamGuards.credentials, components.databaseHealth,
             EventRetentionService(
                 store: store, retentionSeconds: configuration.eventRetentionSeconds, interval: .seconds(3600), logger: logger),
@@ -124,7 +126,7 @@ public struct ServiceComponents: Sendable {
             origins: self.origins,
             credentials: StreamCredentialWatch(
                 authenticator: self.authenticator, checkInterval: configuration.streamCredentialCheckInterval, logger: store.logger),
-            openWebSockets: OpenWebSockets()
+            openStreams: OpenStreams()
         )
         self.databaseHealth = DatabaseHealthMonitor(pool: pool, logger: store.logger)
         self.webhooks = WebhookDispatcher(
@@ -196,10 +198,13 @@ public func buildRouter(_ components: ServiceComponents) -> Router<ReceiptsReque
 /// open, one more answered 503 at once (`CappedConnectionChannel`); request heads complete
 /// within `requestHeadTimeout`, idle connections close after `idleConnectionTimeout`,
 /// malformed requests get 400 and a close (`HTTPConnectionGuard`).
-func buildServer(_ components: ServiceComponents) -> HTTPServerBuilder {
-    let router = buildWebSocketRouter(components).buildResponder()
+func buildServer(_ components: ServiceComponents, responder: some HTTPResponder<ReceiptsRequestContext>) -> HTTPServerBuilder {
+    let webSocketRouter = buildWebSocketRouter(components).buildResponder()
     let upgrade = WebSocketUpgrade(stream: components.webSocketStream) { request, context in
-        try await router.respond(to: request, context: context)
+        try await webSocketRouter.respond(to: request, context: context)
+    }
+    let eventSource = EventSourceOpening(hub: components.hub, guards: components.streamGuards) { request, context in
+        try await responder.respond(to: request, context: context)
     }
     let limits = ConnectionTimeline.Limits(
         headTimeout: TimeAmount(components.configuration.requestHeadTimeout),
@@ -209,7 +214,8 @@ func buildServer(_ components: ServiceComponents) -> HTTPServerBuilder {
     let slots = ConnectionSlots(maximum: maximum, spillOver: ConnectionSlots.spillOver(forMaximum: maximum))
     return HTTPServerBuilder { responder in
         CappedConnectionChannel(
-            base: GuardedHTTPChannel(base: EventStreamUpgradeChannel(responder: responder, upgrade: upgrade), limits: limits),
+            base: GuardedHTTPChannel(
+                base: EventStreamUpgradeChannel(responder: responder, upgrade: upgrade, eventSource: eventSource), limits: limits),
             slots: slots,
             headTimeout: min(limits.headTimeout, .seconds(1))
         )

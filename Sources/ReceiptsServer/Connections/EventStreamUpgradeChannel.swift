@@ -8,13 +8,16 @@ import NIOHTTPTypes
 import NIOHTTPTypesHTTP1
 import NIOWebSocket
 
-/// HTTP/1 with the event stream's WebSocket upgrade (`GET /v1/stream`).
+/// HTTP/1 with the event streams held by NIO handlers: the WebSocket upgrade
+/// (`GET /v1/stream`), and Server-Sent Events (`GET /v1/events`) as a connection's first
+/// request.
 ///
-/// A connection whose first request is no upgrade is served by Hummingbird, as its own
-/// HTTP/1 channel does. An upgrade is decided by the WebSocket router (`WebSocketUpgrade`):
-/// accepted, the socket is held by NIO handlers alone (`WebSocketStreamHandler`), and the
-/// connection's task ends at once; refused, it is answered with the router's status, headers
-/// and error JSON (401, 403, 429, 503 as on `/v1/events`), and closed.
+/// Any other connection is served by Hummingbird, as its own HTTP/1 channel does. An upgrade
+/// is decided by the WebSocket router (`WebSocketUpgrade`): accepted, the socket is held by
+/// NIO handlers alone (`WebSocketStreamHandler`), and the connection's task ends at once;
+/// refused, it is answered with the router's status, headers and error JSON (401, 403, 429,
+/// 503 as on `/v1/events`), and closed. A first request for `/v1/events` goes through the
+/// HTTP router too, and its stream is then held by `EventSourceHandler`.
 ///
 /// It takes the place of hummingbird-websocket's `HTTP1WebSocketUpgradeChannel`, which keeps a
 /// task, an async inbound stream and an outbound writer for every socket (about 38 KiB an idle
@@ -25,9 +28,11 @@ struct EventStreamUpgradeChannel: ServerChildChannel, HTTPChannelHandler {
     enum Outcome: Sendable {
         /// Upgraded: its handlers hold the stream.
         case webSocket
+        /// `GET /v1/events` first: its handler holds the stream.
+        case eventSource
         case http(NIOAsyncChannel<HTTPRequestPart, HTTPResponsePart>)
         /// An upgrade refused: answered, then closed.
-        case refused(NIOAsyncChannel<HTTPRequestPart, HTTPResponsePart>, WebSocketUpgrade.Refusal)
+        case refused(NIOAsyncChannel<HTTPRequestPart, HTTPResponsePart>, RouterAnswer)
     }
 
     struct Value: ServerChildChannelValue {
@@ -37,16 +42,21 @@ struct EventStreamUpgradeChannel: ServerChildChannel, HTTPChannelHandler {
 
     let responder: HTTPChannelHandler.Responder
     let upgrade: WebSocketUpgrade
+    let eventSource: EventSourceOpening
 
-    init(responder: @escaping HTTPChannelHandler.Responder, upgrade: WebSocketUpgrade) {
+    init(responder: @escaping HTTPChannelHandler.Responder, upgrade: WebSocketUpgrade, eventSource: EventSourceOpening) {
         self.responder = Self.redirectingLaterUpgrades(responder)
         self.upgrade = upgrade
+        self.eventSource = eventSource
     }
 
     func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Value> {
         channel.eventLoop.makeCompletedFuture {
             let decision = NIOLoopBoundBox<WebSocketUpgrade.Decision?>.makeEmptyBox(eventLoop: channel.eventLoop)
+            let firstRequest = FirstRequest()
+            let firstRequestOnLoop = NIOLoopBound(firstRequest, eventLoop: channel.eventLoop)
             let upgrade = self.upgrade
+            let eventSource = self.eventSource
             let upgrader = NIOTypedWebSocketServerUpgrader<Outcome>(
                 maxFrameSize: WebSocketStream.maximumFrameSize,
                 shouldUpgrade: { channel, head in
@@ -72,6 +82,10 @@ struct EventStreamUpgradeChannel: ServerChildChannel, HTTPChannelHandler {
                 notUpgradingCompletionHandler: { channel in
                     channel.eventLoop.makeCompletedFuture {
                         try channel.pipeline.syncOperations.addHandler(HTTP1ToHTTPServerCodec(secure: false))
+                        if firstRequestOnLoop.value.isEventSource {
+                            try channel.pipeline.syncOperations.addHandler(EventSourceHandler(opener: eventSource, logger: logger))
+                            return .eventSource
+                        }
                         // Idle time is `HTTPConnectionGuard`'s; this closes idle connections on shutdown.
                         try channel.pipeline.syncOperations.addHandler(HTTPConnectionStateHandler(idleTimeout: nil, logger: logger))
                         let http = try NIOAsyncChannel<HTTPRequestPart, HTTPResponsePart>(
@@ -86,6 +100,9 @@ struct EventStreamUpgradeChannel: ServerChildChannel, HTTPChannelHandler {
             configuration.enableErrorHandling = false  // `HTTPConnectionGuard` answers malformed requests
             configuration.enableResponseHeaderValidation = false  // Swift HTTP Types validate them
             let outcome = try channel.pipeline.syncOperations.configureUpgradableHTTPServerPipeline(configuration: configuration)
+            // Before the upgrader, which decides on the first request: it sees that request's head.
+            let upgradeHandler = try channel.pipeline.syncOperations.handler(type: NIOTypedHTTPServerUpgradeHandler<Outcome>.self)
+            try channel.pipeline.syncOperations.addHandler(firstRequest, position: .before(upgradeHandler))
             return Value(outcome: outcome, channel: channel)
         }
     }
@@ -93,7 +110,7 @@ struct EventStreamUpgradeChannel: ServerChildChannel, HTTPChannelHandler {
     func handle(value: Value, logger: Logger) async {
         do {
             switch try await value.outcome.get() {
-            case .webSocket:
+            case .webSocket, .eventSource:
                 return
             case .http(let http):
                 await self.handleHTTP(asyncChannel: http, logger: logger)
@@ -108,16 +125,8 @@ struct EventStreamUpgradeChannel: ServerChildChannel, HTTPChannelHandler {
     }
 
     /// Writes the refusal with `Connection: close`, and closes.
-    private static func answer(_ refusal: WebSocketUpgrade.Refusal, on http: NIOAsyncChannel<HTTPRequestPart, HTTPResponsePart>) async {
-        var headers = refusal.headers
-        headers[.connection] = "close"
-        headers[.contentLength] = String(refusal.body.readableBytes)
-        try? await http.executeThenClose { _, outbound in
-            var parts: [HTTPResponsePart] = [.head(HTTPResponse(status: refusal.status, headerFields: headers))]
-            if refusal.body.readableBytes > 0 { parts.append(.body(refusal.body)) }
-            parts.append(.end(nil))
-            try await outbound.write(contentsOf: parts)
-        }
+    private static func answer(_ refusal: RouterAnswer, on http: NIOAsyncChannel<HTTPRequestPart, HTTPResponsePart>) async {
+        try? await http.executeThenClose { _, outbound in try await refusal.write(to: outbound) }
     }
 
     /// An upgrade asked for in a later request of a kept-alive connection (the upgrade is
@@ -138,51 +147,99 @@ struct EventStreamUpgradeChannel: ServerChildChannel, HTTPChannelHandler {
     }
 }
 
+/// Notes whether a connection's first request is one for `EventSourceHandler`
+/// (`EventSourceOpening.holds`), then leaves the pipeline.
+private final class FirstRequest: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = HTTPServerRequestPart
+    typealias InboundOut = HTTPServerRequestPart
+
+    private(set) var isEventSource = false
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        if case .head(let head) = self.unwrapInboundIn(data) {
+            self.isEventSource = EventSourceOpening.holds(
+                method: head.method.rawValue, uri: head.uri, upgrade: head.headers.first(name: "upgrade"))
+            context.fireChannelRead(data)
+            context.pipeline.syncOperations.removeHandler(context: context, promise: nil)
+            return
+        }
+        context.fireChannelRead(data)
+    }
+}
+
 /// Decides a WebSocket upgrade with the WebSocket router (`WebSocketStream.addRoutes(to:)`).
 struct WebSocketUpgrade: Sendable {
     enum Decision: Sendable {
         case accept(OpeningStream)
-        case refuse(Refusal)
-    }
-
-    /// The router's answer to a refused upgrade: its status, headers and error JSON.
-    struct Refusal: Sendable {
-        let status: HTTPResponse.Status
-        let headers: HTTPFields
-        let body: ByteBuffer
-
-        init(status: HTTPResponse.Status, headers: HTTPFields, body: ByteBuffer) {
-            self.status = status
-            self.headers = headers
-            self.body = body
-        }
-
-        init(_ error: APIError) {
-            self.init(status: error.status, headers: error.responseHeaders, body: ByteBuffer(string: (try? error.json) ?? ""))
-        }
+        case refuse(RouterAnswer)
     }
 
     let stream: WebSocketStream
     let respond: @Sendable (Request, ReceiptsWebSocketContext) async throws -> Response
 
     /// Runs the router on the upgrade request: accepted when it answers 200 with a stream
-    /// (`AcceptedStream`); refused with its answer otherwise (the router turns the `APIError`
-    /// of a refusal into its response, as for any route).
+    /// (`AcceptedStream`); refused with its answer otherwise.
     func decide(_ head: HTTPRequestHead, channel: any Channel, logger: Logger) async -> Decision {
         guard let request = try? HTTPRequest(head, secure: false, splitCookie: false) else {
-            return .refuse(Refusal(.invalidRequest("malformed upgrade request")))
+            return .refuse(RouterAnswer(.invalidRequest("malformed upgrade request")))
         }
         let context = ReceiptsWebSocketContext(source: .init(channel: channel, logger: logger))
+        let answer = await RouterAnswer.of(request, logger: logger) { try await self.respond($0, context) }
+        if answer.status == .ok, let opening = context.accepted.take() { return .accept(opening) }
+        return .refuse(answer)
+    }
+}
+
+/// A router's answer to a request that opens a stream held by NIO handlers (a WebSocket
+/// upgrade, a Server-Sent Events request): its status and headers, and the body of a refusal
+/// (an error's JSON).
+struct RouterAnswer: Sendable {
+    let status: HTTPResponse.Status
+    let headers: HTTPFields
+    let body: ByteBuffer
+
+    init(status: HTTPResponse.Status, headers: HTTPFields, body: ByteBuffer) {
+        self.status = status
+        self.headers = headers
+        self.body = body
+    }
+
+    init(_ error: APIError) {
+        self.init(status: error.status, headers: error.responseHeaders, body: ByteBuffer(string: (try? error.json) ?? ""))
+    }
+
+    /// Runs `respond` (a router: it turns the `APIError` of a refusal into its response, as
+    /// for any route) on `request`, without a body. Never throws: an error past the router is
+    /// answered 500 in the contract's shape.
+    static func of(
+        _ request: HTTPRequest, logger: Logger, _ respond: (Request) async throws -> Response
+    ) async -> RouterAnswer {
         do {
-            let response = try await self.respond(Request(head: request, body: .init(buffer: ByteBuffer())), context)
-            if response.status == .ok, let opening = context.accepted.take() { return .accept(opening) }
-            return .refuse(Refusal(status: response.status, headers: response.headers, body: try await Self.collect(response.body)))
+            let response = try await respond(Request(head: request, body: .init(buffer: ByteBuffer())))
+            guard response.status != .ok else { return RouterAnswer(status: .ok, headers: response.headers, body: ByteBuffer()) }
+            return RouterAnswer(status: response.status, headers: response.headers, body: try await Self.collect(response.body))
         } catch let error as APIError {
-            return .refuse(Refusal(error))
+            return RouterAnswer(error)
         } catch {
-            logger.error("deciding a WebSocket upgrade failed", metadata: ["error": "\(String(reflecting: type(of: error)))"])
-            return .refuse(Refusal(APIError(.internalServerError, .internalError, "internal error")))
+            logger.error("a stream's request failed past the router", metadata: ["error": "\(String(reflecting: type(of: error)))"])
+            return RouterAnswer(APIError(.internalServerError, .internalError, "internal error"))
         }
+    }
+
+    /// Writes the answer (a refusal) with `Connection: close`.
+    func write(to outbound: NIOAsyncChannelOutboundWriter<HTTPResponsePart>) async throws {
+        try await outbound.write(contentsOf: self.parts)
+    }
+
+    /// The answer's parts, with `Connection: close` and its length.
+    var parts: [HTTPResponsePart] {
+        var headers = self.headers
+        headers[.connection] = "close"
+        headers[.contentLength] = String(self.body.readableBytes)
+        var parts: [HTTPResponsePart] = [.head(HTTPResponse(status: self.status, headerFields: headers))]
+        if self.body.readableBytes > 0 { parts.append(.body(self.body)) }
+        parts.append(.end(nil))
+        return parts
     }
 
     /// The bytes of a response body (an error's JSON: small, and already in memory).
@@ -193,7 +250,7 @@ struct WebSocketUpgrade: Sendable {
     }
 
     private final class BodyCollector: ResponseBodyWriter, @unchecked Sendable {
-        // Written and read by one task only (`decide`'s), one after the other.
+        // Written and read by one task only (`of`'s), one after the other.
         var buffer = ByteBuffer()
 
         func write(_ buffer: ByteBuffer) async throws {

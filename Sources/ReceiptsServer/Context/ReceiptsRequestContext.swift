@@ -13,12 +13,16 @@ public struct ReceiptsRequestContext: RequestContext {
     var browserOrigin: BrowserOrigin?
     /// The connection (an event stream's events are written to it directly: `LiveSink`).
     let channel: any Channel
+    /// Set when NIO handlers will hold the connection's event stream (`EventSourceHandler`):
+    /// `GET /v1/events` leaves the stream here and answers only its head.
+    var heldStream: AcceptedStream?
 
     public init(source: Source) {
         self.coreContext = .init(source: source)
         self.channel = source.channel
         self.principal = nil
         self.browserOrigin = nil
+        self.heldStream = nil
     }
 
     /// Bodies over 1 MiB are refused with 413 (the OpenAPI document, `info`).

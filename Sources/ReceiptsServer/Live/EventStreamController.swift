@@ -10,9 +10,13 @@ import NIOCore
 /// its place under the stream caps before the headers (429 beyond them), and ends with a
 /// `: closed: <reason>` comment when the hub closes it, the server shuts down, or its
 /// credential stops being valid (`StreamCredential`). A client that leaves is noticed when
-/// its side of the connection closes (Hummingbird's inbound-close handling cancels the
-/// stream's work), which gives its place under the caps back at once, not at the next write
-/// (an event, or the heartbeat up to 15 s later).
+/// its side of the connection closes, which gives its place under the caps back at once, not
+/// at the next write (an event, or the heartbeat up to 15 s later).
+///
+/// A stream that is its connection's first request (as a browser's `EventSource` and most
+/// clients open it) is held by NIO handlers once the route has answered its head
+/// (`EventSourceHandler`, with no task while it is live); one that follows other requests on
+/// a kept-alive connection is written by its request's task.
 struct EventStreamController {
     static let heartbeatInterval = TimeAmount.seconds(15)
 
@@ -20,6 +24,14 @@ struct EventStreamController {
     /// (written by the stream, and by the hub for a live one: `LiveFrame`).
     static func event(id: String, json: String) -> String {
         "id: \(id)\ndata: \(json)\n\n"
+    }
+
+    /// The comment that opens the body.
+    static let opening = ": receipts event stream\n\n"
+
+    /// The comment that ends the body when the hub closes the stream.
+    static func closed(_ reason: EventHub.CloseReason) -> String {
+        ": closed: \(reason.rawValue)\n\n"
     }
 
     let hub: EventHub
@@ -35,40 +47,50 @@ struct EventStreamController {
         let after = request.headers[.lastEventID] ?? request.uri.queryParameters.get("after")
         let start = try await self.hub.start(tenant: principal.tenantId, after: after)
         let credential = await StreamCredential(credential: Authenticator.credential(of: request) ?? "", principal: principal)
+        let opening = OpeningStream(principal: principal, start: start, permit: permit, credential: credential)
         var headers = HTTPFields()
         headers[.contentType] = "text/event-stream"
         headers[.cacheControl] = "no-cache"
-        return Response(status: .ok, headers: headers, body: ResponseBody { writer in
-            defer { permit.release() }
-            // Cancelled when the client's side of the connection closes (then the connection
-            // closes too): the stream ends and its place is given back at once.
-            try await request.body.consumeWithCancellationOnInboundClose { _ in
-                // Subscribed here, not before the response: a body that is never written
-                // leaves nothing behind (events since `start` are read from the log).
-                let (subscription, wakeups) = self.hub.subscribe(principal, from: start)
-                defer { subscription.cancel() }
-                let watch = self.guards.credentials.watch(credential) { self.hub.close(subscription, .credentialEnded) }
-                defer { self.guards.credentials.stop(watch) }
-                try await writer.write(ByteBuffer(string: ": receipts event stream\n\n"))
-                // After the head and the first line: the hub and the heartbeats write to the
-                // connection directly. Closed before the response ends, however it ends: the
-                // connection may carry another response next.
-                let sink = LiveSink(channel: context.channel, framing: .serverSentEvents)
-                sink.startHeartbeats(every: Self.heartbeatInterval)
-                let reason: EventHub.CloseReason
-                do {
-                    reason = try await subscription.relay(wakeups, to: sink) { id, json in
-                        try await writer.write(ByteBuffer(string: Self.event(id: id, json: json)))
-                    }
-                } catch {
-                    await sink.closeFromTask()
-                    throw error
+        if let held = context.heldStream {
+            // The connection's first request: NIO handlers write the body (`EventSourceHandler`).
+            held.accept(opening)
+            return Response(status: .ok, headers: headers)
+        }
+        return Response(status: .ok, headers: headers, body: ResponseBody { writer in try await self.stream(opening, to: writer, request: request, context: context) })
+    }
+
+    /// The body of a stream that is not its connection's first request: it is written by the
+    /// request's task, which relays the events as long as the stream is open.
+    private func stream(_ opening: OpeningStream, to writer: consuming any ResponseBodyWriter, request: Request, context: ReceiptsRequestContext) async throws {
+        defer { opening.permit.release() }
+        // Cancelled when the client's side of the connection closes (then the connection
+        // closes too): the stream ends and its place is given back at once.
+        try await request.body.consumeWithCancellationOnInboundClose { _ in
+            // Subscribed here, not before the response: a body that is never written
+            // leaves nothing behind (events since `start` are read from the log).
+            let (subscription, wakeups) = self.hub.subscribe(opening.principal, from: opening.start)
+            defer { subscription.cancel() }
+            let watch = self.guards.credentials.watch(opening.credential) { self.hub.close(subscription, .credentialEnded) }
+            defer { self.guards.credentials.stop(watch) }
+            try await writer.write(ByteBuffer(string: Self.opening))
+            // After the head and the first line: the hub and the heartbeats write to the
+            // connection directly. Closed before the response ends, however it ends: the
+            // connection may carry another response next.
+            let sink = LiveSink(channel: context.channel, framing: .serverSentEvents)
+            sink.startHeartbeats(every: Self.heartbeatInterval)
+            let reason: EventHub.CloseReason
+            do {
+                reason = try await subscription.relay(wakeups, to: sink) { id, json in
+                    try await writer.write(ByteBuffer(string: Self.event(id: id, json: json)))
                 }
+            } catch {
                 await sink.closeFromTask()
-                try await writer.write(ByteBuffer(string: ": closed: \(reason.rawValue)\n\n"))
+                throw error
             }
-            try await writer.finish(nil)
-        })
+            await sink.closeFromTask()
+            try await writer.write(ByteBuffer(string: Self.closed(reason)))
+        }
+        try await writer.finish(nil)
     }
 }
 

@@ -55,8 +55,8 @@ struct StreamGuards: Sendable {
     let origins: OriginPolicy
     /// Ends a stream when its credential stops being valid.
     let credentials: StreamCredentialWatch
-    /// The WebSockets whose close frames a shutdown waits for.
-    let openWebSockets: OpenWebSockets
+    /// The streams held by NIO handlers, whose ends a shutdown waits for.
+    let openStreams: OpenStreams
 }
 
 /// `GET /v1/stream`: the event stream over WebSocket.

@@ -1,29 +1,29 @@
 import NIOConcurrencyHelpers
 import ServiceLifecycle
 
-/// Counts the WebSocket streams that have not yet sent their close frame, and on graceful
-/// shutdown waits (at most `closeWait`) until every one has: WebSockets are held by NIO
-/// handlers, not by the server's connection tasks, so the server does not wait for them.
+/// Counts the streams held by NIO handlers (`HeldStream`) that have not yet begun to write
+/// their end, and on graceful shutdown waits (at most `closeWait`) until every one has: their
+/// connections have no task, so the server does not wait for them.
 ///
 /// Listed before the hub among the services, so that it waits after the hub closed every
 /// subscription (services shut down in the reverse of their order). By then the server's
-/// quiescing has asked each stream to close with 1001 (`WebSocketStreamHandler`), and what
-/// this waits for is those frames being written, not the clients' answers.
-final class OpenWebSockets: Service, Sendable {
+/// quiescing has asked each stream to end (a WebSocket with 1001), and what this waits for is
+/// those ends being written, not the clients' answers.
+final class OpenStreams: Service, Sendable {
     static let closeWait = Duration.seconds(5)
 
     private let count = NIOLockedValueBox(0)
 
     init() {}
 
-    /// The streams that have not sent their close frame yet.
+    /// The streams that have not begun their end yet.
     var open: Int { self.count.withLockedValue { $0 } }
 
     func opened() {
         self.count.withLockedValue { $0 += 1 }
     }
 
-    /// The stream sent its close frame, or its connection closed first.
+    /// The stream began its end, or its connection closed first.
     func closed() {
         self.count.withLockedValue { $0 -= 1 }
     }
