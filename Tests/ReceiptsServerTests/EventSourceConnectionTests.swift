@@ -1,9 +1,6 @@
-import AsyncHTTPClient
 import Foundation
 import NIOCore
-import NIOHTTP1
 import ReceiptsServer
-import ServiceLifecycle
 import TestSupport
 import Testing
 
@@ -54,30 +51,14 @@ struct EventSourceConnectionTests {
 
     @Test("on graceful shutdown a stream that opened its connection ends with the closing comment, and the connection closes")
     func shutdown() async throws {
-        var configuration = TestService.configuration()
-        configuration.port = Int.random(in: 20_000...32_000)
-        let app = try await buildApplication(configuration, logger: TestDatabase.logger)
-        let services = ServiceGroup(configuration: .init(services: [app], logger: TestDatabase.logger))
-        let port = configuration.port
-        let base = "http://127.0.0.1:\(port)"
-        try await withThrowingTaskGroup(of: Void.self) { tasks in
-            tasks.addTask { try await services.run() }
-            let deadline = ContinuousClock.now + .seconds(30)
-            while ContinuousClock.now < deadline {
-                let ready = try? await HTTPClient.shared.execute(HTTPClientRequest(url: base + "/readyz"), timeout: .milliseconds(500))
-                if ready?.status == .ok { break }
-                try await Task.sleep(for: .milliseconds(50))
-            }
-            let apiKey = try #require(
-                try await GracefulShutdownTests.send(.POST, base + "/admin/v1/tenants", as: TestService.adminToken, json: #"{"name":"sse-shutdown"}"#)["apiKey"] as? String)
+        try await TestService.runInServiceGroup { port, apiKey, shutDown in
             let connection = try await RawConnection.open(port: port)
             defer { connection.close() }
             try await connection.send("GET /v1/events HTTP/1.1\r\nHost: receipts\r\nAuthorization: Bearer \(apiKey)\r\n\r\n")
             #expect(try await connection.waitUntilReceived(": receipts event stream"))
-            await services.triggerGracefulShutdown()
+            await shutDown()
             #expect(try await connection.waitUntilReceived(": closed: the server is shutting down; reconnect with the last id to resume"))
             #expect(try await connection.waitUntilClosed(within: .seconds(5)))
-            try await tasks.waitForAll()
         }
     }
 }

@@ -230,24 +230,9 @@ struct StreamGuardTests {
 
     @Test("on graceful shutdown a WebSocket closes with 1001 and the reason, never 1000")
     func shutdownClosesGoingAway() async throws {
-        var configuration = TestService.configuration()
-        configuration.port = Int.random(in: 20_000...32_000)
-        let app = try await buildApplication(configuration, logger: TestDatabase.logger)
-        let services = ServiceGroup(configuration: .init(services: [app], logger: TestDatabase.logger))
-        let port = configuration.port
-        let base = "http://127.0.0.1:\(port)"
-        try await withThrowingTaskGroup(of: Void.self) { tasks in
-            tasks.addTask { try await services.run() }
-            let deadline = ContinuousClock.now + .seconds(30)
-            while ContinuousClock.now < deadline {
-                let ready = try? await HTTPClient.shared.execute(HTTPClientRequest(url: base + "/readyz"), timeout: .milliseconds(500))
-                if ready?.status == .ok { break }
-                try await Task.sleep(for: .milliseconds(50))
-            }
-            let apiKey = try #require(
-                try await GracefulShutdownTests.send(.POST, base + "/admin/v1/tenants", as: TestService.adminToken, json: #"{"name":"shutdown"}"#)["apiKey"] as? String)
+        try await TestService.runInServiceGroup { port, apiKey, shutDown in
+            let base = "http://127.0.0.1:\(port)"
             _ = try await GracefulShutdownTests.send(.PUT, base + "/v1/chats/g", as: apiKey, json: #"{"kind":"group","members":["a","b"]}"#)
-
             let (steps, step) = AsyncStream<Void>.makeStream()
             async let closed = WebSocketProbe.closeFrame(port: port, credential: apiKey) { _, received in
                 step.yield()  // open
@@ -258,11 +243,10 @@ struct StreamGuardTests {
             await iterator.next()
             _ = try await GracefulShutdownTests.send(.POST, base + "/v1/chats/g/messages", as: apiKey, json: #"{"senderId":"a","text":"hi"}"#)
             await iterator.next()
-            await services.triggerGracefulShutdown()
+            await shutDown()
             let frame = try await closed
             #expect(frame?.closeCode == .goingAway)
             #expect(frame?.reason == "the server is shutting down; reconnect with the last id to resume")
-            try await tasks.waitForAll()
         }
     }
 }

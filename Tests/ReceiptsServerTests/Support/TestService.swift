@@ -1,9 +1,12 @@
+import AsyncHTTPClient
 import Foundation
 import HTTPTypes
 import Hummingbird
 import HummingbirdTesting
 import NIOCore
+import NIOHTTP1
 import ReceiptsServer
+import ServiceLifecycle
 import TestSupport
 import Testing
 
@@ -37,6 +40,34 @@ enum TestService {
             let client = APIClient(client: client, instanceName: instanceName)
             try await client.waitUntilReady()
             try await body(client)
+        }
+    }
+
+    /// Runs `body` against a service of its own in a `ServiceGroup`, as `receiptsd serve` runs
+    /// it, with a new tenant's API key and a way to begin the group's graceful shutdown;
+    /// returns once the group has ended.
+    static func runInServiceGroup(
+        _ body: @Sendable (_ port: Int, _ apiKey: String, _ shutDown: @escaping @Sendable () async -> Void) async throws -> Void
+    ) async throws {
+        var configuration = configuration()
+        configuration.port = Int.random(in: 20_000...32_000)
+        let app = try await buildApplication(configuration, logger: TestDatabase.logger)
+        let services = ServiceGroup(configuration: .init(services: [app], logger: TestDatabase.logger))
+        let port = configuration.port
+        let base = "http://127.0.0.1:\(port)"
+        try await withThrowingTaskGroup(of: Void.self) { tasks in
+            tasks.addTask { try await services.run() }
+            let deadline = ContinuousClock.now + .seconds(30)
+            while ContinuousClock.now < deadline {
+                let ready = try? await HTTPClient.shared.execute(HTTPClientRequest(url: base + "/readyz"), timeout: .milliseconds(500))
+                if ready?.status == .ok { break }
+                try await Task.sleep(for: .milliseconds(50))
+            }
+            let apiKey = try #require(
+                try await GracefulShutdownTests.send(.POST, base + "/admin/v1/tenants", as: Self.adminToken, json: #"{"name":"shutdown"}"#)["apiKey"]
+                    as? String)
+            try await body(port, apiKey) { await services.triggerGracefulShutdown() }
+            try await tasks.waitForAll()
         }
     }
 }
