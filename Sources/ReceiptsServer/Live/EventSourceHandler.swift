@@ -23,7 +23,6 @@ final class EventSourceHandler: ChannelInboundHandler, RemovableChannelHandler {
     private let opener: EventSourceOpening
     private let logger: Logger
     private var context: ChannelHandlerContext?
-    private var request: HTTPRequest?
     private var isDeciding = false
     /// The server began to shut down before the stream started.
     private var isQuiescing = false
@@ -67,25 +66,18 @@ final class EventSourceHandler: ChannelInboundHandler, RemovableChannelHandler {
         context.close(promise: nil)
     }
 
-    /// The request: its head, then (a body is ignored) its end, which starts the decision.
-    /// Later requests on the connection are not read: the stream is its last answer.
+    /// The request's head starts the decision; its body (a GET has none) and any later request
+    /// on the connection are not read: the stream is the connection's last answer.
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        switch self.unwrapInboundIn(data) {
-        case .head(let head) where self.request == nil:
-            self.request = head
-        case .end where !self.isDeciding:
-            guard let request = self.request else { return }
-            self.isDeciding = true
-            let handler = NIOLoopBound(self, eventLoop: context.eventLoop)
-            let opener = self.opener
-            let channel = context.channel
-            let logger = self.logger
-            Task {
-                let decision = await opener.decide(request, channel: channel, logger: logger)
-                channel.eventLoop.execute { handler.value.decided(decision) }
-            }
-        default:
-            break
+        guard case .head(let request) = self.unwrapInboundIn(data), !self.isDeciding else { return }
+        self.isDeciding = true
+        let handler = NIOLoopBound(self, eventLoop: context.eventLoop)
+        let opener = self.opener
+        let channel = context.channel
+        let logger = self.logger
+        Task {
+            let decision = await opener.decide(request, channel: channel, logger: logger)
+            channel.eventLoop.execute { handler.value.decided(decision) }
         }
     }
 
