@@ -117,6 +117,22 @@ struct LiveDeliveryTests {
         #expect(try await written() == [])
     }
 
+    @Test("a sink of a chunked SSE response writes each heartbeat as an HTTP/1.1 chunk next to the socket")
+    func heartbeatChunks() async throws {
+        let loop = NIOAsyncTestingEventLoop()
+        let channel = NIOAsyncTestingChannel(loop: loop)
+        try await channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 9)).get()
+        let sink = LiveSink(channel: channel, framing: .serverSentEventChunks)
+        try await loop.submit { try sink.install() }.get()
+        sink.startHeartbeats(every: .seconds(15))
+        await loop.advanceTime(by: .seconds(15))
+        let written = try await channel.readOutbound(as: ByteBuffer.self)
+        #expect(written.map { String(buffer: $0) } == "d\r\n: heartbeat\n\n\r\n")
+        await sink.closeFromTask()
+        await loop.advanceTime(by: .seconds(60))
+        #expect(try await channel.readOutbound(as: ByteBuffer.self) == nil)
+    }
+
     private struct Event: Decodable {
         let messageIds: [String]
     }

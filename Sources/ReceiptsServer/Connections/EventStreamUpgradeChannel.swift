@@ -158,7 +158,7 @@ private final class FirstRequest: ChannelInboundHandler, RemovableChannelHandler
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         if case .head(let head) = self.unwrapInboundIn(data) {
             self.isEventSource = EventSourceOpening.holds(
-                method: head.method.rawValue, uri: head.uri, upgrade: head.headers.first(name: "upgrade"))
+                method: head.method.rawValue, uri: head.uri, isHTTP11: head.version == .http1_1, upgrade: head.headers.first(name: "upgrade"))
             context.fireChannelRead(data)
             context.pipeline.syncOperations.removeHandler(context: context, promise: nil)
             return

@@ -93,9 +93,16 @@ final class EventSourceHandler: ChannelInboundHandler, RemovableChannelHandler {
         case .accept(let opening, let head):
             context.write(self.wrapOutboundOut(.head(head)), promise: nil)
             context.writeAndFlush(self.wrapOutboundOut(.body(ByteBuffer(string: EventStreamController.opening))), promise: nil)
-            // After the head and the first line: the hub and the heartbeats write to the
-            // connection directly.
-            let sink = LiveSink(channel: context.channel, framing: .serverSentEvents)
+            // After the head and the first line: the hub and the heartbeats write chunks of the
+            // response (HTTP/1.1, chunked: `EventSourceOpening.holds`) next to the socket.
+            let sink = LiveSink(channel: context.channel, framing: .serverSentEventChunks)
+            do {
+                try sink.install()
+            } catch {
+                opening.permit.release()
+                context.close(promise: nil)
+                return
+            }
             sink.startHeartbeats(every: EventStreamController.heartbeatInterval)
             let handler = NIOLoopBound(self, eventLoop: context.eventLoop)
             let output = HeldStream.Output(
@@ -160,10 +167,11 @@ struct EventSourceOpening: Sendable {
         return .refuse(answer)
     }
 
-    /// Whether a connection's first request is one to hold: `GET /v1/events` (any query),
-    /// with no upgrade asked.
-    static func holds(method: String, uri: String, upgrade: String?) -> Bool {
-        guard method == "GET", upgrade == nil else { return false }
+    /// Whether a connection's first request is one to hold: an HTTP/1.1 `GET /v1/events` (any
+    /// query), with no upgrade asked. HTTP/1.1, so that the response is chunked (no length),
+    /// which the hub's writes next to the socket rely on (`LiveSink.Framing`).
+    static func holds(method: String, uri: String, isHTTP11: Bool, upgrade: String?) -> Bool {
+        guard method == "GET", isHTTP11, upgrade == nil else { return false }
         let path = uri.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false).first ?? ""
         return path == "/v1/events"
     }

@@ -13,10 +13,14 @@ import NIOHTTPTypes
 final class LiveSink: Sendable {
     /// How an event is put on the socket.
     enum Framing: Sendable {
-        /// One text frame.
+        /// One text frame, next to the socket (`install()`).
         case webSocket
-        /// One `id:`/`data:` event in the response body.
+        /// One `id:`/`data:` event as a body part of the response, through the pipeline (an
+        /// SSE stream written by its request's task: HTTP/1.0 or 1.1).
         case serverSentEvents
+        /// One `id:`/`data:` event as an HTTP/1.1 chunk, next to the socket (`install()`): an
+        /// SSE stream held by NIO handlers, whose response is chunked (`EventSourceHandler`).
+        case serverSentEventChunks
     }
 
     /// What the socket's event loop keeps of the sink.
@@ -47,11 +51,11 @@ final class LiveSink: Sendable {
         self.outlet = .makeEmptyBox(eventLoop: channel.eventLoop)
     }
 
-    /// Puts a WebSocket sink's outlet first in the pipeline, next to the socket: the hub's
-    /// frames are encoded once for every socket (`LiveFrame`), so they pass no handler. On the
-    /// channel's event loop.
+    /// Puts the sink's outlet first in the pipeline, next to the socket (for a WebSocket, or
+    /// SSE chunks): the hub's frames are encoded once for every socket (`LiveFrame`), so they
+    /// pass no handler. On the channel's event loop.
     func install() throws {
-        guard case .webSocket = self.framing else { return }
+        if case .serverSentEvents = self.framing { return }
         let outlet = LiveFrameOutlet()
         try self.channel.pipeline.syncOperations.addHandler(outlet, position: .first)
         self.outlet.value = outlet
@@ -71,12 +75,15 @@ final class LiveSink: Sendable {
         try? await self.channel.eventLoop.submit { self.close() }.get()
     }
 
+    /// The comment an idle Server-Sent Events stream is sent.
+    static let heartbeat = ": heartbeat\n\n"
+
     /// Writes a Server-Sent Events comment every `interval` until `close()`, from the event
     /// loop (due times rounded up to a whole second, so that the streams opened within the same
     /// second share one wake-up of the loop): proxies see traffic on a quiet stream, and no task
     /// of the stream's own sleeps for it.
     func startHeartbeats(every interval: TimeAmount) {
-        guard case .serverSentEvents = self.framing else { return }
+        if case .webSocket = self.framing { return }
         self.channel.eventLoop.execute { self.scheduleHeartbeat(in: interval) }
     }
 
@@ -85,7 +92,15 @@ final class LiveSink: Sendable {
         let deadline = self.channel.eventLoop.wholeSecondDeadline(in: interval)
         self.state.value.heartbeat = self.channel.eventLoop.scheduleTask(deadline: deadline) {
             guard !self.state.value.isClosed, self.channel.isActive else { return }
-            self.channel.writeAndFlush(HTTPResponsePart.body(ByteBuffer(string: ": heartbeat\n\n")), promise: nil)
+            switch self.framing {
+            case .webSocket:
+                return
+            case .serverSentEvents:
+                self.channel.writeAndFlush(HTTPResponsePart.body(ByteBuffer(string: Self.heartbeat)), promise: nil)
+            case .serverSentEventChunks:
+                guard let context = self.outlet.value?.context else { return }
+                context.writeAndFlush(NIOAny(LiveFrame.chunk(Self.heartbeat, allocator: self.channel.allocator)), promise: nil)
+            }
             self.scheduleHeartbeat(in: interval)
         }
     }
@@ -119,6 +134,9 @@ final class LiveSink: Sendable {
             context.write(NIOAny(frame.webSocket), promise: nil)
         case .serverSentEvents:
             self.channel.write(HTTPResponsePart.body(frame.serverSentEvent), promise: nil)
+        case .serverSentEventChunks:
+            guard let context = self.outlet.value?.context else { return .dropped }
+            context.write(NIOAny(frame.serverSentEventChunk), promise: nil)
         }
         defer { self.state.value.isUnflushed = true }
         return .written(isFirstSinceFlush: !self.state.value.isUnflushed)
@@ -128,7 +146,7 @@ final class LiveSink: Sendable {
     fileprivate func flush() {
         self.state.value.isUnflushed = false
         switch self.framing {
-        case .webSocket: self.outlet.value?.context?.flush()
+        case .webSocket, .serverSentEventChunks: self.outlet.value?.context?.flush()
         case .serverSentEvents: self.channel.flush()
         }
     }
@@ -157,6 +175,8 @@ struct LiveFrame: Sendable {
     let webSocket: ByteBuffer
     /// `id: <id>\ndata: <json>\n\n`.
     let serverSentEvent: ByteBuffer
+    /// The same as an HTTP/1.1 chunk (RFC 9112, 7.1): its length in hex, CRLF, the event, CRLF.
+    let serverSentEventChunk: ByteBuffer
 
     init(_ event: LiveEvent) {
         let length = event.json.utf8.count
@@ -175,7 +195,20 @@ struct LiveFrame: Sendable {
         }
         frame.writeString(event.json)
         self.webSocket = frame
-        self.serverSentEvent = ByteBuffer(string: EventStreamController.event(id: event.eventId, json: event.json))
+        let serverSentEvent = EventStreamController.event(id: event.eventId, json: event.json)
+        self.serverSentEvent = ByteBuffer(string: serverSentEvent)
+        self.serverSentEventChunk = Self.chunk(serverSentEvent, allocator: ByteBufferAllocator())
+    }
+
+    /// `text` as an HTTP/1.1 chunk.
+    static func chunk(_ text: String, allocator: ByteBufferAllocator) -> ByteBuffer {
+        let length = String(text.utf8.count, radix: 16)
+        var chunk = allocator.buffer(capacity: length.utf8.count + text.utf8.count + 4)
+        chunk.writeString(length)
+        chunk.writeString("\r\n")
+        chunk.writeString(text)
+        chunk.writeString("\r\n")
+        return chunk
     }
 }
 
