@@ -34,8 +34,6 @@ final class LiveSink: Sendable {
         var isClosed = false
         /// Written to since the loop's last flush.
         var isUnflushed = false
-        /// The next Server-Sent Events heartbeat (`startHeartbeats(every:)`).
-        var heartbeat: Scheduled<Void>?
     }
 
     let channel: any Channel
@@ -66,8 +64,6 @@ final class LiveSink: Sendable {
     /// last id). On the channel's event loop.
     func close() {
         self.state.value.isClosed = true
-        self.state.value.heartbeat?.cancel()
-        self.state.value.heartbeat = nil
     }
 
     /// `close()` from any task: done once this returns.
@@ -79,9 +75,9 @@ final class LiveSink: Sendable {
     static let heartbeat = ": heartbeat\n\n"
 
     /// Writes a Server-Sent Events comment every `interval` until `close()`, from the event
-    /// loop (due times rounded up to a whole second, so that the streams opened within the same
-    /// second share one wake-up of the loop): proxies see traffic on a quiet stream, and no task
-    /// of the stream's own sleeps for it.
+    /// loop's `SecondTimerWheel` (the streams due within the same second share one wake-up of
+    /// the loop): proxies see traffic on a quiet stream, and no task of the stream's own sleeps
+    /// for it.
     func startHeartbeats(every interval: TimeAmount) {
         if case .webSocket = self.framing { return }
         self.channel.eventLoop.execute { self.scheduleHeartbeat(in: interval) }
@@ -89,8 +85,7 @@ final class LiveSink: Sendable {
 
     private func scheduleHeartbeat(in interval: TimeAmount) {
         guard !self.state.value.isClosed else { return }
-        let deadline = self.channel.eventLoop.wholeSecondDeadline(in: interval)
-        self.state.value.heartbeat = self.channel.eventLoop.scheduleTask(deadline: deadline) {
+        SecondTimerWheel.on(self.channel.eventLoop).schedule(in: interval) {
             guard !self.state.value.isClosed, self.channel.isActive else { return }
             switch self.framing {
             case .webSocket:

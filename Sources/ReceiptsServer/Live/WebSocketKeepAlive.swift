@@ -5,8 +5,8 @@ import NIOWebSocket
 /// (1001, "ping timeout") when the ping before got no answer in that time: a client that
 /// vanished without closing gives its place back, and proxies see traffic on a quiet stream.
 ///
-/// A ping is one scheduled task on the event loop (sockets due in the same second share a
-/// wake-up) and one write, and the pong stops at this handler (hummingbird-websocket's own
+/// A ping is one timer of the loop's `SecondTimerWheel` (sockets due in the same second share
+/// one scheduled task) and one write, and the pong stops at this handler (hummingbird-websocket's own
 /// ping, which this replaced, ran a task for every socket and took each pong through an async
 /// stream and an actor: about 100 µs of CPU a ping). Any frame from the client counts as an
 /// answer; pings the client sends pass on (`WebSocketStreamHandler` answers them).
@@ -19,7 +19,8 @@ final class WebSocketKeepAlive: ChannelInboundHandler, RemovableChannelHandler {
     static let interval = TimeAmount.seconds(30)
 
     private let interval: TimeAmount
-    private var timer: Scheduled<Void>?
+    /// Removed, or the connection closed: the next timer does nothing.
+    private var isStopped = false
     /// A ping was sent and nothing has come from the client since.
     private var isAwaitingAnswer = false
 
@@ -40,8 +41,7 @@ final class WebSocketKeepAlive: ChannelInboundHandler, RemovableChannelHandler {
     }
 
     func handlerRemoved(context: ChannelHandlerContext) {
-        self.timer?.cancel()
-        self.timer = nil
+        self.isStopped = true
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
@@ -51,18 +51,15 @@ final class WebSocketKeepAlive: ChannelInboundHandler, RemovableChannelHandler {
     }
 
     func channelInactive(context: ChannelHandlerContext) {
-        self.timer?.cancel()
-        self.timer = nil
+        self.isStopped = true
         context.fireChannelInactive()
     }
 
     /// Schedules the next ping at the interval, rounded up to a whole second of the loop's
-    /// clock (`wholeSecondDeadline(in:)`).
+    /// clock (`SecondTimerWheel`).
     private func arm(context: ChannelHandlerContext) {
-        let deadline = context.eventLoop.wholeSecondDeadline(in: self.interval)
-        self.timer = context.eventLoop.assumeIsolated().scheduleTask(deadline: deadline) {
-            self.timer = nil
-            guard context.channel.isActive else { return }
+        SecondTimerWheel.on(context.eventLoop).schedule(in: self.interval) {
+            guard !self.isStopped, context.channel.isActive else { return }
             if self.isAwaitingAnswer {
                 var reason = context.channel.allocator.buffer(capacity: 14)
                 reason.write(webSocketErrorCode: .goingAway)
