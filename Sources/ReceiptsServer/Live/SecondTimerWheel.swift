@@ -9,8 +9,9 @@ import NIOCore
 /// stream's CPU (a profile of 10,000 SSE streams). Due times are rounded up to a whole second
 /// of the loop's clock, so the timers armed within one second fire together.
 ///
-/// Timers are not cancelled: each checks, when it fires, whether it is still wanted. Used on
-/// its event loop only; `on(_:)` finds a loop's wheel.
+/// Timers are not cancelled: each checks, when it fires, whether it is still wanted (a closed
+/// stream's timer holds its handler until then, one interval at most). Used on its event loop
+/// only; `on(_:)` finds a loop's wheel.
 final class SecondTimerWheel {
     private static let nanosecondsASecond: UInt64 = 1_000_000_000
 
