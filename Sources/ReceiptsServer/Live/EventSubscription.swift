@@ -42,18 +42,13 @@ struct EventSubscription: Sendable {
         to sink: LiveSink?,
         _ send: (_ id: String, _ json: String) async throws -> Void
     ) async throws -> EventHub.CloseReason {
-        if let resync {
-            try await send(resync.eventId, resync.json)
-        }
+        var resync = self.resync
         do {
             for await _ in wakeups {
-                while true {
-                    let batch = try await self.hub.nextEvents(for: self)
-                    if let resync = batch.resync { try await send(resync.eventId, resync.json) }
-                    for event in batch.events { try await send(event.eventId, event.json) }
-                    if batch.isUpToDate { break }
+                try await self.catchUp(after: resync, goingLiveTo: sink) { events in
+                    for event in events { try await send(event.id, event.json) }
                 }
-                if let sink { self.hub.goLive(self, sink: sink) }
+                resync = nil
             }
             // The wake-ups end when the hub closes the subscription; this throws its reason.
             _ = try await self.hub.nextEvents(for: self)
@@ -61,6 +56,23 @@ struct EventSubscription: Sendable {
         } catch let reason as EventHub.CloseReason {
             return reason
         }
+    }
+
+    /// Pulls until the subscription is up to date, sending each batch in order (`resync`
+    /// first, when given), then hands what follows to `sink` (live delivery:
+    /// `EventHub.goLive`). Throws `EventHub.CloseReason` when the hub closed the subscription.
+    func catchUp(
+        after resync: EventHub.Resync?, goingLiveTo sink: LiveSink?,
+        _ send: ([(id: String, json: String)]) async throws -> Void
+    ) async throws {
+        if let resync { try await send([(resync.eventId, resync.json)]) }
+        while true {
+            let batch = try await self.hub.nextEvents(for: self)
+            let events = (batch.resync.map { [($0.eventId, $0.json)] } ?? []) + batch.events.map { ($0.eventId, $0.json) }
+            if !events.isEmpty { try await send(events) }
+            if batch.isUpToDate { break }
+        }
+        if let sink { self.hub.goLive(self, sink: sink) }
     }
 
     func cancel() {

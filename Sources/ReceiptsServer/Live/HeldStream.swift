@@ -13,7 +13,8 @@ import NIOCore
 ///   woken for a new history gets such a task again; a live one has none.
 /// - **The end.** When the hub closes the subscription (shutdown, too slow, credential ended,
 ///   a lost history) or its events cannot be read, the hub's writes stop (`LiveSink.close()`)
-///   before the handler writes the stream's end (`Output.end`), so nothing follows it.
+///   before the handler writes the stream's end (`Output.end`), so nothing follows it; the
+///   connection closes within `endDeadline` of the hub's close, whatever the client does.
 /// - **Given back once**, when the connection closes: the subscription, the credential watch
 ///   and the place under the stream caps.
 ///
@@ -45,6 +46,9 @@ final class HeldStream {
         /// The connection closed; everything is given back.
         case closed
     }
+
+    /// How long a stream the hub closed may take to end (`closedByHub()`).
+    static let endDeadline = TimeAmount.seconds(5)
 
     private let hub: EventHub
     private let guards: StreamGuards
@@ -85,7 +89,7 @@ final class HeldStream {
         let stream = NIOLoopBound(self, eventLoop: loop)
         let wake = SubscriberWake(
             yield: { loop.execute { stream.value.woken() } },
-            finish: { loop.execute { stream.value.woken() } })
+            finish: { loop.execute { stream.value.closedByHub() } })
         let hub = self.hub
         let subscription = hub.subscribe(self.opening.principal, from: self.opening.start, wake: wake)
         self.subscription = subscription
@@ -125,6 +129,16 @@ final class HeldStream {
 
     // MARK: - Pulling
 
+    /// The hub closed the subscription: the next pull says why, and the handler writes the
+    /// stream's end. The connection closes `endDeadline` later whatever the client does: one
+    /// that reads nothing (its socket takes no more) holds neither a pull nor the end back.
+    private func closedByHub() {
+        guard self.phase == .open else { return }
+        let channel = self.sink.channel
+        channel.eventLoop.assumeIsolated().scheduleTask(in: Self.endDeadline) { channel.close(promise: nil) }
+        self.woken()
+    }
+
     /// The hub has something for the stream (or closed it): pull, unless a pull runs.
     private func woken() {
         guard self.phase == .open else { return }
@@ -143,7 +157,6 @@ final class HeldStream {
         self.pendingResync = nil
         let loop = self.sink.channel.eventLoop
         let stream = NIOLoopBound(self, eventLoop: loop)
-        let hub = self.hub
         let sink = self.sink
         let send: @Sendable ([(id: String, json: String)]) async throws -> Void = { events in
             try await loop.flatSubmit {
@@ -151,26 +164,18 @@ final class HeldStream {
             }.get()
         }
         Task {
-            let pulled = await HeldStream.pull(subscription, from: hub, resync: resync, goingLiveTo: sink, send: send)
+            let pulled = await HeldStream.pull(subscription, resync: resync, goingLiveTo: sink, send: send)
             loop.execute { stream.value.finishedPulling(pulled) }
         }
     }
 
-    /// Pulls until the subscription is up to date, sending each batch (`send` returns once the
-    /// socket took it), then hands it to live delivery.
+    /// Catches the subscription up (`EventSubscription.catchUp`) and says how that ended.
     private static func pull(
-        _ subscription: EventSubscription, from hub: EventHub, resync: EventHub.Resync?, goingLiveTo sink: LiveSink,
+        _ subscription: EventSubscription, resync: EventHub.Resync?, goingLiveTo sink: LiveSink,
         send: @Sendable ([(id: String, json: String)]) async throws -> Void
     ) async -> Pulled {
         do {
-            if let resync { try await send([(resync.eventId, resync.json)]) }
-            while true {
-                let batch = try await hub.nextEvents(for: subscription)
-                let events = (batch.resync.map { [($0.eventId, $0.json)] } ?? []) + batch.events.map { ($0.eventId, $0.json) }
-                if !events.isEmpty { try await send(events) }
-                if batch.isUpToDate { break }
-            }
-            hub.goLive(subscription, sink: sink)
+            try await subscription.catchUp(after: resync, goingLiveTo: sink, send)
             return .upToDate
         } catch let reason as EventHub.CloseReason {
             return .closed(reason)

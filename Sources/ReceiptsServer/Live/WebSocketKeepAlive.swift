@@ -28,14 +28,6 @@ final class WebSocketKeepAlive: ChannelInboundHandler, RemovableChannelHandler {
         self.interval = interval
     }
 
-    /// Puts a keep-alive right after the socket's frame decoder.
-    static func install(on channel: any Channel, interval: TimeAmount = WebSocketKeepAlive.interval) async throws {
-        try await channel.eventLoop.submit {
-            let decoder = try channel.pipeline.syncOperations.handler(type: ByteToMessageHandler<WebSocketFrameDecoder>.self)
-            try channel.pipeline.syncOperations.addHandler(WebSocketKeepAlive(interval: interval), position: .after(decoder))
-        }.get()
-    }
-
     func handlerAdded(context: ChannelHandlerContext) {
         self.arm(context: context)
     }
