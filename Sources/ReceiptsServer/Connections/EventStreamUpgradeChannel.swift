@@ -126,7 +126,7 @@ struct EventStreamUpgradeChannel: ServerChildChannel, HTTPChannelHandler {
 
     /// Writes the refusal with `Connection: close`, and closes.
     private static func answer(_ refusal: RouterAnswer, on http: NIOAsyncChannel<HTTPRequestPart, HTTPResponsePart>) async {
-        try? await http.executeThenClose { _, outbound in try await refusal.write(to: outbound) }
+        try? await http.executeThenClose { _, outbound in try await outbound.write(contentsOf: refusal.parts) }
     }
 
     /// An upgrade asked for in a later request of a kept-alive connection (the upgrade is
@@ -224,11 +224,6 @@ struct RouterAnswer: Sendable {
             logger.error("a stream's request failed past the router", metadata: ["error": "\(String(reflecting: type(of: error)))"])
             return RouterAnswer(APIError(.internalServerError, .internalError, "internal error"))
         }
-    }
-
-    /// Writes the answer (a refusal) with `Connection: close`.
-    func write(to outbound: NIOAsyncChannelOutboundWriter<HTTPResponsePart>) async throws {
-        try await outbound.write(contentsOf: self.parts)
     }
 
     /// The answer's parts, with `Connection: close` and its length.
