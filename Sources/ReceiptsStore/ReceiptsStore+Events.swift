@@ -8,7 +8,7 @@ extension ReceiptsStore {
         let rows = try await self.query(
             """
             SELECT history_id, snapshot, event_id, transaction_id, tenant_id, type, chat_id, user_id, message_ids, data,
-                   audience, occurred_at
+                   audience, audience_version, occurred_at
             FROM receipts.events_since(\(position), \(Int32(limit)))
             """
         )
@@ -110,7 +110,8 @@ extension ReceiptsStore {
     public func events(tenant: String, after position: Int64, through: Int64, limit: Int) async throws -> [StoredEvent] {
         let rows = try await self.query(
             """
-            SELECT event_id, transaction_id, tenant_id, type, chat_id, user_id, message_ids, data, audience, occurred_at
+            SELECT event_id, transaction_id, tenant_id, type, chat_id, user_id, message_ids, data, audience,
+                   audience_version, occurred_at
             FROM receipts.events_after(\(tenant), \(position), \(through), \(Int32(limit)))
             """
         )
@@ -127,7 +128,7 @@ extension ReceiptsStore {
         let rows = try await self.query(
             """
             SELECT history_id, pruned_through, event_id, transaction_id, tenant_id, type, chat_id, user_id, message_ids, data,
-                   audience, occurred_at
+                   audience, audience_version, occurred_at
             FROM receipts.retained_events_after(\(tenant), \(position), \(through), \(Int32(limit)))
             """
         )

@@ -215,7 +215,12 @@ struct DatabaseFaultTests {
 
         let log = try await cluster.query { connection in
             try await connection.query(
-                "SELECT event_id, audience::text[] FROM receipts.events WHERE tenant_id = $1 AND event_id > $2 ORDER BY event_id",
+                """
+                SELECT event.event_id,
+                       coalesce(event.audience, (SELECT members.audience FROM receipts.audience_at(
+                                                     event.tenant_id, event.chat_id, event.audience_version) AS members))::text[]
+                FROM receipts.events AS event WHERE event.tenant_id = $1 AND event.event_id > $2 ORDER BY event.event_id
+                """,
                 [tenant, baseline]
             ).map { (id: String(try $0.decode(Int64.self, column: 0)), audience: try $0.decode([String].self, column: 1)) }
         }

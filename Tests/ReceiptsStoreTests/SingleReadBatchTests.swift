@@ -105,7 +105,7 @@ struct SingleReadBatchTests {
     static func events(of tenant: String) async throws -> [String] {
         try await TestDatabase.pool.query(
             """
-            SELECT concat_ws(' ', type, chat_id, user_id, message_ids::text, data::text, audience::text) AS event
+            SELECT concat_ws(' ', type, chat_id, user_id, message_ids::text, data::text, audience::text, audience_version) AS event
             FROM receipts.events WHERE tenant_id = $1 ORDER BY event
             """, [tenant]
         ).map { try $0.decode(String.self, column: 0) }

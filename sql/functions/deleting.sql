@@ -135,18 +135,20 @@ BEGIN
 
         -- Per chat, message.deleted to its members, then unread.changed to each current
         -- member whose count it changed, with the new count.
-        INSERT INTO receipts.events (tenant_id, event_id, transaction_id, type, chat_id, user_id, message_ids, data, audience)
+        INSERT INTO receipts.events
+            (tenant_id, event_id, transaction_id, type, chat_id, user_id, message_ids, data, audience, audience_version)
         SELECT p_tenant, nextval('receipts.event_ids'), pg_current_xact_id(), event.type, event.chat, event.user_id,
-               event.message_ids, event.data, event.audience
+               event.message_ids, event.data, event.audience, event.audience_version
         FROM (
             SELECT doomed.chat, 0 AS rank, 'message.deleted' AS type, doomed.sender AS user_id,
-                   ARRAY[doomed.message] AS message_ids, '{}'::jsonb AS data,
-                   (SELECT audience.audience FROM receipts.chat_audience(p_tenant, doomed.chat) AS audience) AS audience
+                   ARRAY[doomed.message] AS message_ids, '{}'::jsonb AS data, NULL::text[] AS audience,
+                   (SELECT chat.audience_version FROM receipts.chats AS chat
+                    WHERE chat.tenant_id = p_tenant AND chat.chat_id = doomed.chat) AS audience_version
             FROM unnest(v_chats, v_messages, v_senders) AS doomed(chat, message, sender)
             UNION ALL
             SELECT affected.chat, 1, 'unread.changed', affected.member, '{}',
                    jsonb_build_object('unreadCount', unread.unread_count, 'markedUnread', unread.marked_unread),
-                   ARRAY[affected.member]
+                   ARRAY[affected.member], NULL
             FROM unnest(v_member_chats, v_members, v_before, v_current) AS affected(chat, member, before, current)
             JOIN receipts.member_unread AS unread
                 ON unread.tenant_id = p_tenant AND unread.chat_id = affected.chat AND unread.user_id = affected.member
@@ -183,17 +185,17 @@ LANGUAGE plpgsql SET jit = off AS $$
 #variable_conflict use_column
 DECLARE
     v_last_seq bigint;
+    v_version integer;
 BEGIN
     PERFORM receipts.enter_tenant(p_tenant);
-    SELECT chat.last_seq INTO v_last_seq FROM receipts.chats AS chat
+    SELECT chat.last_seq, chat.audience_version INTO v_last_seq, v_version FROM receipts.chats AS chat
     WHERE chat.tenant_id = p_tenant AND chat.chat_id = p_chat
     FOR UPDATE;
     IF NOT FOUND THEN
         RETURN 'chat_not_found';
     END IF;
-    INSERT INTO receipts.events (tenant_id, event_id, transaction_id, type, chat_id, user_id, audience)
-    SELECT p_tenant, nextval('receipts.event_ids'), pg_current_xact_id(), 'chat.deleted', p_chat, NULL, audience.audience
-    FROM receipts.chat_audience(p_tenant, p_chat) AS audience;
+    INSERT INTO receipts.events (tenant_id, event_id, transaction_id, type, chat_id, user_id, audience_version)
+    VALUES (p_tenant, nextval('receipts.event_ids'), pg_current_xact_id(), 'chat.deleted', p_chat, NULL, v_version);
     INSERT INTO receipts.events (tenant_id, event_id, transaction_id, type, chat_id, user_id, data, audience)
     SELECT p_tenant, nextval('receipts.event_ids'), pg_current_xact_id(), 'unread.changed', p_chat, unread.user_id,
            jsonb_build_object('unreadCount', 0, 'markedUnread', false), ARRAY[unread.user_id::text]
@@ -205,6 +207,10 @@ BEGIN
         INSERT INTO receipts.chat_purges AS purge (tenant_id, chat_id) VALUES (p_tenant, p_chat)
         ON CONFLICT (tenant_id, chat_id) DO UPDATE SET requested_at = now();
     END IF;
+    -- Its members' audience periods end with it (the next chat of this id goes on from the
+    -- version after), and stay for the events of this one that the log keeps.
+    UPDATE receipts.audience_periods AS period SET until_version = v_version + 1, left_at = now()
+    WHERE period.tenant_id = p_tenant AND period.chat_id = p_chat AND period.until_version IS NULL;
     DELETE FROM receipts.chats AS chat WHERE chat.tenant_id = p_tenant AND chat.chat_id = p_chat;
     PERFORM receipts.wake_listeners();
     RETURN 'deleted';

@@ -3,7 +3,8 @@
 -- A request (receipts.request_user_erasure) does at once what must hold at once: the user
 -- leaves every chat and their memberships are forgotten (so they are no recipient of any
 -- message, and the same id joining again is a new user, a recipient only of what is sent
--- after), their settings go, their tokens are revoked. It records the rest in
+-- after; nor in the audience of any event, even of a deleted chat), their settings go, their
+-- tokens are revoked. It records the rest in
 -- receipts.erasures and receipts.erasure_chats: for each chat, the last message then
 -- (through_seq) and the receipt chunk that held the user's receipts. The service's erasure
 -- worker calls receipts.erasure_step until it says idle; each call is one transaction of
@@ -68,8 +69,10 @@ BEGIN
     FROM receipts.chat_members AS member
     JOIN receipts.chats AS chat ON chat.tenant_id = member.tenant_id AND chat.chat_id = member.chat_id
     WHERE member.tenant_id = p_tenant AND member.user_id = p_user;
-    -- They leave every chat and their memberships are forgotten (periods go with the rows).
+    -- They leave every chat and their memberships are forgotten (periods go with the rows),
+    -- deleted chats' included: they are in the audience of no event any more.
     DELETE FROM receipts.chat_members AS member WHERE member.tenant_id = p_tenant AND member.user_id = p_user;
+    DELETE FROM receipts.audience_periods AS period WHERE period.tenant_id = p_tenant AND period.user_id = p_user;
     DELETE FROM receipts.users AS setting WHERE setting.tenant_id = p_tenant AND setting.user_id = p_user;
     PERFORM receipts.revoke_user_tokens(p_tenant, p_user);
     -- Every event id handed out before this one is older than the request (the user's
@@ -238,6 +241,10 @@ BEGIN
     IF v_removed > 0 THEN RETURN 'events'; END IF;
     DELETE FROM receipts.membership_periods WHERE ctid = ANY (ARRAY(
         SELECT ctid FROM receipts.membership_periods WHERE tenant_id = p_tenant LIMIT p_batch));
+    GET DIAGNOSTICS v_removed = ROW_COUNT;
+    IF v_removed > 0 THEN RETURN 'members'; END IF;
+    DELETE FROM receipts.audience_periods WHERE ctid = ANY (ARRAY(
+        SELECT ctid FROM receipts.audience_periods WHERE tenant_id = p_tenant LIMIT p_batch));
     GET DIAGNOSTICS v_removed = ROW_COUNT;
     IF v_removed > 0 THEN RETURN 'members'; END IF;
     DELETE FROM receipts.chat_members WHERE ctid = ANY (ARRAY(

@@ -74,14 +74,46 @@ $$;
 COMMENT ON FUNCTION receipts.wake_listeners() IS
     'NOTIFY receipts_events, unless the session set receipts.notify = off (the service announces its own writes).';
 
+-- Who sees an event of a chat (its audience): the users whose membership covered the chat's
+-- version when it happened (receipts.chats.audience_version, stored with the event; see
+-- sql/migrations/0008_event_audiences.sql). SQL returning a table, so that the readers of the
+-- log inline it (`(SELECT audience.audience FROM receipts.audience_at(t, c, v) AS audience)`).
+CREATE OR REPLACE FUNCTION receipts.audience_at(p_tenant text, p_chat text, p_version integer)
+RETURNS TABLE (audience text[])
+LANGUAGE sql STABLE AS $$
+    SELECT coalesce(array_agg(period.user_id::text ORDER BY period.user_id), '{}')
+    FROM receipts.audience_periods AS period
+    WHERE period.tenant_id = p_tenant AND period.chat_id = p_chat AND period.from_version <= p_version
+      AND (period.until_version IS NULL OR period.until_version > p_version);
+$$;
+COMMENT ON FUNCTION receipts.audience_at(text, text, integer) IS
+    'The members of a chat at one of its audience versions, in one array: who sees the events stored with that version. Read as (SELECT audience.audience FROM receipts.audience_at(t, c, v) AS audience).';
+
+-- An event's audience in a page of the log: its own array (an event of one user, or from
+-- before sql/migrations/0008_event_audiences.sql), or the members of its chat's audience
+-- version (receipts.audience_at), found once a page: on the page's first event of that chat
+-- and version, null on the later ones (p_first false), whose reader takes the first's.
+-- Inlined into the statement that reads it.
+CREATE OR REPLACE FUNCTION receipts.page_audience(
+    p_tenant text, p_chat text, p_audience text[], p_version integer, p_first boolean)
+RETURNS TABLE (audience text[])
+LANGUAGE sql STABLE AS $$
+    SELECT CASE WHEN p_version IS NULL THEN coalesce(p_audience, '{}')
+                WHEN p_first THEN (SELECT members.audience FROM receipts.audience_at(p_tenant, p_chat, p_version) AS members)
+           END;
+$$;
+COMMENT ON FUNCTION receipts.page_audience(text, text, text[], integer, boolean) IS
+    'An event''s audience in a page of the log: its stored array, or its chat version''s members on the page''s first event of that version (null on the later ones). Read as (SELECT page.audience FROM receipts.page_audience(...) AS page).';
+
 -- The listener reads every tenant's events (it relays to all of them), so this runs as the
 -- owner, beyond row-level security. Always one row: the current event history
 -- (sql/functions/histories.sql: the reader must know which history the ids are of, and a
 -- new one may begin here), the snapshot the read used, then the events (null columns when
--- there are none).
+-- there are none), each with its audience as receipts.page_audience gives it.
 CREATE OR REPLACE FUNCTION receipts.events_since(p_after bigint, p_limit integer)
 RETURNS TABLE (history_id text, snapshot text, event_id bigint, transaction_id bigint, tenant_id text, type text,
-               chat_id text, user_id text, message_ids text[], data jsonb, audience text[], occurred_at timestamptz)
+               chat_id text, user_id text, message_ids text[], data jsonb, audience text[], audience_version integer,
+               occurred_at timestamptz)
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET plan_cache_mode = force_generic_plan AS $$
 #variable_conflict use_column
 DECLARE
@@ -90,16 +122,20 @@ BEGIN
     RETURN QUERY
     SELECT v_history, pg_current_snapshot()::text, event.event_id, event.transaction_id::text::bigint,
            event.tenant_id::text, event.type, event.chat_id::text, event.user_id::text, event.message_ids, event.data,
-           event.audience, event.occurred_at
+           (SELECT page.audience FROM receipts.page_audience(
+               event.tenant_id, event.chat_id, event.audience, event.audience_version, event.first_of_version) AS page),
+           event.audience_version, event.occurred_at
     FROM (SELECT) AS one
     LEFT JOIN LATERAL (
-        SELECT * FROM receipts.events AS event WHERE event.event_id > p_after ORDER BY event.event_id LIMIT p_limit
+        SELECT page.*, row_number() OVER (PARTITION BY page.tenant_id, page.chat_id, page.audience_version
+                                          ORDER BY page.event_id) = 1 AS first_of_version
+        FROM (SELECT * FROM receipts.events AS event WHERE event.event_id > p_after ORDER BY event.event_id LIMIT p_limit) AS page
     ) AS event ON true
     ORDER BY event.event_id;
 END;
 $$;
 COMMENT ON FUNCTION receipts.events_since(bigint, integer) IS
-    'Every tenant''s visible events after a position, in id order, with the current event history and the snapshot that decided what is visible.';
+    'Every tenant''s visible events after a position, in id order, with the current event history and the snapshot that decided what is visible; audiences as receipts.page_audience gives them.';
 REVOKE ALL ON FUNCTION receipts.events_since(bigint, integer) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION receipts.events_since(bigint, integer) TO receipts_service;
 
@@ -202,26 +238,7 @@ COMMENT ON FUNCTION receipts.stream_position(text) IS
 REVOKE ALL ON FUNCTION receipts.stream_position(text) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION receipts.stream_position(text) TO receipts_service;
 
-CREATE OR REPLACE FUNCTION receipts.events_after(p_tenant text, p_after bigint, p_through bigint, p_limit integer)
-RETURNS TABLE (event_id bigint, transaction_id bigint, tenant_id text, type text, chat_id text, user_id text,
-               message_ids text[], data jsonb, audience text[], occurred_at timestamptz)
-LANGUAGE plpgsql AS $$
-#variable_conflict use_column
-BEGIN
-    PERFORM receipts.enter_tenant(p_tenant);
-    RETURN QUERY
-    SELECT event.event_id, event.transaction_id::text::bigint, event.tenant_id::text, event.type, event.chat_id::text,
-           event.user_id::text, event.message_ids, event.data, event.audience, event.occurred_at
-    FROM receipts.events AS event
-    WHERE event.tenant_id = p_tenant AND event.event_id > p_after AND event.event_id <= p_through
-    ORDER BY event.event_id
-    LIMIT p_limit;
-END;
-$$;
-COMMENT ON FUNCTION receipts.events_after(text, bigint, bigint, integer) IS
-    'A tenant''s events in (p_after, p_through], oldest first: what a resuming stream replays.';
-
--- A resuming stream catches up from the log one page at a time (receipts.events_after).
+-- A resuming stream catches up from the log one page at a time.
 -- Retention may delete the next events it needs between two pages; the page after would
 -- then silently start later. receipts.retained_events_after reads the page and the tenant's
 -- pruned_through in one statement, so in one snapshot: when pruned_through is past the
@@ -231,7 +248,8 @@ COMMENT ON FUNCTION receipts.events_after(text, bigint, bigint, integer) IS
 -- not of the history the hub's positions are in (sql/functions/histories.sql).
 CREATE OR REPLACE FUNCTION receipts.retained_events_after(p_tenant text, p_after bigint, p_through bigint, p_limit integer)
 RETURNS TABLE (history_id text, pruned_through bigint, event_id bigint, transaction_id bigint, tenant_id text, type text,
-               chat_id text, user_id text, message_ids text[], data jsonb, audience text[], occurred_at timestamptz)
+               chat_id text, user_id text, message_ids text[], data jsonb, audience text[], audience_version integer,
+               occurred_at timestamptz)
 LANGUAGE plpgsql AS $$
 #variable_conflict use_column
 DECLARE
@@ -243,19 +261,37 @@ BEGIN
            coalesce((SELECT retention.pruned_through FROM receipts.event_retention AS retention
                      WHERE retention.tenant_id = p_tenant), 0),
            event.event_id, event.transaction_id::text::bigint, event.tenant_id::text, event.type, event.chat_id::text,
-           event.user_id::text, event.message_ids, event.data, event.audience, event.occurred_at
+           event.user_id::text, event.message_ids, event.data,
+           (SELECT page.audience FROM receipts.page_audience(
+               event.tenant_id, event.chat_id, event.audience, event.audience_version, event.first_of_version) AS page),
+           event.audience_version, event.occurred_at
     FROM (SELECT) AS one
     LEFT JOIN LATERAL (
-        SELECT * FROM receipts.events AS event
-        WHERE event.tenant_id = p_tenant AND event.event_id > p_after AND event.event_id <= p_through
-        ORDER BY event.event_id
-        LIMIT p_limit
+        SELECT page.*, row_number() OVER (PARTITION BY page.chat_id, page.audience_version ORDER BY page.event_id) = 1
+                   AS first_of_version
+        FROM (SELECT * FROM receipts.events AS event
+              WHERE event.tenant_id = p_tenant AND event.event_id > p_after AND event.event_id <= p_through
+              ORDER BY event.event_id
+              LIMIT p_limit) AS page
     ) AS event ON true
     ORDER BY event.event_id;
 END;
 $$;
 COMMENT ON FUNCTION receipts.retained_events_after(text, bigint, bigint, integer) IS
-    'A tenant''s events in (p_after, p_through], oldest first, each row with the current event history and the newest id of the tenant that retention deleted, read in one snapshot (one row of nulls, the history and pruned_through when there are none).';
+    'A tenant''s events in (p_after, p_through], oldest first, each row with the current event history and the newest id of the tenant that retention deleted, read in one snapshot (one row of nulls, the history and pruned_through when there are none); audiences as receipts.page_audience gives them.';
+
+-- The same page without the history and retention (for psql and tests).
+CREATE OR REPLACE FUNCTION receipts.events_after(p_tenant text, p_after bigint, p_through bigint, p_limit integer)
+RETURNS TABLE (event_id bigint, transaction_id bigint, tenant_id text, type text, chat_id text, user_id text,
+               message_ids text[], data jsonb, audience text[], audience_version integer, occurred_at timestamptz)
+LANGUAGE sql AS $$
+    SELECT page.event_id, page.transaction_id, page.tenant_id, page.type, page.chat_id, page.user_id, page.message_ids,
+           page.data, page.audience, page.audience_version, page.occurred_at
+    FROM receipts.retained_events_after(p_tenant, p_after, p_through, p_limit) AS page
+    WHERE page.event_id IS NOT NULL;
+$$;
+COMMENT ON FUNCTION receipts.events_after(text, bigint, bigint, integer) IS
+    'A tenant''s events in (p_after, p_through], oldest first: what a resuming stream replays (audiences as receipts.page_audience gives them).';
 
 -- Retention, across tenants: runs as the function's owner, beyond row-level security.
 CREATE OR REPLACE FUNCTION receipts.prune_events(p_retention interval)
@@ -263,6 +299,12 @@ RETURNS bigint
 LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
     WITH pruned AS (
         DELETE FROM receipts.events WHERE occurred_at < now() - p_retention RETURNING tenant_id, event_id
+    ),
+    -- An event of a version that a period covers happened before the period ended (a
+    -- transaction that read the version began before the leave committed): a day's margin
+    -- for the leave's own transaction, and the periods no retained event needs go too.
+    ended AS (
+        DELETE FROM receipts.audience_periods AS period WHERE period.left_at < now() - p_retention - interval '1 day'
     ),
     recorded AS (
         INSERT INTO receipts.event_retention AS retention (tenant_id, pruned_through)
@@ -274,7 +316,7 @@ LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
     SELECT count(*) FROM pruned;
 $$;
 COMMENT ON FUNCTION receipts.prune_events(interval) IS
-    'Deletes events older than the retention period (default 7 days in the service) and records, per tenant, the newest id it deleted; returns how many.';
+    'Deletes events older than the retention period (default 7 days in the service), and the audience periods that ended a day before it; records, per tenant, the newest id it deleted; returns how many events.';
 REVOKE ALL ON FUNCTION receipts.prune_events(interval) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION receipts.prune_events(interval) TO receipts_service;
 

@@ -60,19 +60,30 @@ $$;
 COMMENT ON FUNCTION receipts.messages_to_read(text, text, text, bigint, bigint, bigint) IS
     'How many messages with p_after < seq <= p_through were the user''s to read (sent while a member, not their own); p_newest_period_after: chat_members.period_after_seq.';
 
--- The current members of a chat: who sees its events (the audience of an event row). SQL
--- returning a table, inlined into the statement that reads it, as above: the event triggers
--- read it once per event row, inside their INSERT (a PL/pgSQL call per event cost 14 % of a
--- core under the bench's sends).
-CREATE OR REPLACE FUNCTION receipts.chat_audience(p_tenant text, p_chat text)
-RETURNS TABLE (audience text[])
-LANGUAGE sql STABLE AS $$
-    SELECT coalesce(array_agg(member.user_id ORDER BY member.user_id), '{}')
-    FROM receipts.chat_members AS member
-    WHERE member.tenant_id = p_tenant AND member.chat_id = p_chat AND member.left_at IS NULL;
+-- A membership change moves the chat on to its next audience version: the user's period
+-- begins there (p_joins) or ends there (not p_joins). The caller holds the chat row locked.
+CREATE OR REPLACE FUNCTION receipts.change_audience(p_tenant text, p_chat text, p_user text, p_joins boolean)
+RETURNS void
+LANGUAGE plpgsql AS $$
+#variable_conflict use_column
+DECLARE
+    v_version integer;
+BEGIN
+    UPDATE receipts.chats AS chat SET audience_version = chat.audience_version + 1
+    WHERE chat.tenant_id = p_tenant AND chat.chat_id = p_chat
+    RETURNING chat.audience_version INTO v_version;
+    IF p_joins THEN
+        INSERT INTO receipts.audience_periods (tenant_id, chat_id, user_id, from_version)
+        VALUES (p_tenant, p_chat, p_user, v_version);
+    ELSE
+        UPDATE receipts.audience_periods AS period SET until_version = v_version, left_at = now()
+        WHERE period.tenant_id = p_tenant AND period.chat_id = p_chat AND period.user_id = p_user
+          AND period.until_version IS NULL;
+    END IF;
+END;
 $$;
-COMMENT ON FUNCTION receipts.chat_audience(text, text) IS
-    'The current members of a chat, in one array: who sees its events. Read as (SELECT audience.audience FROM receipts.chat_audience(t, c) AS audience).';
+COMMENT ON FUNCTION receipts.change_audience(text, text, text, boolean) IS
+    'A join (p_joins) or leave moves the chat to its next audience version, where the user''s audience period begins or ends. The caller holds the chat row.';
 
 -- Members are numbered in the order given.
 CREATE OR REPLACE FUNCTION receipts.put_chat(p_tenant text, p_chat text, p_kind text, p_members text[])
@@ -82,11 +93,18 @@ LANGUAGE plpgsql AS $$
 DECLARE
     v_kind text;
     v_current text[];
+    v_version integer;
 BEGIN
     PERFORM receipts.enter_tenant(p_tenant);
-    INSERT INTO receipts.chats (tenant_id, chat_id, kind, members_numbered)
-    VALUES (p_tenant, p_chat, p_kind, cardinality(p_members))
-    ON CONFLICT DO NOTHING;
+    -- A chat of this id that was deleted left its audience periods for the events still in
+    -- the log: this one's versions come after them.
+    INSERT INTO receipts.chats (tenant_id, chat_id, kind, members_numbered, audience_version)
+    VALUES (p_tenant, p_chat, p_kind, cardinality(p_members),
+            1 + coalesce((SELECT max(coalesce(period.until_version, period.from_version))
+                          FROM receipts.audience_periods AS period
+                          WHERE period.tenant_id = p_tenant AND period.chat_id = p_chat), 0))
+    ON CONFLICT DO NOTHING
+    RETURNING audience_version INTO v_version;
     IF FOUND THEN
         -- A chat of this id was deleted and its messages are not all purged yet: the rest go
         -- now (after the background batch that may hold them), so the new chat starts empty.
@@ -100,6 +118,8 @@ BEGIN
         FROM unnest(p_members) WITH ORDINALITY AS member(user_id, number);
         INSERT INTO receipts.membership_periods (tenant_id, chat_id, user_id, after_seq)
         SELECT p_tenant, p_chat, member, 0 FROM unnest(p_members) AS member;
+        INSERT INTO receipts.audience_periods (tenant_id, chat_id, user_id, from_version)
+        SELECT p_tenant, p_chat, member, v_version FROM unnest(p_members) AS member;
         RETURN 'created';
     END IF;
     SELECT chat.kind INTO v_kind FROM receipts.chats AS chat
@@ -161,6 +181,7 @@ BEGIN
     VALUES (p_tenant, p_chat, p_user, v_last_seq)
     ON CONFLICT (tenant_id, chat_id, user_id, after_seq)
         DO UPDATE SET until_seq = NULL, left_at = NULL, joined_at = now();
+    PERFORM receipts.change_audience(p_tenant, p_chat, p_user, true);
     RETURN 'joined';
 END;
 $$;
@@ -190,6 +211,7 @@ BEGIN
     UPDATE receipts.membership_periods AS period SET until_seq = v_last_seq, left_at = now()
     WHERE period.tenant_id = p_tenant AND period.chat_id = p_chat AND period.user_id = p_user
       AND period.until_seq IS NULL;
+    PERFORM receipts.change_audience(p_tenant, p_chat, p_user, false);
     RETURN 'left';
 END;
 $$;

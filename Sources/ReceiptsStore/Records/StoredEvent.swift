@@ -39,39 +39,61 @@ public struct StoredEvent: Sendable {
 
 extension StoredEvent {
     /// The events in `rows`: the columns `event_id, transaction_id, tenant_id, type, chat_id,
-    /// user_id, message_ids, data, audience, occurred_at`, found by name, whatever else the
-    /// result holds (a row whose `event_id` is null carries only those other columns).
+    /// user_id, message_ids, data, audience, audience_version, occurred_at`, found by name,
+    /// whatever else the result holds (a row whose `event_id` is null carries only those other
+    /// columns).
+    ///
+    /// An event of a chat comes with its chat's audience version; the page gives that
+    /// version's members once, on its first event of it, and null on the later ones
+    /// (`receipts.page_audience`): they share the first one's array.
     static func all(in rows: PostgresRows) throws -> [StoredEvent] {
         guard !rows.isEmpty else { return [] }
         let columns = try Columns(of: rows)
         var events: [StoredEvent] = []
         events.reserveCapacity(rows.count)
+        var audiences: [AudienceVersion: [String]] = [:]
         for row in rows where try row.decode(Int64?.self, column: columns.id) != nil {
-            events.append(try StoredEvent(row: row, columns: columns))
+            let tenantId = try row.decode(String.self, column: columns.tenantId)
+            let chatId = try row.decode(String?.self, column: columns.chatId)
+            let stored = try row.decode([String]?.self, column: columns.audience)
+            let audience: [String]
+            if let version = try row.decode(Int32?.self, column: columns.audienceVersion), let chatId {
+                let key = AudienceVersion(tenantId: tenantId, chatId: chatId, version: version)
+                if let stored { audiences[key] = stored }
+                audience = audiences[key] ?? []
+            } else {
+                audience = stored ?? []
+            }
+            events.append(
+                StoredEvent(
+                    id: try row.decode(column: columns.id), transactionId: try row.decode(column: columns.transactionId),
+                    tenantId: tenantId, type: try row.decode(column: columns.type), chatId: chatId,
+                    userId: try row.decode(column: columns.userId), messageIds: try row.decode(column: columns.messageIds),
+                    data: try row.decode(PostgresJSON.self, column: columns.data).text, audience: audience,
+                    occurredAt: try row.decode(column: columns.occurredAt)))
         }
         return events
     }
 
+    /// A chat's members at one of its audience versions (`receipts.chats.audience_version`).
+    private struct AudienceVersion: Hashable {
+        let tenantId: String
+        let chatId: String
+        let version: Int32
+    }
+
     /// Where each field is in a result, looked up once per result.
     private struct Columns {
-        let id, transactionId, tenantId, type, chatId, userId, messageIds, data, audience, occurredAt: Int
+        let id, transactionId, tenantId, type, chatId, userId, messageIds, data, audience, audienceVersion, occurredAt: Int
 
         init(of rows: PostgresRows) throws {
             func index(_ name: String) throws -> Int { try rows.columnIndex(named: name) }
             (self.id, self.transactionId, self.tenantId) = (try index("event_id"), try index("transaction_id"), try index("tenant_id"))
             (self.type, self.chatId, self.userId) = (try index("type"), try index("chat_id"), try index("user_id"))
             (self.messageIds, self.data) = (try index("message_ids"), try index("data"))
-            (self.audience, self.occurredAt) = (try index("audience"), try index("occurred_at"))
+            (self.audience, self.audienceVersion) = (try index("audience"), try index("audience_version"))
+            self.occurredAt = try index("occurred_at")
         }
-    }
-
-    private init(row: PostgresRow, columns: Columns) throws {
-        self.init(
-            id: try row.decode(column: columns.id), transactionId: try row.decode(column: columns.transactionId),
-            tenantId: try row.decode(column: columns.tenantId), type: try row.decode(column: columns.type),
-            chatId: try row.decode(column: columns.chatId), userId: try row.decode(column: columns.userId),
-            messageIds: try row.decode(column: columns.messageIds), data: try row.decode(PostgresJSON.self, column: columns.data).text,
-            audience: try row.decode(column: columns.audience), occurredAt: try row.decode(column: columns.occurredAt))
     }
 }
 
