@@ -154,7 +154,19 @@ BEGIN
         JOIN receipts.chats AS chat ON chat.tenant_id = p_tenant AND chat.chat_id = request.chat
         LEFT JOIN receipts.users AS setting ON setting.tenant_id = p_tenant AND setting.user_id = request.reader
     ),
-    -- The messages each request names: by id (each once), or the range above the watermark.
+    -- A read of a range whose chunk rows no other request of this call touches (a read-all,
+    -- most often alone) appends its reader with one guarded UPDATE of those rows (updated_alone
+    -- below), each row found once, with no grouping by row: the rows of the other requests are
+    -- others, so the two updates of this statement never meet on a row.
+    alone AS (
+        SELECT target.request, target.chat, target.reader, target.chunk, target.visible, target.period_after_seq,
+               target.read_seq, target.up_to_seq
+        FROM target
+        WHERE target.through
+          AND NOT EXISTS (SELECT FROM target AS other
+                          WHERE other.chat = target.chat AND other.chunk = target.chunk AND other.request <> target.request)
+    ),
+    -- The messages each other request names: by id (each once), or the range above the watermark.
     named AS (
         SELECT DISTINCT target.request, target.chat, target.reader, target.chunk, target.visible, target.period_after_seq,
                         message.seq, message.sender_id
@@ -170,7 +182,7 @@ BEGIN
         JOIN receipts.messages AS message
             ON message.tenant_id = p_tenant AND message.chat_id = target.chat
            AND message.seq > target.read_seq AND message.seq <= target.up_to_seq
-        WHERE target.through
+        WHERE target.through AND target.request NOT IN (SELECT alone.request FROM alone)
     ),
     -- Of those, the ones the reader has to read: from others, sent while a member (at once
     -- when above the start of their newest period), not read yet.
@@ -188,9 +200,9 @@ BEGIN
     ),
     per_chunk AS (
         SELECT chat, seq, chunk,
-               coalesce(array_agg(reader ORDER BY request) FILTER (WHERE visible), '{}') AS visible_readers,
-               coalesce(array_agg(reader ORDER BY request) FILTER (WHERE NOT visible), '{}') AS hidden_readers,
-               coalesce(array_agg(reader ORDER BY request) FILTER (WHERE undelivered), '{}') AS receivers,
+               coalesce(array_agg(reader) FILTER (WHERE visible), '{}') AS visible_readers,
+               coalesce(array_agg(reader) FILTER (WHERE NOT visible), '{}') AS hidden_readers,
+               coalesce(array_agg(reader) FILTER (WHERE undelivered), '{}') AS receivers,
                array_agg(reader) AS readers
         FROM eligible GROUP BY chat, seq, chunk
         ORDER BY chat, seq, chunk  -- rows are locked in this order, the same in every call
@@ -210,10 +222,36 @@ BEGIN
           AND NOT (receipt.delivered_to && per_chunk.receivers)
         RETURNING per_chunk.chat, per_chunk.readers
     ),
+    -- The same rule as eligible and updated, for one reader a row: from others, sent while a
+    -- member, not read yet (the guard, evaluated again on the newest version of a row another
+    -- reader changed meanwhile).
+    updated_alone AS (
+        UPDATE receipts.receipt_chunks AS receipt SET
+            read_by        = CASE WHEN alone.visible THEN receipt.read_by || alone.reader ELSE receipt.read_by END,
+            read_at        = CASE WHEN alone.visible THEN receipt.read_at || now() ELSE receipt.read_at END,
+            hidden_read_by = CASE WHEN alone.visible THEN receipt.hidden_read_by ELSE receipt.hidden_read_by || alone.reader END,
+            delivered_to   = CASE WHEN alone.reader = ANY (receipt.delivered_to) THEN receipt.delivered_to
+                                  ELSE receipt.delivered_to || alone.reader END,
+            delivered_at   = CASE WHEN alone.reader = ANY (receipt.delivered_to) THEN receipt.delivered_at
+                                  ELSE receipt.delivered_at || now() END
+        FROM alone
+        JOIN receipts.messages AS message
+            ON message.tenant_id = p_tenant AND message.chat_id = alone.chat
+           AND message.seq > alone.read_seq AND message.seq <= alone.up_to_seq
+        WHERE receipt.tenant_id = p_tenant AND receipt.chat_id = alone.chat AND receipt.seq = message.seq
+          AND receipt.chunk = alone.chunk
+          AND message.sender_id <> alone.reader
+          AND NOT (alone.reader = ANY (receipt.read_by)) AND NOT (alone.reader = ANY (receipt.hidden_read_by))
+          AND CASE WHEN message.seq > alone.period_after_seq THEN true
+                   ELSE message.seq <@ receipts.membership_seqs(p_tenant, alone.chat, alone.reader) END
+        RETURNING alone.chat, alone.reader
+    ),
     marked AS (
-        SELECT updated.chat, reader, count(*)::integer AS marked
-        FROM updated, unnest(updated.readers) AS reader
-        GROUP BY updated.chat, reader
+        SELECT each.chat, each.reader, count(*)::integer AS marked
+        FROM (SELECT updated.chat, reader FROM updated, unnest(updated.readers) AS reader
+              UNION ALL
+              SELECT updated_alone.chat, updated_alone.reader FROM updated_alone) AS each
+        GROUP BY each.chat, each.reader
     )
     SELECT array_agg(request.request ORDER BY request.request),
            array_agg(request.chat ORDER BY request.request),
