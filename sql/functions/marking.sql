@@ -154,19 +154,17 @@ BEGIN
         JOIN receipts.chats AS chat ON chat.tenant_id = p_tenant AND chat.chat_id = request.chat
         LEFT JOIN receipts.users AS setting ON setting.tenant_id = p_tenant AND setting.user_id = request.reader
     ),
-    -- A read of a range whose chunk rows no other request of this call touches (a read-all,
-    -- most often alone) appends its reader with one guarded UPDATE of those rows (updated_alone
-    -- below), each row found once, with no grouping by row: the rows of the other requests are
-    -- others, so the two updates of this statement never meet on a row.
+    -- A request whose chunk rows no other request of this call touches (each request, when
+    -- the call's requests are of different chats: a read-all, a page of ids, a single read)
+    -- needs no gathering by row: its reader goes to each of its rows that the guard lets
+    -- through (appends, updated), each row found once.
     alone AS (
-        SELECT target.request, target.chat, target.reader, target.chunk, target.visible, target.period_after_seq,
-               target.read_seq, target.up_to_seq
+        SELECT target.request
         FROM target
-        WHERE target.through
-          AND NOT EXISTS (SELECT FROM target AS other
+        WHERE NOT EXISTS (SELECT FROM target AS other
                           WHERE other.chat = target.chat AND other.chunk = target.chunk AND other.request <> target.request)
     ),
-    -- The messages each other request names: by id (each once), or the range above the watermark.
+    -- The messages each request names: by id (each once), or the range above the watermark.
     named AS (
         SELECT DISTINCT target.request, target.chat, target.reader, target.chunk, target.visible, target.period_after_seq,
                         message.seq, message.sender_id
@@ -182,10 +180,10 @@ BEGIN
         JOIN receipts.messages AS message
             ON message.tenant_id = p_tenant AND message.chat_id = target.chat
            AND message.seq > target.read_seq AND message.seq <= target.up_to_seq
-        WHERE target.through AND target.request NOT IN (SELECT alone.request FROM alone)
+        WHERE target.through
     ),
-    -- Of those, the ones the reader has to read: from others, sent while a member (at once
-    -- when above the start of their newest period), not read yet.
+    -- Of those of the other requests, the ones the reader has to read: from others, sent
+    -- while a member (at once when above the start of their newest period), not read yet.
     eligible AS (
         SELECT named.request, named.chat, named.seq, named.chunk, named.reader, named.visible,
                NOT (named.reader = ANY (receipt.delivered_to)) AS undelivered
@@ -193,7 +191,8 @@ BEGIN
         JOIN receipts.receipt_chunks AS receipt
             ON receipt.tenant_id = p_tenant AND receipt.chat_id = named.chat AND receipt.seq = named.seq
            AND receipt.chunk = named.chunk
-        WHERE named.sender_id <> named.reader
+        WHERE named.request NOT IN (SELECT alone.request FROM alone)
+          AND named.sender_id <> named.reader
           AND NOT (named.reader = ANY (receipt.read_by)) AND NOT (named.reader = ANY (receipt.hidden_read_by))
           AND CASE WHEN named.seq > named.period_after_seq THEN true
                    ELSE named.seq <@ receipts.membership_seqs(p_tenant, named.chat, named.reader) END
@@ -205,52 +204,57 @@ BEGIN
                coalesce(array_agg(reader) FILTER (WHERE undelivered), '{}') AS receivers,
                array_agg(reader) AS readers
         FROM eligible GROUP BY chat, seq, chunk
-        ORDER BY chat, seq, chunk  -- rows are locked in this order, the same in every call
+    ),
+    -- What each chunk row gets: the readers gathered for it (per_chunk), or the one reader of
+    -- a request alone on its rows, sent by others and while a member, whom the guard checks
+    -- against the row itself (reader not null).
+    appends AS (
+        SELECT per_chunk.chat, per_chunk.seq, per_chunk.chunk, NULL::text AS reader, NULL::boolean AS visible,
+               per_chunk.visible_readers, per_chunk.hidden_readers, per_chunk.receivers, per_chunk.readers
+        FROM per_chunk
+        UNION ALL
+        SELECT alone.chat, alone.seq, alone.chunk, alone.reader, alone.visible, NULL, NULL, NULL, ARRAY[alone.reader::text]
+        FROM named AS alone
+        WHERE alone.request IN (SELECT alone.request FROM alone)
+          AND alone.sender_id <> alone.reader
+          AND CASE WHEN alone.seq > alone.period_after_seq THEN true
+                   ELSE alone.seq <@ receipts.membership_seqs(p_tenant, alone.chat, alone.reader) END
+        ORDER BY 1, 2, 3  -- rows are locked in this order, the same in every call
     ),
     updated AS (
         UPDATE receipts.receipt_chunks AS receipt SET
-            read_by        = receipt.read_by || per_chunk.visible_readers,
-            read_at        = receipt.read_at || array_fill(now(), ARRAY[cardinality(per_chunk.visible_readers)]),
-            hidden_read_by = receipt.hidden_read_by || per_chunk.hidden_readers,
-            delivered_to   = receipt.delivered_to || per_chunk.receivers,
-            delivered_at   = receipt.delivered_at || array_fill(now(), ARRAY[cardinality(per_chunk.receivers)])
-        FROM per_chunk
-        WHERE receipt.tenant_id = p_tenant AND receipt.chat_id = per_chunk.chat
-          AND receipt.seq = per_chunk.seq AND receipt.chunk = per_chunk.chunk
-          -- The guard: none of these readers is on the row already.
-          AND NOT (receipt.read_by && per_chunk.readers) AND NOT (receipt.hidden_read_by && per_chunk.readers)
-          AND NOT (receipt.delivered_to && per_chunk.receivers)
-        RETURNING per_chunk.chat, per_chunk.readers
-    ),
-    -- The same rule as eligible and updated, for one reader a row: from others, sent while a
-    -- member, not read yet (the guard, evaluated again on the newest version of a row another
-    -- reader changed meanwhile).
-    updated_alone AS (
-        UPDATE receipts.receipt_chunks AS receipt SET
-            read_by        = CASE WHEN alone.visible THEN receipt.read_by || alone.reader ELSE receipt.read_by END,
-            read_at        = CASE WHEN alone.visible THEN receipt.read_at || now() ELSE receipt.read_at END,
-            hidden_read_by = CASE WHEN alone.visible THEN receipt.hidden_read_by ELSE receipt.hidden_read_by || alone.reader END,
-            delivered_to   = CASE WHEN alone.reader = ANY (receipt.delivered_to) THEN receipt.delivered_to
-                                  ELSE receipt.delivered_to || alone.reader END,
-            delivered_at   = CASE WHEN alone.reader = ANY (receipt.delivered_to) THEN receipt.delivered_at
+            read_by        = CASE WHEN appends.reader IS NULL THEN receipt.read_by || appends.visible_readers
+                                  WHEN appends.visible THEN receipt.read_by || appends.reader
+                                  ELSE receipt.read_by END,
+            read_at        = CASE WHEN appends.reader IS NULL
+                                  THEN receipt.read_at || array_fill(now(), ARRAY[cardinality(appends.visible_readers)])
+                                  WHEN appends.visible THEN receipt.read_at || now()
+                                  ELSE receipt.read_at END,
+            hidden_read_by = CASE WHEN appends.reader IS NULL THEN receipt.hidden_read_by || appends.hidden_readers
+                                  WHEN appends.visible THEN receipt.hidden_read_by
+                                  ELSE receipt.hidden_read_by || appends.reader END,
+            delivered_to   = CASE WHEN appends.reader IS NULL THEN receipt.delivered_to || appends.receivers
+                                  WHEN appends.reader = ANY (receipt.delivered_to) THEN receipt.delivered_to
+                                  ELSE receipt.delivered_to || appends.reader END,
+            delivered_at   = CASE WHEN appends.reader IS NULL
+                                  THEN receipt.delivered_at || array_fill(now(), ARRAY[cardinality(appends.receivers)])
+                                  WHEN appends.reader = ANY (receipt.delivered_to) THEN receipt.delivered_at
                                   ELSE receipt.delivered_at || now() END
-        FROM alone
-        JOIN receipts.messages AS message
-            ON message.tenant_id = p_tenant AND message.chat_id = alone.chat
-           AND message.seq > alone.read_seq AND message.seq <= alone.up_to_seq
-        WHERE receipt.tenant_id = p_tenant AND receipt.chat_id = alone.chat AND receipt.seq = message.seq
-          AND receipt.chunk = alone.chunk
-          AND message.sender_id <> alone.reader
-          AND NOT (alone.reader = ANY (receipt.read_by)) AND NOT (alone.reader = ANY (receipt.hidden_read_by))
-          AND CASE WHEN message.seq > alone.period_after_seq THEN true
-                   ELSE message.seq <@ receipts.membership_seqs(p_tenant, alone.chat, alone.reader) END
-        RETURNING alone.chat, alone.reader
+        FROM appends
+        WHERE receipt.tenant_id = p_tenant AND receipt.chat_id = appends.chat
+          AND receipt.seq = appends.seq AND receipt.chunk = appends.chunk
+          -- The guard: none of these readers is on the row already (evaluated again on the
+          -- newest version of a row another reader changed meanwhile).
+          AND NOT (receipt.read_by && appends.readers) AND NOT (receipt.hidden_read_by && appends.readers)
+          AND (appends.reader IS NOT NULL OR NOT (receipt.delivered_to && appends.receivers))
+        RETURNING appends.chat, appends.reader, appends.readers
     ),
     marked AS (
         SELECT each.chat, each.reader, count(*)::integer AS marked
-        FROM (SELECT updated.chat, reader FROM updated, unnest(updated.readers) AS reader
+        FROM (SELECT updated.chat, updated.reader FROM updated WHERE updated.reader IS NOT NULL
               UNION ALL
-              SELECT updated_alone.chat, updated_alone.reader FROM updated_alone) AS each
+              SELECT updated.chat, gathered.reader
+              FROM updated, unnest(updated.readers) AS gathered(reader) WHERE updated.reader IS NULL) AS each
         GROUP BY each.chat, each.reader
     )
     SELECT array_agg(request.request ORDER BY request.request),
