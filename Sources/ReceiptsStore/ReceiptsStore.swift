@@ -58,8 +58,11 @@ public struct ReceiptsStore: Service, Sendable {
     /// Signalled after every write that may have added events.
     public let committedWrites = CommittedWrites()
     /// Concurrent reads of a tenant, marked together (one request per chat and user at a
-    /// time, as `receipts.mark_read_each` takes them).
-    let reads = TenantBatcher<ReadRequest, MarkReadOutcome> { [$0.chat, $0.user] }
+    /// time, as `receipts.mark_read_each` takes them), by two runs at once: a run's batches
+    /// follow each other on one connection, so one run keeps one database backend busy; a
+    /// second lets a busy tenant's reads use another core (batches of 100 ids on 2 cores:
+    /// 10× the raw guarded UPDATE with one run, 15× with two, no more with three).
+    let reads = TenantBatcher<ReadRequest, MarkReadOutcome>(concurrentRuns: 2) { [$0.chat, $0.user] }
     /// Concurrent sends of a tenant, sent together (one per chat at a time, as
     /// `receipts.send_each` takes them).
     let sends = TenantBatcher<NewMessage, SendResult> { [$0.chat] }
