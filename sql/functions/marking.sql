@@ -73,9 +73,12 @@ COMMENT ON FUNCTION receipts.first_unmarked_seq(text, text, text, integer, bigin
 -- Locks: the member rows first, all at once in (chat, user) order; under them, which of
 -- these users may still read which message cannot change, so the UPDATE appends exactly the
 -- readers found eligible. Another user's concurrent read of the same chunk row re-evaluates
--- the UPDATE on the newest row version: no reader is lost. Requests are grouped by the chunk
--- row they append to (readers of one message in one chunk share it), and chunk rows are
--- updated in key order, the same in every call.
+-- the UPDATE on the newest row version: no reader is lost. The readers of requests that
+-- share chunk rows in a call (readers of one message in one chunk) are gathered by row
+-- first; a request alone on its rows (most requests: a call's requests are mostly of
+-- different chats) goes to them as it is, its guard checked against the row itself, which
+-- saves a lookup and an aggregate a row (a read-all of 10,000: 150-175 ms to about 110).
+-- Chunk rows are updated in key order, the same in every call.
 --
 -- The watermark: after a read, read_seq moves to just below the first message still unread
 -- (receipts.first_unmarked_seq; after a read of a range, the search starts at its end:
