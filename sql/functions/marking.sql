@@ -216,12 +216,12 @@ BEGIN
                per_chunk.visible_readers, per_chunk.hidden_readers, per_chunk.receivers, per_chunk.readers
         FROM per_chunk
         UNION ALL
-        SELECT alone.chat, alone.seq, alone.chunk, alone.reader, alone.visible, NULL, NULL, NULL, ARRAY[alone.reader::text]
-        FROM named AS alone
-        WHERE alone.request IN (SELECT alone.request FROM alone)
-          AND alone.sender_id <> alone.reader
-          AND CASE WHEN alone.seq > alone.period_after_seq THEN true
-                   ELSE alone.seq <@ receipts.membership_seqs(p_tenant, alone.chat, alone.reader) END
+        SELECT named.chat, named.seq, named.chunk, named.reader, named.visible, NULL, NULL, NULL, ARRAY[named.reader::text]
+        FROM named
+        WHERE named.request IN (SELECT alone.request FROM alone)
+          AND named.sender_id <> named.reader
+          AND CASE WHEN named.seq > named.period_after_seq THEN true
+                   ELSE named.seq <@ receipts.membership_seqs(p_tenant, named.chat, named.reader) END
         ORDER BY 1, 2, 3  -- rows are locked in this order, the same in every call
     ),
     updated AS (
