@@ -10,7 +10,7 @@
 --     it covers: [from_version, until_version);
 --   * an event of a chat stores only audience_version, the chat's version when it happened;
 --     its audience is every user whose period covers that version, found when the event is
---     read (receipts.audience_at, sql/functions/membership.sql).
+--     read (receipts.audience_at, sql/functions/events.sql).
 -- So a member at the time of the event sees it, and one who left before does not, exactly as
 -- with the stored arrays. Events of one user (unread.changed) and the tenant's own
 -- (user.erased) still store their small audience as an array; the events written before this
@@ -34,7 +34,8 @@ CREATE TABLE receipts.audience_periods (
     until_version integer     CHECK (until_version > from_version),
     left_at       timestamptz CHECK ((left_at IS NULL) = (until_version IS NULL)),
     -- By user first: a leave ends the user's open period, an erasure deletes all of theirs.
-    PRIMARY KEY (tenant_id, user_id, chat_id, from_version)
+    PRIMARY KEY (tenant_id, user_id, chat_id, from_version),
+    FOREIGN KEY (tenant_id) REFERENCES receipts.tenants ON DELETE CASCADE
 );
 COMMENT ON TABLE receipts.audience_periods IS
     'Each stretch of a user''s membership in versions of the chat (receipts.chats.audience_version): the user sees the chat''s events of versions from_version <= v < until_version (until_version null: still a member). Kept after the chat is deleted, until retention.';
