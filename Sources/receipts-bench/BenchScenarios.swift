@@ -85,11 +85,17 @@ struct BenchScenarios {
 
     /// A recipient's read request until the sender's WebSocket has the receipt.read, with
     /// nothing else going on.
+    /// Then where that time goes, hop by hop (`idlePathHops`).
     func readToSender(into results: inout BenchResults) async throws {
+        let before = try await self.readRequestTotals()
         let latencies = try await self.measureReadToSender(chat: "latency", samples: self.count(300, minimum: 20))
+        let after = try await self.readRequestTotals()
         results.add("read-to-sender latency, idle", latencies: latencies.delivered, target: "p50 ≤ 2, p99 ≤ 5")
         results.add("… the read request's own answer", latencies: latencies.answered, target: "",
                     note: "n=\(latencies.answered.count); the rest is the way to the sender")
+        let requests = after.count - before.count
+        try await self.idlePathHops(
+            serviceMilliseconds: requests > 0 ? (after.seconds - before.seconds) / requests * 1000 : nil, into: &results)
     }
 
     /// Reads one message at a time in a direct chat and times each until the sender's
