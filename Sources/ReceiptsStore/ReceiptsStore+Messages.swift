@@ -105,7 +105,7 @@ extension ReceiptsStore {
             }
             let rows = try await connection.query(
                 """
-                SELECT message_id, seq, sender_id, body, created_at FROM receipts.messages
+                SELECT message_id, seq, sender_id, body, created_at, edited_at FROM receipts.messages
                 WHERE tenant_id = \(tenant) AND chat_id = \(chat) AND seq < \(beforeSeq)
                 ORDER BY seq DESC LIMIT \(limit)
                 """
@@ -139,7 +139,7 @@ extension ReceiptsStore {
             guard let roster = try await Self.roster(tenant: tenant, chat: chat, on: connection) else { return nil }
             let rows = try await connection.query(
                 """
-                SELECT message_id, seq, sender_id, body, created_at FROM receipts.messages
+                SELECT message_id, seq, sender_id, body, created_at, edited_at FROM receipts.messages
                 WHERE tenant_id = \(tenant) AND chat_id = \(chat) AND message_id = \(id)
                 """
             )
@@ -173,5 +173,37 @@ extension Optional {
     fileprivate func asyncMap<T>(_ transform: (Wrapped) async throws -> T) async rethrows -> T? {
         guard let value = self else { return nil }
         return try await transform(value)
+    }
+}
+
+/// What an edit of a message's text did (`ReceiptsStore.editMessage`).
+public enum EditMessageOutcome: Sendable {
+    /// The text changed: the message as it is now.
+    case edited(MessageRecord)
+    /// It had this text already: nothing changed.
+    case unchanged(MessageRecord)
+    /// The editor may edit only their own messages, and this is someone else's.
+    case notSender
+    /// No message of the chat has this id (never sent, or deleted).
+    case messageNotFound
+    case chatNotFound
+}
+
+extension ReceiptsStore {
+    /// Edits a message's text (`receipts.edit_message`): its receipts, counts and labels stay
+    /// as they were. `editor`: only if they sent it (a user token); nil: whoever did.
+    public func editMessage(tenant: String, chat: String, id: String, editor: String?, text: String) async throws -> EditMessageOutcome {
+        let rows = try await self.write("SELECT outcome FROM receipts.edit_message(\(tenant), \(chat), \(id), \(editor), \(text))")
+        let outcome = try rows.scalar(String.self)
+        switch outcome {
+        case "edited", "unchanged":
+            // Deleted since (between the two transactions): as if it had been deleted first.
+            guard let found = try await self.message(tenant: tenant, chat: chat, id: id) else { return .messageNotFound }
+            return outcome == "edited" ? .edited(found.message) : .unchanged(found.message)
+        case "not_sender": return .notSender
+        case "message_not_found": return .messageNotFound
+        case "chat_not_found": return .chatNotFound
+        default: throw UnexpectedOutcome(function: "receipts.edit_message", outcome: outcome)
+        }
     }
 }

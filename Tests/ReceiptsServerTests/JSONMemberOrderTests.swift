@@ -13,7 +13,7 @@ struct JSONMemberOrderTests {
             #expect(Self.keys(tenantResponse.body, depth: 1) == ["id", "name", "apiKey"])
             let key = try #require(tenantResponse.json["apiKey"] as? String)
             let chatKeys = ["id", "kind", "members", "createdAt"]
-            let messageKeys = ["id", "chatId", "seq", "senderId", "text", "createdAt", "readBy", "deliveredTo"]
+            let messageKeys = ["id", "chatId", "seq", "senderId", "text", "createdAt", "editedAt", "readBy", "deliveredTo"]
             let receiptKeys = ["state", "recipients", "delivered", "read", "readAt", "label"]
 
             try await StreamClients.withWebSocket(port: client.port, credential: key) { reader, _ in

@@ -111,3 +111,56 @@ LANGUAGE sql AS $$
 $$;
 COMMENT ON FUNCTION receipts.send_message(text, text, text, text, text) IS
     'Sends a message: created | existing (same id, same sender and text) | conflict (same id, other content) | not_member | chat_not_found. From psql: SELECT * FROM receipts.send_message(''tenant'', ''chat'', ''id'', ''sender'', ''text'');';
+
+-- Edits a message's text: edited | unchanged (the same text: nothing written, no event) |
+-- not_sender (p_editor is not null and did not send it) | message_not_found (never sent, or
+-- deleted) | chat_not_found, with the message's edited_at. p_editor null: whoever sent it
+-- (the tenant key). An edit changes the body and edited_at only: receipts, counts and labels
+-- stay as they were, and the message is unread again for nobody. Its message.edited event
+-- goes to the chat's members of now (the chat's audience version) and the tenant key, and
+-- carries no text. The row lock orders concurrent edits of one message: the last to commit
+-- stays, and each that changed the text has its event.
+CREATE OR REPLACE FUNCTION receipts.edit_message(p_tenant text, p_chat text, p_message text, p_editor text, p_body text)
+RETURNS TABLE (outcome text, edited_at timestamptz)
+LANGUAGE plpgsql AS $$
+#variable_conflict use_column
+DECLARE
+    v_sender text;
+    v_body text;
+    v_edited_at timestamptz;
+BEGIN
+    PERFORM receipts.enter_tenant(p_tenant);
+    SELECT message.sender_id, message.body, message.edited_at INTO v_sender, v_body, v_edited_at
+    FROM receipts.messages AS message
+    WHERE message.tenant_id = p_tenant AND message.chat_id = p_chat AND message.message_id = p_message
+    FOR UPDATE;
+    IF NOT FOUND THEN
+        IF NOT EXISTS (SELECT FROM receipts.chats AS chat WHERE chat.tenant_id = p_tenant AND chat.chat_id = p_chat) THEN
+            RETURN QUERY SELECT 'chat_not_found', NULL::timestamptz;
+        ELSE
+            RETURN QUERY SELECT 'message_not_found', NULL::timestamptz;
+        END IF;
+        RETURN;
+    END IF;
+    IF p_editor IS NOT NULL AND p_editor <> v_sender THEN
+        RETURN QUERY SELECT 'not_sender', v_edited_at;
+        RETURN;
+    END IF;
+    IF v_body = p_body THEN
+        RETURN QUERY SELECT 'unchanged', v_edited_at;
+        RETURN;
+    END IF;
+
+    UPDATE receipts.messages AS message SET body = p_body, edited_at = now()
+    WHERE message.tenant_id = p_tenant AND message.chat_id = p_chat AND message.message_id = p_message;
+    INSERT INTO receipts.events (tenant_id, event_id, transaction_id, type, chat_id, user_id, message_ids, audience_version)
+    SELECT p_tenant, nextval('receipts.event_ids'), pg_current_xact_id(), 'message.edited', p_chat, v_sender,
+           ARRAY[p_message], chat.audience_version
+    FROM receipts.chats AS chat
+    WHERE chat.tenant_id = p_tenant AND chat.chat_id = p_chat;
+    PERFORM receipts.wake_listeners();
+    RETURN QUERY SELECT 'edited', now();
+END;
+$$;
+COMMENT ON FUNCTION receipts.edit_message(text, text, text, text, text) IS
+    'Edits a message''s text (p_editor: only if they sent it; null: whoever did): edited | unchanged | not_sender | message_not_found | chat_not_found, with edited_at. Receipts and counts stay; a message.edited event. From psql: SELECT * FROM receipts.edit_message(''tenant'', ''chat'', ''id'', NULL, ''new text'');';

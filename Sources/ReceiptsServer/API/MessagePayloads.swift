@@ -20,6 +20,13 @@ struct SendMessageRequest: RequestBody {
     }
 }
 
+/// `PATCH /v1/chats/{chatId}/messages/{messageId}` body.
+struct EditMessageRequest: RequestBody {
+    let text: String
+
+    enum CodingKeys: String, CodingKey, CaseIterable { case text }
+}
+
 /// A message as the API shows it, with `receipt` for its sender and, on the single-message
 /// endpoint, `recipients`.
 struct MessageResponse: Encodable, JSONResponse {
@@ -29,6 +36,7 @@ struct MessageResponse: Encodable, JSONResponse {
     let senderId: String
     let text: String
     let createdAt: Date
+    let editedAt: Date?
     let readBy: UserIdList
     let deliveredTo: UserIdList
     let receipt: ReceiptSummary?
@@ -43,6 +51,7 @@ struct MessageResponse: Encodable, JSONResponse {
         self.senderId = message.senderId
         self.text = message.text
         self.createdAt = message.createdAt
+        self.editedAt = message.editedAt
         self.readBy = message.readBy
         self.deliveredTo = message.deliveredTo
         self.receipt = receipt
@@ -50,7 +59,7 @@ struct MessageResponse: Encodable, JSONResponse {
     }
 
     enum CodingKeys: String, CodingKey {
-        case id, chatId, seq, senderId, text, createdAt, readBy, deliveredTo, receipt, recipients
+        case id, chatId, seq, senderId, text, createdAt, editedAt, readBy, deliveredTo, receipt, recipients
     }
 
     /// Every member in the documented order, `receipt` and `recipients` only when present
@@ -63,6 +72,7 @@ struct MessageResponse: Encodable, JSONResponse {
         try container.encode(self.senderId, forKey: .senderId)
         try container.encode(self.text, forKey: .text)
         try container.encode(self.createdAt, forKey: .createdAt)
+        try container.encode(self.editedAt, forKey: .editedAt)
         try container.encode(self.readBy, forKey: .readBy)
         try container.encode(self.deliveredTo, forKey: .deliveredTo)
         if let receipt = self.receipt { try container.encode(receipt, forKey: .receipt) }

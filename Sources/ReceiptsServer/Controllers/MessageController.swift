@@ -14,6 +14,7 @@ struct MessageController {
         group.post("chats/:chatId/messages", use: self.send)
         group.get("chats/:chatId/messages", use: self.list)
         group.get("chats/:chatId/messages/:messageId", use: self.show)
+        group.patch("chats/:chatId/messages/:messageId", use: self.edit)
         group.delete("chats/:chatId/messages/:messageId", use: self.delete)
     }
 
@@ -39,10 +40,7 @@ struct MessageController {
         let body = try await request.decode(as: SendMessageRequest.self, context: context)
         let sender = try Validation.id(body.senderId, field: "senderId")
         let id = try body.id.map { try Validation.id($0, field: "id") } ?? GeneratedID.message()
-        guard body.text.utf8.count <= Validation.maximumTextBytes else {
-            throw APIError.invalidRequest("text is longer than 64 KiB")
-        }
-        guard !body.text.utf8.contains(0) else { throw APIError.invalidRequest("text must not contain NUL characters") }
+        try Self.validateText(body.text)
         try principal.requireActing(as: sender)
 
         switch try await self.store.sendMessage(tenant: principal.tenantId, chat: chatId, id: id, sender: sender, text: body.text) {
@@ -52,6 +50,31 @@ struct MessageController {
         case .senderNotMember: throw APIError.forbidden("the sender is not a member of this chat")
         case .chatNotFound: throw APIError.notFound("no such chat")
         }
+    }
+
+    /// Edits a message's text: 200 with the message as it is now (also when the text was the
+    /// same: nothing changes then); the tenant key any message, a user token only its own.
+    /// Receipts, counts and labels stay as they were.
+    @Sendable func edit(_ request: Request, context: ReceiptsRequestContext) async throws -> MessageResponse {
+        let principal = try context.requirePrincipal()
+        let chatId = try Validation.pathId("chatId", in: context)
+        let messageId = try Validation.pathId("messageId", in: context)
+        let body = try await request.decode(as: EditMessageRequest.self, context: context)
+        try Self.validateText(body.text)
+        switch try await self.store.editMessage(
+            tenant: principal.tenantId, chat: chatId, id: messageId, editor: principal.tokenUser, text: body.text)
+        {
+        case .edited(let message), .unchanged(let message): return MessageResponse(message)
+        case .notSender: throw APIError.forbidden("a user token edits only its own messages")
+        case .messageNotFound: throw APIError.notFound("no such message")
+        case .chatNotFound: throw APIError.notFound("no such chat")
+        }
+    }
+
+    /// The rules on a message's text, for sending and editing alike.
+    private static func validateText(_ text: String) throws {
+        guard text.utf8.count <= Validation.maximumTextBytes else { throw APIError.invalidRequest("text is longer than 64 KiB") }
+        guard !text.utf8.contains(0) else { throw APIError.invalidRequest("text must not contain NUL characters") }
     }
 
     /// A page of messages, oldest first, with `receipt` on the viewer's own.

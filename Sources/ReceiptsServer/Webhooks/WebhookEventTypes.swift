@@ -10,12 +10,13 @@ enum WebhookEventTypes {
         "unread.changed",
     ]
 
-    /// Every type a filter may name: the default ones, and the deletes and erasures, which
-    /// a webhook receives when it names them.
+    /// Every type a filter may name: the default ones, and the deletes, erasures and edits,
+    /// which a webhook receives when it names them.
     static let known: [String] = byDefault + [
         "message.deleted",
         "chat.deleted",
         "user.erased",
+        "message.edited",
     ]
 
     /// The type of the entry a batch starts with when the next event is no longer retained;

@@ -12,13 +12,15 @@ public struct MessageRecord: Sendable {
     public let senderId: String
     public let text: String
     public let createdAt: Date
+    /// When its text was last changed by an edit; nil while it is as sent.
+    public let editedAt: Date?
     /// `delivered_to`: who it was delivered to, in the stored order (`ReceiptChunk`).
     public let deliveredTo: UserIdList
     /// `read_by`: who visibly read it, in the stored order.
     public let readBy: UserIdList
 
     public init(
-        id: String, chatId: String, seq: Int64, senderId: String, text: String, createdAt: Date,
+        id: String, chatId: String, seq: Int64, senderId: String, text: String, createdAt: Date, editedAt: Date? = nil,
         deliveredTo: UserIdList = UserIdList([]), readBy: UserIdList = UserIdList([])
     ) {
         self.id = id
@@ -27,29 +29,32 @@ public struct MessageRecord: Sendable {
         self.senderId = senderId
         self.text = text
         self.createdAt = createdAt
+        self.editedAt = editedAt
         self.deliveredTo = deliveredTo
         self.readBy = readBy
     }
 }
 
-/// A row of `receipts.messages` (`message_id, seq, sender_id, body, created_at`), before its
-/// receipts are read.
+/// A row of `receipts.messages` (`message_id, seq, sender_id, body, created_at, edited_at`),
+/// before its receipts are read.
 struct MessageRow: Sendable {
     let id: String
     let seq: Int64
     let senderId: String
     let text: String
     let createdAt: Date
+    let editedAt: Date?
 
     init(row: PostgresRow) throws {
-        (self.id, self.seq, self.senderId, self.text, self.createdAt) = try row.decode((String, Int64, String, String, Date).self)
+        (self.id, self.seq, self.senderId, self.text, self.createdAt, self.editedAt) =
+            try row.decode((String, Int64, String, String, Date, Date?).self)
     }
 
     /// The message in `chat`, with its lists.
     func record(chat: String, deliveredTo: UserIdList, readBy: UserIdList) -> MessageRecord {
         MessageRecord(
             id: self.id, chatId: chat, seq: self.seq, senderId: self.senderId, text: self.text, createdAt: self.createdAt,
-            deliveredTo: deliveredTo, readBy: readBy)
+            editedAt: self.editedAt, deliveredTo: deliveredTo, readBy: readBy)
     }
 }
 

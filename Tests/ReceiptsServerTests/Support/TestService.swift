@@ -240,6 +240,7 @@ struct TestMessage: Decodable {
     let senderId: String
     let text: String
     let createdAt: String
+    let editedAt: String?
     let readBy: [String]
     let deliveredTo: [String]
     let receipt: TestReceipt?
