@@ -71,12 +71,18 @@ extension ReceiptsStore {
     /// The user's chats that have unread messages or are marked unread.
     public func unreadChats(tenant: String, user: String) async throws -> [UnreadChat] {
         let rows = try await self.query(
-            "SELECT chat_id, unread_count, marked_unread FROM receipts.unread_counts(\(tenant), \(user))"
+            "SELECT chat_id, unread_count, marked_unread, muted FROM receipts.unread_counts(\(tenant), \(user))"
         )
         return try rows.map { row in
-            let (chatId, unreadCount, markedUnread) = try row.decode((String, Int, Bool).self)
-            return UnreadChat(chatId: chatId, unreadCount: unreadCount, markedUnread: markedUnread)
+            let (chatId, unreadCount, markedUnread, muted) = try row.decode((String, Int, Bool, Bool).self)
+            return UnreadChat(chatId: chatId, unreadCount: unreadCount, markedUnread: markedUnread, muted: muted)
         }
+    }
+
+    /// Mutes or unmutes `chat` for `user`, a current member.
+    public func setChatMuted(tenant: String, chat: String, user: String, muted: Bool) async throws -> SetMutedOutcome {
+        let rows = try await self.query("SELECT receipts.set_chat_muted(\(tenant), \(chat), \(user), \(muted))")
+        return try Self.outcome(SetMutedOutcome.self, from: rows)
     }
 
     /// Turns the user's read receipts on or off.

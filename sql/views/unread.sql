@@ -28,7 +28,8 @@ SELECT member.tenant_id, member.chat_id, member.user_id, member.left_at, member.
             FROM receipts.messages_to_read(member.tenant_id, member.chat_id, member.user_id, member.read_seq, chat.last_seq,
                                            member.period_after_seq) AS pending)
            - member.reads_above,
-           CASE WHEN member.marked_unread THEN 1 ELSE 0 END)::integer END AS unread_count
+           CASE WHEN member.marked_unread THEN 1 ELSE 0 END)::integer END AS unread_count,
+       member.muted
 FROM receipts.chat_members AS member
 JOIN receipts.chats AS chat ON chat.tenant_id = member.tenant_id AND chat.chat_id = member.chat_id;
 COMMENT ON VIEW receipts.member_unread IS

@@ -14,6 +14,7 @@ struct UnreadListResponse: JSONResponse {
         let unreadCount: Int
         let badge: String
         let markedUnread: Bool
+        let muted: Bool
     }
 
     let total: Int
@@ -22,13 +23,16 @@ struct UnreadListResponse: JSONResponse {
 
     init(_ chats: [UnreadChat]) {
         self.chats = chats.map {
-            Chat(chatId: $0.chatId, unreadCount: $0.unreadCount, badge: UnreadBadge.text(for: $0.unreadCount), markedUnread: $0.markedUnread)
+            Chat(
+                chatId: $0.chatId, unreadCount: $0.unreadCount, badge: UnreadBadge.text(for: $0.unreadCount),
+                markedUnread: $0.markedUnread, muted: $0.muted)
         }
-        self.total = chats.reduce(0) { $0 + $1.unreadCount }
+        // The app icon's count: muted chats stay out of it.
+        self.total = chats.reduce(0) { $0 + ($1.muted ? 0 : $1.unreadCount) }
         self.badge = UnreadBadge.text(for: self.total)
     }
 
-    /// `{"total":…,"badge":"…","chats":[{"chatId":"…","unreadCount":…,"badge":"…","markedUnread":…},…]}`
+    /// `{"total":…,"badge":"…","chats":[{"chatId":"…","unreadCount":…,"badge":"…","markedUnread":…,"muted":…},…]}`
 
     var estimatedJSONBytes: Int { 64 + self.chats.count * 96 }
 }
@@ -62,6 +66,20 @@ struct SettingsRequest: RequestBody {
     let readReceipts: Bool
 
     enum CodingKeys: String, CodingKey, CaseIterable { case readReceipts }
+}
+
+/// `PUT /v1/chats/{chatId}/members/{userId}/settings` body.
+struct MemberSettingsRequest: RequestBody {
+    let muted: Bool
+
+    enum CodingKeys: String, CodingKey, CaseIterable { case muted }
+}
+
+/// `{"chatId":…,"userId":…,"muted":…}`
+struct MemberSettingsResponse: JSONResponse {
+    let chatId: String
+    let userId: String
+    let muted: Bool
 }
 
 /// `{"userId":…,"readReceipts":…}`

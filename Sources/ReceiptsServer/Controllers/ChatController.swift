@@ -14,6 +14,7 @@ struct ChatController {
         group.delete("chats/:chatId", use: self.delete)
         group.post("chats/:chatId/members", use: self.join)
         group.delete("chats/:chatId/members/:userId", use: self.leave)
+        group.put("chats/:chatId/members/:userId/settings", use: self.memberSettings)
     }
 
     /// Creates a chat (201), confirms an identical one (200), or refuses a different one (409).
@@ -96,6 +97,21 @@ struct ChatController {
         case .left, .notMember: break
         }
         return ChatResponse(try await self.requireChat(tenant: principal.tenantId, chat: chatId))
+    }
+
+    /// A member's settings of the chat: `muted` keeps its unread messages out of their total
+    /// and badge. The tenant key, or that user's token; not a member: 403.
+    @Sendable func memberSettings(_ request: Request, context: ReceiptsRequestContext) async throws -> MemberSettingsResponse {
+        let principal = try context.requirePrincipal()
+        let chatId = try Validation.pathId("chatId", in: context)
+        let user = try Validation.pathId("userId", in: context)
+        try principal.requireActing(as: user)
+        let body = try await request.decode(as: MemberSettingsRequest.self, context: context)
+        switch try await self.store.setChatMuted(tenant: principal.tenantId, chat: chatId, user: user, muted: body.muted) {
+        case .set: return MemberSettingsResponse(chatId: chatId, userId: user, muted: body.muted)
+        case .notMember: throw APIError.forbidden("\(user) is not a member of this chat")
+        case .chatNotFound: throw APIError.notFound("no such chat")
+        }
     }
 
     private func requireChat(tenant: String, chat: String) async throws -> ChatRecord {

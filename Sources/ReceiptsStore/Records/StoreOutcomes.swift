@@ -60,10 +60,21 @@ public struct UnreadChat: Sendable, Hashable {
     public let chatId: String
     public let unreadCount: Int
     public let markedUnread: Bool
+    /// The user muted the chat: its count stays out of their total and badge.
+    public let muted: Bool
 
-    public init(chatId: String, unreadCount: Int, markedUnread: Bool) {
+    public init(chatId: String, unreadCount: Int, markedUnread: Bool, muted: Bool = false) {
         self.chatId = chatId
         self.unreadCount = unreadCount
         self.markedUnread = markedUnread
+        self.muted = muted
     }
+}
+
+/// What muting or unmuting a chat for a member did (`ReceiptsStore.setChatMuted`).
+public enum SetMutedOutcome: String, Sendable {
+    case set
+    /// The user is not (or no longer) a member of the chat.
+    case notMember = "not_member"
+    case chatNotFound = "chat_not_found"
 }

@@ -277,6 +277,7 @@ struct TestUnreadList: Decodable {
         let unreadCount: Int
         let badge: String
         let markedUnread: Bool
+        var muted = false
     }
 
     let total: Int
