@@ -71,11 +71,11 @@ extension ReceiptsStore {
     /// The user's chats that have unread messages or are marked unread.
     public func unreadChats(tenant: String, user: String) async throws -> [UnreadChat] {
         let rows = try await self.query(
-            "SELECT chat_id, unread_count, marked_unread, muted FROM receipts.unread_counts(\(tenant), \(user))"
+            "SELECT chat_id, unread_count, marked_unread, muted, mentions FROM receipts.unread_counts(\(tenant), \(user))"
         )
         return try rows.map { row in
-            let (chatId, unreadCount, markedUnread, muted) = try row.decode((String, Int, Bool, Bool).self)
-            return UnreadChat(chatId: chatId, unreadCount: unreadCount, markedUnread: markedUnread, muted: muted)
+            let (chatId, unreadCount, markedUnread, muted, mentions) = try row.decode((String, Int, Bool, Bool, Int).self)
+            return UnreadChat(chatId: chatId, unreadCount: unreadCount, markedUnread: markedUnread, muted: muted, mentions: mentions)
         }
     }
 

@@ -8,25 +8,29 @@ struct NewMessage: Sendable {
     let id: String
     let sender: String
     let text: String
+    /// The users it names (members but the sender are kept).
+    let mentions: [String]
+    /// It mentions every member.
+    let mentionsAll: Bool
 }
 
 /// What `receipts.send_each` answered for one message.
 enum SendResult: Sendable {
-    case created(seq: Int64, createdAt: Date)
+    case created(seq: Int64, createdAt: Date, mentions: [String])
     case existing
     case conflict
     case notMember
     case chatNotFound
 
-    /// Reads an `outcome, seq, created_at` row; an outcome it does not know is an error.
+    /// Reads an `outcome, seq, created_at, mentions` row; an outcome it does not know is an error.
     init(row: PostgresRow) throws {
-        switch try row.decode((String, Int64?, Date?).self) {
-        case ("created", let seq?, let createdAt?): self = .created(seq: seq, createdAt: createdAt)
-        case ("existing", _, _): self = .existing
-        case ("conflict", _, _): self = .conflict
-        case ("not_member", _, _): self = .notMember
-        case ("chat_not_found", _, _): self = .chatNotFound
-        case (let other, _, _): throw UnexpectedOutcome(function: "receipts.send_each", outcome: other)
+        switch try row.decode((String, Int64?, Date?, [String]?).self) {
+        case ("created", let seq?, let createdAt?, let mentions): self = .created(seq: seq, createdAt: createdAt, mentions: mentions ?? [])
+        case ("existing", _, _, _): self = .existing
+        case ("conflict", _, _, _): self = .conflict
+        case ("not_member", _, _, _): self = .notMember
+        case ("chat_not_found", _, _, _): self = .chatNotFound
+        case (let other, _, _, _): throw UnexpectedOutcome(function: "receipts.send_each", outcome: other)
         }
     }
 }
@@ -54,17 +58,20 @@ public enum MessagePageFailure: Error, Sendable {
 }
 
 extension ReceiptsStore {
-    /// Sends a message, idempotently on its id.
+    /// Sends a message, idempotently on its id, mentioning the members of `mentions` (but its
+    /// sender), or every member with `mentionsAll`.
     ///
     /// Concurrent sends of a tenant go through `sends`, which sends them together.
-    public func sendMessage(tenant: String, chat: String, id: String, sender: String, text: String) async throws -> SendOutcome {
-        let message = NewMessage(chat: chat, id: id, sender: sender, text: text)
+    public func sendMessage(
+        tenant: String, chat: String, id: String, sender: String, text: String, mentions: [String] = [], mentionsAll: Bool = false
+    ) async throws -> SendOutcome {
+        let message = NewMessage(chat: chat, id: id, sender: sender, text: text, mentions: mentions, mentionsAll: mentionsAll)
         let result = try await self.sends.submit(message, tenant: tenant) { tenant, queue in
             try await self.runBatches(of: "sends", tenant: tenant, from: queue, Self.sendStatements)
         }
         switch result {
-        case .created(let seq, let createdAt):
-            return .created(MessageRecord(id: id, chatId: chat, seq: seq, senderId: sender, text: text, createdAt: createdAt))
+        case .created(let seq, let createdAt, let mentions):
+            return .created(MessageRecord(id: id, chatId: chat, seq: seq, senderId: sender, text: text, mentions: mentions, createdAt: createdAt))
         case .existing:
             guard let existing = try await self.message(tenant: tenant, chat: chat, id: id)?.message else { return .conflict }
             return .existing(existing)
@@ -75,10 +82,15 @@ extension ReceiptsStore {
     }
 
     /// Sends: one call of `receipts.send_each` (one message per chat), whatever the number
-    /// (`receipts.send_message`, for psql, is a request of it); `outcome, seq, created_at`
-    /// rows, one per message, in order.
+    /// (`receipts.send_message`, for psql, is a request of it); `outcome, seq, created_at,
+    /// mentions` rows, one per message, in order. Whom each names goes as two arrays side by
+    /// side: the request's position (1-based) and the user.
     static let sendStatements = BatchStatements<NewMessage, SendResult> { tenant, messages in
-        "SELECT outcome, seq, created_at FROM receipts.send_each(\(tenant), \(messages.map(\.chat)), \(messages.map(\.id)), \(messages.map(\.sender)), \(messages.map(\.text)))"
+        let named = messages.enumerated().flatMap { index, message in message.mentions.map { (Int32(index + 1), $0) } }
+        return """
+            SELECT outcome, seq, created_at, mentions FROM receipts.send_each(\(tenant), \(messages.map(\.chat)), \(messages.map(\.id)), \
+            \(messages.map(\.sender)), \(messages.map(\.text)), \(messages.map(\.mentionsAll)), \(named.map(\.0)), \(named.map(\.1)))
+            """
     } outcomes: { rows in
         try rows.map { try SendResult(row: $0) }
     }
@@ -103,13 +115,14 @@ extension ReceiptsStore {
                 guard let row = rows.first else { return .failure(.beforeNotFound) }
                 beforeSeq = try row.decode(Int64.self, column: "seq")
             }
-            let rows = try await connection.query(
+            let found = try await connection.query(
                 """
-                SELECT message_id, seq, sender_id, body, created_at, edited_at FROM receipts.messages
+                SELECT message_id, seq, sender_id, body, created_at, edited_at, mentions, mentions_all FROM receipts.messages
                 WHERE tenant_id = \(tenant) AND chat_id = \(chat) AND seq < \(beforeSeq)
                 ORDER BY seq DESC LIMIT \(limit)
                 """
             ).map { try MessageRow(row: $0) }
+            let rows = try await MessageRow.withEveryoneMentioned(found, tenant: tenant, chat: chat, on: connection)
             var tallies: [Int64: ReceiptTally] = [:]
             for row in rows where row.senderId == viewer {
                 tallies[row.seq] = ReceiptTally(seq: row.seq, senderId: row.senderId, in: roster)
@@ -139,11 +152,12 @@ extension ReceiptsStore {
             guard let roster = try await Self.roster(tenant: tenant, chat: chat, on: connection) else { return nil }
             let rows = try await connection.query(
                 """
-                SELECT message_id, seq, sender_id, body, created_at, edited_at FROM receipts.messages
+                SELECT message_id, seq, sender_id, body, created_at, edited_at, mentions, mentions_all FROM receipts.messages
                 WHERE tenant_id = \(tenant) AND chat_id = \(chat) AND message_id = \(id)
                 """
             )
-            guard let row = try rows.first.map({ try MessageRow(row: $0) }) else { return nil }
+            guard let found = try rows.first.map({ try MessageRow(row: $0) }) else { return nil }
+            let row = try await MessageRow.withEveryoneMentioned([found], tenant: tenant, chat: chat, on: connection)[0]
             let chunks = try await connection.query(ReceiptChunk.select(tenant: tenant, chat: chat, seq: row.seq))
                 .map { try ReceiptChunk(row: $0) }
                 .sorted { $0.chunk < $1.chunk }

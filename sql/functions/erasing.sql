@@ -69,6 +69,19 @@ BEGIN
     FROM receipts.chat_members AS member
     JOIN receipts.chats AS chat ON chat.tenant_id = member.tenant_id AND chat.chat_id = member.chat_id
     WHERE member.tenant_id = p_tenant AND member.user_id = p_user;
+    -- No message mentions them any more: their id leaves the messages that named them, and
+    -- their mention rows go.
+    UPDATE receipts.messages AS message SET mentions = array_remove(message.mentions, p_user::text)
+    FROM receipts.mentions AS mention
+    WHERE mention.tenant_id = p_tenant AND mention.user_id = p_user
+      AND mention.chat_id IN (SELECT work.chat_id FROM receipts.erasure_chats AS work
+                              WHERE work.tenant_id = p_tenant AND work.user_id = p_user)
+      AND message.tenant_id = p_tenant AND message.chat_id = mention.chat_id AND message.seq = mention.seq
+      AND p_user = ANY (message.mentions);
+    DELETE FROM receipts.mentions AS mention
+    WHERE mention.tenant_id = p_tenant AND mention.user_id = p_user
+      AND mention.chat_id IN (SELECT work.chat_id FROM receipts.erasure_chats AS work
+                              WHERE work.tenant_id = p_tenant AND work.user_id = p_user);
     -- They leave every chat and their memberships are forgotten (periods go with the rows),
     -- deleted chats' included: they are in the audience of no event any more.
     DELETE FROM receipts.chat_members AS member WHERE member.tenant_id = p_tenant AND member.user_id = p_user;
@@ -231,6 +244,10 @@ BEGIN
         SELECT ctid FROM receipts.receipt_chunks WHERE tenant_id = p_tenant LIMIT p_batch));
     GET DIAGNOSTICS v_removed = ROW_COUNT;
     IF v_removed > 0 THEN RETURN 'receipts'; END IF;
+    DELETE FROM receipts.mentions WHERE ctid = ANY (ARRAY(
+        SELECT ctid FROM receipts.mentions WHERE tenant_id = p_tenant LIMIT p_batch));
+    GET DIAGNOSTICS v_removed = ROW_COUNT;
+    IF v_removed > 0 THEN RETURN 'messages'; END IF;
     DELETE FROM receipts.messages WHERE ctid = ANY (ARRAY(
         SELECT ctid FROM receipts.messages WHERE tenant_id = p_tenant LIMIT p_batch));
     GET DIAGNOSTICS v_removed = ROW_COUNT;

@@ -5,6 +5,13 @@
 -- content, or the id of a deleted message) | not_member | chat_not_found, with the
 -- message's seq and time. receipts.send_message is one request of it, for psql.
 --
+-- Mentions: p_mentions_all (per request; null: none) mentions every member the message is
+-- sent to; p_mention_requests and p_mention_users list the users each request names (the
+-- request's position, 1-based, beside each user). Of those, members other than the sender
+-- are kept, each once, in the order given (messages.mentions), and every member mentioned
+-- gets a row of receipts.mentions, what unread mention counts read. A repeat of an existing
+-- message changes none of them.
+--
 -- A send costs PostgreSQL little work (one chat row locked and bumped, one message row, one
 -- event) but a whole transaction: executor start-ups, a trigger run, a commit. Under load the
 -- service gathers the sends that arrive while it is busy and makes them one call of this
@@ -28,8 +35,10 @@
 -- once per batch; and planning the statement for each call's values cost 1 ms a call (as
 -- much as the sends of a batch of ten: a send alone took 0.2 ms of its function's time as a
 -- PL/pgSQL function of its own, and 1.3 ms here; 0.3 ms planned once).
-CREATE OR REPLACE FUNCTION receipts.send_each(p_tenant text, p_chats text[], p_messages text[], p_senders text[], p_bodies text[])
-RETURNS TABLE (request integer, outcome text, seq bigint, created_at timestamptz)
+CREATE OR REPLACE FUNCTION receipts.send_each(
+    p_tenant text, p_chats text[], p_messages text[], p_senders text[], p_bodies text[],
+    p_mentions_all boolean[] DEFAULT NULL, p_mention_requests integer[] DEFAULT NULL, p_mention_users text[] DEFAULT NULL)
+RETURNS TABLE (request integer, outcome text, seq bigint, created_at timestamptz, mentions text[])
 LANGUAGE plpgsql
 SET enable_hashjoin = off SET enable_mergejoin = off SET enable_seqscan = off SET jit = off
 SET plan_cache_mode = force_generic_plan AS $$
@@ -54,11 +63,12 @@ BEGIN
 
     RETURN QUERY
     WITH request AS (
-        SELECT each.position::integer AS position, each.chat, each.message, each.sender, each.body
+        SELECT each.position::integer AS position, each.chat, each.message, each.sender, each.body,
+               coalesce(p_mentions_all[each.position], false) AS mentions_all
         FROM unnest(p_chats, p_messages, p_senders, p_bodies) WITH ORDINALITY AS each(chat, message, sender, body, position)
     ),
     judged AS (
-        SELECT request.position, request.chat, request.message, request.sender, request.body,
+        SELECT request.position, request.chat, request.message, request.sender, request.body, request.mentions_all,
                CASE WHEN NOT EXISTS (SELECT FROM receipts.chats AS chat
                                      WHERE chat.tenant_id = p_tenant AND chat.chat_id = request.chat) THEN 'chat_not_found'
                     WHEN existing.seq IS NOT NULL AND existing.sender_id = request.sender AND existing.body = request.body THEN 'existing'
@@ -86,21 +96,52 @@ BEGIN
         RETURNING chat.chat_id, chat.last_seq
     ),
     inserted AS (
-        INSERT INTO receipts.messages AS message (tenant_id, chat_id, message_id, seq, sender_id, body)
-        SELECT p_tenant, judged.chat, judged.message, bumped.last_seq, judged.sender, judged.body
+        INSERT INTO receipts.messages AS message (tenant_id, chat_id, message_id, seq, sender_id, body, mentions, mentions_all)
+        SELECT p_tenant, judged.chat, judged.message, bumped.last_seq, judged.sender, judged.body,
+               -- The members it names, but its sender, each once, in the order given.
+               ARRAY(SELECT named.user_id
+                     FROM unnest(p_mention_requests, p_mention_users) WITH ORDINALITY AS named(request, user_id, position)
+                     WHERE named.request = judged.position AND named.user_id <> judged.sender
+                       AND EXISTS (SELECT FROM receipts.chat_members AS member
+                                   WHERE member.tenant_id = p_tenant AND member.chat_id = judged.chat
+                                     AND member.user_id = named.user_id AND member.left_at IS NULL)
+                     GROUP BY named.user_id ORDER BY min(named.position)),
+               judged.mentions_all
         FROM judged JOIN bumped ON bumped.chat_id = judged.chat
         ORDER BY judged.chat
-        RETURNING message.chat_id, message.seq, message.created_at
+        RETURNING message.chat_id, message.seq, message.created_at, message.sender_id, message.mentions, message.mentions_all
+    ),
+    -- A row per member mentioned: the named ones, or every member but the sender.
+    mentioned AS (
+        INSERT INTO receipts.mentions (tenant_id, chat_id, user_id, seq)
+        SELECT p_tenant, inserted.chat_id, named.user_id, inserted.seq
+        FROM inserted CROSS JOIN LATERAL unnest(inserted.mentions) AS named(user_id)
+        WHERE NOT inserted.mentions_all
+        UNION ALL
+        SELECT p_tenant, inserted.chat_id, member.user_id, inserted.seq
+        FROM inserted
+        JOIN receipts.chat_members AS member
+            ON member.tenant_id = p_tenant AND member.chat_id = inserted.chat_id AND member.left_at IS NULL
+           AND member.user_id <> inserted.sender_id
+        WHERE inserted.mentions_all
     )
     SELECT judged.position, judged.outcome,
-           coalesce(inserted.seq, judged.existing_seq), coalesce(inserted.created_at, judged.existing_created_at)
+           coalesce(inserted.seq, judged.existing_seq), coalesce(inserted.created_at, judged.existing_created_at),
+           -- A new message's mentions as a message shows them: every member but the sender
+           -- when it mentioned all.
+           CASE WHEN inserted.mentions_all
+                THEN ARRAY(SELECT member.user_id::text FROM receipts.chat_members AS member
+                           WHERE member.tenant_id = p_tenant AND member.chat_id = inserted.chat_id
+                             AND member.left_at IS NULL AND member.user_id <> inserted.sender_id
+                           ORDER BY member.user_id)
+                ELSE inserted.mentions END
     FROM judged
     LEFT JOIN inserted ON inserted.chat_id = judged.chat
     ORDER BY judged.position;
 END;
 $$;
-COMMENT ON FUNCTION receipts.send_each(text, text[], text[], text[], text[]) IS
-    'Sends one message into each chat of the arrays (each chat once), in one statement: one row per request, in order, with created | existing | conflict | not_member | chat_not_found, the seq and the time.';
+COMMENT ON FUNCTION receipts.send_each(text, text[], text[], text[], text[], boolean[], integer[], text[]) IS
+    'Sends one message into each chat of the arrays (each chat once), in one statement, with its mentions (p_mentions_all per request; p_mention_requests beside p_mention_users: whom each names): one row per request, in order, with created | existing | conflict | not_member | chat_not_found, the seq, the time and (created) whom it mentions.';
 
 -- One request of receipts.send_each.
 CREATE OR REPLACE FUNCTION receipts.send_message(p_tenant text, p_chat text, p_message text, p_sender text, p_body text)

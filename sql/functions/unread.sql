@@ -15,7 +15,7 @@ COMMENT ON FUNCTION receipts.unread_count(text, text, text) IS
     'Unread messages of one chat for a user: from others, sent while a member, not read; at least 1 while marked unread. Constant cost: arithmetic on the read watermark.';
 
 CREATE OR REPLACE FUNCTION receipts.unread_counts(p_tenant text, p_user text)
-RETURNS TABLE (chat_id text, unread_count integer, marked_unread boolean, muted boolean)
+RETURNS TABLE (chat_id text, unread_count integer, marked_unread boolean, muted boolean, mentions integer)
 LANGUAGE plpgsql AS $$
 #variable_conflict use_column
 BEGIN
@@ -23,9 +23,9 @@ BEGIN
     -- The count of every current chat of the user, as one query: at most two index lookups
     -- per chat, however long the chats' histories and however much is unread.
     RETURN QUERY
-    SELECT counted.chat_id::text, counted.unread_count, counted.marked_unread, counted.muted
+    SELECT counted.chat_id::text, counted.unread_count, counted.marked_unread, counted.muted, counted.unread_mentions
     FROM (
-        SELECT unread.chat_id, unread.unread_count, unread.marked_unread, unread.muted
+        SELECT unread.chat_id, unread.unread_count, unread.marked_unread, unread.muted, unread.unread_mentions
         FROM receipts.member_unread AS unread
         WHERE unread.tenant_id = p_tenant AND unread.user_id = p_user AND unread.left_at IS NULL
         OFFSET 0  -- computed once per chat, not again for the filter below
@@ -35,7 +35,7 @@ BEGIN
 END;
 $$;
 COMMENT ON FUNCTION receipts.unread_counts(text, text) IS
-    'A user''s chats with unread messages or marked unread, with their counts and whether the user muted them (muted chats stay out of the total). From psql: SELECT * FROM receipts.unread_counts(''tenant'', ''user'');';
+    'A user''s chats with unread messages or marked unread, with their counts, whether the user muted them (muted chats stay out of the total) and their unread mentions. From psql: SELECT * FROM receipts.unread_counts(''tenant'', ''user'');';
 
 -- Mutes or unmutes a chat for one of its current members: set | not_member | chat_not_found.
 CREATE OR REPLACE FUNCTION receipts.set_chat_muted(p_tenant text, p_chat text, p_user text, p_muted boolean)

@@ -25,17 +25,24 @@
 -- read-all of 10,000 messages, against 10 ms for a hash join). Every other lookup in them is
 -- by key in a subquery, so no other join can scan a table.
 
--- message.created: one event per chat and sender of an INSERT statement.
+-- message.created: one event per chat and sender of an INSERT statement. The event of one
+-- message (every send of the service: a chat appears once in a call) carries whom it
+-- mentions: "mentions", the members it named, and "mentionsAll": true when it mentioned
+-- everyone (not the list of every member, which would make the event grow with the group).
 CREATE OR REPLACE FUNCTION receipts.record_messages_created() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
-    INSERT INTO receipts.events (tenant_id, event_id, transaction_id, type, chat_id, user_id, message_ids, audience_version)
+    INSERT INTO receipts.events (tenant_id, event_id, transaction_id, type, chat_id, user_id, message_ids, data, audience_version)
     SELECT created.tenant_id, nextval('receipts.event_ids'), pg_current_xact_id(), 'message.created',
            created.chat_id, created.sender_id, created.message_ids,
+           CASE WHEN cardinality(created.message_ids) > 1 THEN '{}'::jsonb
+                WHEN created.mentions_all THEN jsonb_build_object('mentions', created.mentions, 'mentionsAll', true)
+                ELSE jsonb_build_object('mentions', created.mentions) END,
            (SELECT chat.audience_version FROM receipts.chats AS chat
             WHERE chat.tenant_id = created.tenant_id AND chat.chat_id = created.chat_id)
     FROM (
-        SELECT tenant_id, chat_id, sender_id, array_agg(message_id ORDER BY seq) AS message_ids
+        SELECT tenant_id, chat_id, sender_id, array_agg(message_id ORDER BY seq) AS message_ids,
+               (array_agg(to_jsonb(mentions)))[1] AS mentions, bool_or(mentions_all) AS mentions_all
         FROM inserted GROUP BY tenant_id, chat_id, sender_id ORDER BY tenant_id, chat_id, sender_id
     ) AS created;
     IF FOUND THEN

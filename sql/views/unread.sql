@@ -29,9 +29,21 @@ SELECT member.tenant_id, member.chat_id, member.user_id, member.left_at, member.
                                            member.period_after_seq) AS pending)
            - member.reads_above,
            CASE WHEN member.marked_unread THEN 1 ELSE 0 END)::integer END AS unread_count,
-       member.muted
+       member.muted,
+       -- Unread mentions: the member's rows of receipts.mentions above the watermark, less
+       -- those read out of order (looked at only when some were: reads_above > 0).
+       CASE WHEN member.left_at IS NOT NULL THEN 0 ELSE (
+           SELECT count(*) FROM receipts.mentions AS mention
+           WHERE mention.tenant_id = member.tenant_id AND mention.chat_id = member.chat_id
+             AND mention.user_id = member.user_id AND mention.seq > member.read_seq
+             AND (member.reads_above = 0
+                  OR NOT EXISTS (SELECT FROM receipts.receipt_chunks AS receipt
+                                 WHERE receipt.tenant_id = member.tenant_id AND receipt.chat_id = member.chat_id
+                                   AND receipt.seq = mention.seq AND receipt.chunk = member.receipt_chunk
+                                   AND (member.user_id = ANY (receipt.read_by) OR member.user_id = ANY (receipt.hidden_read_by))))
+       )::integer END AS unread_mentions
 FROM receipts.chat_members AS member
 JOIN receipts.chats AS chat ON chat.tenant_id = member.tenant_id AND chat.chat_id = member.chat_id;
 COMMENT ON VIEW receipts.member_unread IS
-    'Every member row with its unread count: from others, sent while a member, not read; at least 1 while marked unread; 0 after leaving.';
+    'Every member row with its unread count (from others, sent while a member, not read; at least 1 while marked unread; 0 after leaving), whether they muted the chat, and their unread mentions.';
 GRANT SELECT ON receipts.member_unread TO receipts_service;

@@ -9,14 +9,18 @@ struct SendMessageRequest: RequestBody {
     let id: String?
     let senderId: String
     let text: String
+    let mentions: [String]
+    let mentionsAll: Bool
 
-    enum CodingKeys: String, CodingKey, CaseIterable { case id, senderId, text }
+    enum CodingKeys: String, CodingKey, CaseIterable { case id, senderId, text, mentions, mentionsAll }
 
     init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
         self.id = try container.decodeUnlessAbsent(String.self, forKey: .id)
         self.senderId = try container.decode(String.self, forKey: .senderId)
         self.text = try container.decode(String.self, forKey: .text)
+        self.mentions = try container.decodeUnlessAbsent([String].self, forKey: .mentions) ?? []
+        self.mentionsAll = try container.decodeUnlessAbsent(Bool.self, forKey: .mentionsAll) ?? false
     }
 }
 
@@ -35,6 +39,7 @@ struct MessageResponse: Encodable, JSONResponse {
     let seq: Int64
     let senderId: String
     let text: String
+    let mentions: [String]
     let createdAt: Date
     let editedAt: Date?
     let readBy: UserIdList
@@ -50,6 +55,7 @@ struct MessageResponse: Encodable, JSONResponse {
         self.seq = message.seq
         self.senderId = message.senderId
         self.text = message.text
+        self.mentions = message.mentions
         self.createdAt = message.createdAt
         self.editedAt = message.editedAt
         self.readBy = message.readBy
@@ -59,7 +65,7 @@ struct MessageResponse: Encodable, JSONResponse {
     }
 
     enum CodingKeys: String, CodingKey {
-        case id, chatId, seq, senderId, text, createdAt, editedAt, readBy, deliveredTo, receipt, recipients
+        case id, chatId, seq, senderId, text, mentions, createdAt, editedAt, readBy, deliveredTo, receipt, recipients
     }
 
     /// Every member in the documented order, `receipt` and `recipients` only when present
@@ -71,6 +77,7 @@ struct MessageResponse: Encodable, JSONResponse {
         try container.encode(self.seq, forKey: .seq)
         try container.encode(self.senderId, forKey: .senderId)
         try container.encode(self.text, forKey: .text)
+        try container.encode(self.mentions, forKey: .mentions)
         try container.encode(self.createdAt, forKey: .createdAt)
         try container.encode(self.editedAt, forKey: .editedAt)
         try container.encode(self.readBy, forKey: .readBy)
@@ -81,7 +88,7 @@ struct MessageResponse: Encodable, JSONResponse {
 
     /// About the size of the answer, so that its buffer rarely grows: ids are short.
     var estimatedJSONBytes: Int {
-        256 + self.text.utf8.count + (self.readBy.count + self.deliveredTo.count) * 24 + (self.recipients?.count ?? 0) * 96
+        256 + self.text.utf8.count + (self.mentions.count + self.readBy.count + self.deliveredTo.count) * 24 + (self.recipients?.count ?? 0) * 96
     }
 }
 

@@ -14,25 +14,32 @@ struct UnreadListResponse: JSONResponse {
         let unreadCount: Int
         let badge: String
         let markedUnread: Bool
+        let mentions: Int
         let muted: Bool
     }
 
     let total: Int
     let badge: String
+    /// Unread mentions in every chat, muted ones included: a mention breaks through a mute.
+    let mentions: Int
+    let mentionsBadge: String
     let chats: [Chat]
 
     init(_ chats: [UnreadChat]) {
         self.chats = chats.map {
             Chat(
                 chatId: $0.chatId, unreadCount: $0.unreadCount, badge: UnreadBadge.text(for: $0.unreadCount),
-                markedUnread: $0.markedUnread, muted: $0.muted)
+                markedUnread: $0.markedUnread, mentions: $0.mentions, muted: $0.muted)
         }
         // The app icon's count: muted chats stay out of it.
         self.total = chats.reduce(0) { $0 + ($1.muted ? 0 : $1.unreadCount) }
         self.badge = UnreadBadge.text(for: self.total)
+        self.mentions = chats.reduce(0) { $0 + $1.mentions }
+        self.mentionsBadge = UnreadBadge.text(for: self.mentions)
     }
 
-    /// `{"total":…,"badge":"…","chats":[{"chatId":"…","unreadCount":…,"badge":"…","markedUnread":…,"muted":…},…]}`
+    /// `{"total":…,"badge":"…","mentions":…,"mentionsBadge":"…","chats":[{"chatId":"…","unreadCount":…,"badge":"…",`
+    /// `"markedUnread":…,"mentions":…,"muted":…},…]}`
 
     var estimatedJSONBytes: Int { 64 + self.chats.count * 96 }
 }

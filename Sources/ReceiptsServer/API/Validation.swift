@@ -8,6 +8,8 @@ enum Validation {
     static let maximumMessageIds = 1000
     /// The longest message text, in UTF-8 bytes.
     static let maximumTextBytes = 64 * 1024
+    /// The most users a message may name in `mentions`.
+    static let maximumMentions = 100
     /// The most members a chat may be created with.
     static let maximumMembers = 10_000
 

@@ -33,7 +33,8 @@ struct MessageController {
     }
 
     /// Sends a message: 201 new; 200 for a repeat of the same id and content; 409 for the same
-    /// id with other content.
+    /// id with other content. `mentions` names users (members but the sender are kept),
+    /// `mentionsAll` mentions every member.
     @Sendable func send(_ request: Request, context: ReceiptsRequestContext) async throws -> EditedResponse<MessageResponse> {
         let principal = try context.requirePrincipal()
         let chatId = try Validation.pathId("chatId", in: context)
@@ -41,9 +42,16 @@ struct MessageController {
         let sender = try Validation.id(body.senderId, field: "senderId")
         let id = try body.id.map { try Validation.id($0, field: "id") } ?? GeneratedID.message()
         try Self.validateText(body.text)
+        guard body.mentions.count <= Validation.maximumMentions else {
+            throw APIError.invalidRequest("mentions may name at most \(Validation.maximumMentions) users")
+        }
+        let mentions = try body.mentions.map { try Validation.id($0, field: "mentions") }
         try principal.requireActing(as: sender)
 
-        switch try await self.store.sendMessage(tenant: principal.tenantId, chat: chatId, id: id, sender: sender, text: body.text) {
+        switch try await self.store.sendMessage(
+            tenant: principal.tenantId, chat: chatId, id: id, sender: sender, text: body.text, mentions: mentions,
+            mentionsAll: body.mentionsAll)
+        {
         case .created(let message): return EditedResponse(status: .created, response: MessageResponse(message))
         case .existing(let message): return EditedResponse(status: .ok, response: MessageResponse(message))
         case .conflict: throw APIError.conflict("another message was sent with this id")

@@ -11,6 +11,8 @@ public struct MessageRecord: Sendable {
     public let seq: Int64
     public let senderId: String
     public let text: String
+    /// The members it mentioned when it was sent (every one but the sender when it mentioned all).
+    public let mentions: [String]
     public let createdAt: Date
     /// When its text was last changed by an edit; nil while it is as sent.
     public let editedAt: Date?
@@ -20,7 +22,8 @@ public struct MessageRecord: Sendable {
     public let readBy: UserIdList
 
     public init(
-        id: String, chatId: String, seq: Int64, senderId: String, text: String, createdAt: Date, editedAt: Date? = nil,
+        id: String, chatId: String, seq: Int64, senderId: String, text: String, mentions: [String] = [], createdAt: Date,
+        editedAt: Date? = nil,
         deliveredTo: UserIdList = UserIdList([]), readBy: UserIdList = UserIdList([])
     ) {
         self.id = id
@@ -28,6 +31,7 @@ public struct MessageRecord: Sendable {
         self.seq = seq
         self.senderId = senderId
         self.text = text
+        self.mentions = mentions
         self.createdAt = createdAt
         self.editedAt = editedAt
         self.deliveredTo = deliveredTo
@@ -35,8 +39,8 @@ public struct MessageRecord: Sendable {
     }
 }
 
-/// A row of `receipts.messages` (`message_id, seq, sender_id, body, created_at, edited_at`),
-/// before its receipts are read.
+/// A row of `receipts.messages` (`message_id, seq, sender_id, body, created_at, edited_at,
+/// mentions, mentions_all`), before its receipts are read.
 struct MessageRow: Sendable {
     let id: String
     let seq: Int64
@@ -44,17 +48,45 @@ struct MessageRow: Sendable {
     let text: String
     let createdAt: Date
     let editedAt: Date?
+    /// The members it named; for one that mentioned all, every member it was sent to, once
+    /// `withEveryoneMentioned` has read them.
+    var mentions: [String]
+    let mentionsAll: Bool
 
     init(row: PostgresRow) throws {
-        (self.id, self.seq, self.senderId, self.text, self.createdAt, self.editedAt) =
-            try row.decode((String, Int64, String, String, Date, Date?).self)
+        (self.id, self.seq, self.senderId, self.text, self.createdAt, self.editedAt, self.mentions, self.mentionsAll) =
+            try row.decode((String, Int64, String, String, Date, Date?, [String], Bool).self)
     }
 
     /// The message in `chat`, with its lists.
     func record(chat: String, deliveredTo: UserIdList, readBy: UserIdList) -> MessageRecord {
         MessageRecord(
-            id: self.id, chatId: chat, seq: self.seq, senderId: self.senderId, text: self.text, createdAt: self.createdAt,
-            editedAt: self.editedAt, deliveredTo: deliveredTo, readBy: readBy)
+            id: self.id, chatId: chat, seq: self.seq, senderId: self.senderId, text: self.text, mentions: self.mentions,
+            createdAt: self.createdAt, editedAt: self.editedAt, deliveredTo: deliveredTo, readBy: readBy)
+    }
+
+    /// `rows` with every member mentioned by those that mentioned all (`receipts.mentions`,
+    /// one query for them all; none when no row did).
+    static func withEveryoneMentioned(
+        _ rows: [MessageRow], tenant: String, chat: String, on connection: PostgresConnection
+    ) async throws -> [MessageRow] {
+        let seqs = rows.filter(\.mentionsAll).map(\.seq)
+        guard !seqs.isEmpty else { return rows }
+        var mentioned: [Int64: [String]] = [:]
+        let found = try await connection.query(
+            """
+            SELECT seq, user_id FROM receipts.mentions
+            WHERE tenant_id = \(tenant) AND chat_id = \(chat) AND seq = ANY (\(seqs)) ORDER BY seq, user_id
+            """)
+        for row in found {
+            let (seq, user) = try row.decode((Int64, String).self)
+            mentioned[seq, default: []].append(user)
+        }
+        return rows.map { row in
+            var row = row
+            if row.mentionsAll { row.mentions = mentioned[row.seq] ?? [] }
+            return row
+        }
     }
 }
 

@@ -62,12 +62,15 @@ public struct UnreadChat: Sendable, Hashable {
     public let markedUnread: Bool
     /// The user muted the chat: its count stays out of their total and badge.
     public let muted: Bool
+    /// Unread messages that mention the user.
+    public let mentions: Int
 
-    public init(chatId: String, unreadCount: Int, markedUnread: Bool, muted: Bool = false) {
+    public init(chatId: String, unreadCount: Int, markedUnread: Bool, muted: Bool = false, mentions: Int = 0) {
         self.chatId = chatId
         self.unreadCount = unreadCount
         self.markedUnread = markedUnread
         self.muted = muted
+        self.mentions = mentions
     }
 }
 

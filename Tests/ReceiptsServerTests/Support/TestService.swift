@@ -239,6 +239,7 @@ struct TestMessage: Decodable {
     let seq: Int
     let senderId: String
     let text: String
+    let mentions: [String]
     let createdAt: String
     let editedAt: String?
     let readBy: [String]
@@ -277,15 +278,22 @@ struct TestUnreadList: Decodable {
         let unreadCount: Int
         let badge: String
         let markedUnread: Bool
+        var mentions = 0
         var muted = false
     }
 
     let total: Int
     let badge: String
+    let mentions: Int
+    let mentionsBadge: String
     let chats: [Chat]
 
     func count(in chat: String) -> Int {
         self.chats.first { $0.chatId == chat }?.unreadCount ?? 0
+    }
+
+    func mentions(in chat: String) -> Int {
+        self.chats.first { $0.chatId == chat }?.mentions ?? 0
     }
 }
 
