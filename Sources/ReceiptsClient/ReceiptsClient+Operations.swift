@@ -98,6 +98,23 @@ extension ReceiptsClient {
         }.ok.body.json
     }
 
+    /// Replaces the text of a message (tenant key: any message; user token: its own) and
+    /// answers it with `editedAt` set. Its receipts, unread counts and labels stay as they
+    /// were, and the chat gets `message.edited`. `text` follows the rules of sending (at
+    /// most 64 KiB of UTF-8, no NUL).
+    ///
+    /// The same text again changes nothing (no event, `editedAt` unchanged), which makes
+    /// the call safe to repeat after a 503 or a lost connection. A deleted message is
+    /// `notFound`, another user's with a user token `forbidden`. After an edit, repeating
+    /// the original `send` with its id is `conflict`: the service compares a repeat with
+    /// the current text.
+    @discardableResult
+    public func editMessage(_ messageID: String, in chatID: String, text: String) async throws -> Message {
+        try await Self.call {
+            try await generated.editMessage(path: .init(chatId: chatID, messageId: messageID), body: .json(.init(text: text)))
+        }.ok.body.json
+    }
+
     // MARK: Marking
 
     /// Marks the listed messages (1–1,000) read by `userID`; reading implies delivery.

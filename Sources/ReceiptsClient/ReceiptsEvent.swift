@@ -16,6 +16,10 @@ public struct ReceiptsEvent: Sendable, Hashable {
         case unreadChanged(unreadCount: Int, markedUnread: Bool)
         /// `messageIDs` (one) were deleted from the chat; `userID` had sent it.
         case messageDeleted
+        /// The text of `messageIDs` (one) was edited; `userID` had sent it. The event
+        /// carries no text: fetch the message (`ReceiptsClient.receipt(of:in:viewer:)`, or
+        /// a page of `messages(in:)`). Its receipts and unread counts are as they were.
+        case messageEdited
         /// The chat was deleted with everything in it.
         case chatDeleted
         /// `userID` was erased (tenant key only), once the erasure is done.
@@ -67,6 +71,7 @@ public struct ReceiptsEvent: Sendable, Hashable {
             case "receipt.read": .receiptRead
             case "unread.changed": .unreadChanged(unreadCount: wire.unreadCount ?? 0, markedUnread: wire.markedUnread ?? false)
             case "message.deleted": .messageDeleted
+            case "message.edited": .messageEdited
             case "chat.deleted": .chatDeleted
             case "user.erased": .userErased
             case "resync.required": .resyncRequired

@@ -28,10 +28,11 @@ public struct RetryPolicy: Sendable {
 
     /// The operations that are idempotent by the contract: every read, and the writes the
     /// contract calls idempotent (creating a chat with the same members, joining, leaving,
-    /// marking, settings). Not `createTenant` (a second tenant), not `createToken`, and
-    /// `sendMessage` only when the message carries its own id (see `ReceiptsClient.send`).
+    /// editing a message to the same text, marking, settings). Not `createTenant` (a second
+    /// tenant), not `createToken`, and `sendMessage` only when the message carries its own
+    /// id (see `ReceiptsClient.send`).
     static let idempotentOperations: Set<String> = [
-        "putChat", "getChat", "addMember", "removeMember", "listMessages", "getMessage",
+        "putChat", "getChat", "addMember", "removeMember", "listMessages", "getMessage", "editMessage",
         "markRead", "markDelivered", "markUnread", "getUnread", "putSettings",
         "healthz", "readyz", "metrics", "openapi",
     ]

@@ -56,6 +56,7 @@ do {
         case .receiptRead: print("\(event.userID ?? "") read \(event.messageIDs)")
         case .unreadChanged(let count, _): print("\(event.userID ?? "")'s unread count: \(count)")
         case .messageDeleted, .chatDeleted, .userErased: print("\(event.kind): drop it from what you show")
+        case .messageEdited: print("\(event.messageIDs) edited: fetch it again to show the new text")
         case .resyncRequired: print("missed events: reload")
         case .other: break
         }

@@ -25,7 +25,8 @@ extension Components {
         /// `4711.3fa9c01b77e2`; no id ever names two events). `resync.required` says: reload what
         /// you show, the stream goes on after its `id`. `unread.changed` also carries `unreadCount` and `markedUnread`.
         /// `message.deleted` carries `chatId`, `userId` (the sender) and `messageIds` (the one
-        /// deleted); `chat.deleted` carries `chatId` only; `user.erased` (tenant key only)
+        /// deleted); `message.edited` likewise (the one edited; no text: fetch the message);
+        /// `chat.deleted` carries `chatId` only; `user.erased` (tenant key only)
         /// carries `userId` only. Clients ignore types they do not know.
         ///
         ///
@@ -40,6 +41,7 @@ extension Components {
                 case receipt_read = "receipt.read"
                 case unread_changed = "unread.changed"
                 case message_deleted = "message.deleted"
+                case message_edited = "message.edited"
                 case chat_deleted = "chat.deleted"
                 case user_erased = "user.erased"
                 case resync_required = "resync.required"
@@ -769,6 +771,35 @@ extension Components {
                 ])
             }
         }
+        /// - Remark: Generated from `#/components/schemas/EditMessageRequest`.
+        public struct EditMessageRequest: Codable, Hashable, Sendable {
+            /// The new text, under the rules of sending: at most 64 KiB of UTF-8; longer is
+            /// 400, and so is a NUL character.
+            ///
+            ///
+            /// - Remark: Generated from `#/components/schemas/EditMessageRequest/text`.
+            public var text: Swift.String
+            /// Creates a new `EditMessageRequest`.
+            ///
+            /// - Parameters:
+            ///   - text: The new text, under the rules of sending: at most 64 KiB of UTF-8; longer is
+            public init(text: Swift.String) {
+                self.text = text
+            }
+            public enum CodingKeys: String, CodingKey {
+                case text
+            }
+            public init(from decoder: any Swift.Decoder) throws {
+                let container = try decoder.container(keyedBy: CodingKeys.self)
+                self.text = try container.decode(
+                    Swift.String.self,
+                    forKey: .text
+                )
+                try decoder.ensureNoAdditionalProperties(knownKeys: [
+                    "text"
+                ])
+            }
+        }
         /// - Remark: Generated from `#/components/schemas/Message`.
         public struct Message: Codable, Hashable, Sendable {
             /// - Remark: Generated from `#/components/schemas/Message/id`.
@@ -785,6 +816,12 @@ extension Components {
             public var text: Swift.String
             /// - Remark: Generated from `#/components/schemas/Message/createdAt`.
             public var createdAt: Components.Schemas.Timestamp
+            /// When the text was last changed by an edit (`PATCH`), or null while it never
+            /// was. Editing to the same text leaves it as it is.
+            ///
+            ///
+            /// - Remark: Generated from `#/components/schemas/Message/editedAt`.
+            public var editedAt: Foundation.Date?
             /// Users whose read is shown (hidden reads are not listed). In a group of up to 32
             /// members, in the order they read; in a larger one, members are listed 32 at a time
             /// (in the order they joined), each 32 in the order they read. For times, see
@@ -815,6 +852,7 @@ extension Components {
             ///   - senderId:
             ///   - text:
             ///   - createdAt:
+            ///   - editedAt: When the text was last changed by an edit (`PATCH`), or null while it never
             ///   - readBy: Users whose read is shown (hidden reads are not listed). In a group of up to 32
             ///   - deliveredTo: Users the message was delivered to (reading implies delivery), in the order
             ///   - receipt:
@@ -826,6 +864,7 @@ extension Components {
                 senderId: Components.Schemas.Id,
                 text: Swift.String,
                 createdAt: Components.Schemas.Timestamp,
+                editedAt: Foundation.Date? = nil,
                 readBy: [Components.Schemas.Id],
                 deliveredTo: [Components.Schemas.Id],
                 receipt: Components.Schemas.Receipt? = nil,
@@ -837,6 +876,7 @@ extension Components {
                 self.senderId = senderId
                 self.text = text
                 self.createdAt = createdAt
+                self.editedAt = editedAt
                 self.readBy = readBy
                 self.deliveredTo = deliveredTo
                 self.receipt = receipt
@@ -849,6 +889,7 @@ extension Components {
                 case senderId
                 case text
                 case createdAt
+                case editedAt
                 case readBy
                 case deliveredTo
                 case receipt
@@ -1417,7 +1458,7 @@ extension Components {
         }
         /// An event type a webhook may take. A webhook created without `events` takes the four
         /// receipt types (`message.created`, `receipt.delivered`, `receipt.read`,
-        /// `unread.changed`); the deletes and erasures come to one that names them.
+        /// `unread.changed`); edits, deletes and erasures come to one that names them.
         ///
         ///
         /// - Remark: Generated from `#/components/schemas/WebhookEventType`.
@@ -1427,6 +1468,7 @@ extension Components {
             case receipt_read = "receipt.read"
             case unread_changed = "unread.changed"
             case message_deleted = "message.deleted"
+            case message_edited = "message.edited"
             case chat_deleted = "chat.deleted"
             case user_erased = "user.erased"
         }
@@ -1436,7 +1478,7 @@ extension Components {
             ///
             /// - Remark: Generated from `#/components/schemas/PutWebhookRequest/url`.
             public var url: Swift.String
-            /// The event types delivered (by default the four receipt types; deletes and erasures only when named); no repeats.
+            /// The event types delivered (by default the four receipt types; edits, deletes and erasures only when named); no repeats.
             ///
             /// - Remark: Generated from `#/components/schemas/PutWebhookRequest/events`.
             public var events: [Components.Schemas.WebhookEventType]?
@@ -1450,7 +1492,7 @@ extension Components {
             ///
             /// - Parameters:
             ///   - url: Where batches are POSTed; `http` or `https`, at most 2048 characters.
-            ///   - events: The event types delivered (by default the four receipt types; deletes and erasures only when named); no repeats.
+            ///   - events: The event types delivered (by default the four receipt types; edits, deletes and erasures only when named); no repeats.
             ///   - secret: The key of the `Receipts-Signature` HMAC, 16–128 characters (no NUL); when absent
             public init(
                 url: Swift.String,

@@ -3546,8 +3546,9 @@ public enum Operations {
     /// Stores a message from `senderId`, who must be a current member of the chat
     /// (otherwise 403). Without `id` the service assigns one. Sending the same `id`
     /// and body again answers 200 with the same message; the same `id` with another
-    /// body answers 409. `text` is at most 64 KiB (400 beyond). A user token may only
-    /// send as its own user.
+    /// body answers 409. A repeat is compared with the message's current text, so after
+    /// an edit (`PATCH`) a retry of the original send is 409. `text` is at most 64 KiB
+    /// (400 beyond). A user token may only send as its own user.
     ///
     ///
     /// - Remark: HTTP `POST /v1/chats/{chatId}/messages`.
@@ -4192,6 +4193,317 @@ public enum Operations {
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/chats/{chatId}/messages/{messageId}/get(getMessage)/responses/503`.
+            ///
+            /// HTTP response code: `503 serviceUnavailable`.
+            case serviceUnavailable(Components.Responses.Unavailable)
+            /// The associated value of the enum case if `self` is `.serviceUnavailable`.
+            ///
+            /// - Throws: An error if `self` is not `.serviceUnavailable`.
+            /// - SeeAlso: `.serviceUnavailable`.
+            public var serviceUnavailable: Components.Responses.Unavailable {
+                get throws {
+                    switch self {
+                    case let .serviceUnavailable(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "serviceUnavailable",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Undocumented response.
+            ///
+            /// A response with a code that is not documented in the OpenAPI document.
+            case undocumented(statusCode: Swift.Int, OpenAPIRuntime.UndocumentedPayload)
+        }
+        @frozen public enum AcceptableContentType: AcceptableProtocol {
+            case json
+            case other(Swift.String)
+            public init?(rawValue: Swift.String) {
+                switch rawValue.lowercased() {
+                case "application/json":
+                    self = .json
+                default:
+                    self = .other(rawValue)
+                }
+            }
+            public var rawValue: Swift.String {
+                switch self {
+                case let .other(string):
+                    return string
+                case .json:
+                    return "application/json"
+                }
+            }
+            public static var allCases: [Self] {
+                [
+                    .json
+                ]
+            }
+        }
+    }
+    /// Edit a message's text
+    ///
+    /// Replaces the message's `text` (the rules of sending: at most 64 KiB of UTF-8, no
+    /// NUL, else 400) and sets `editedAt`. Everything else stays as it was: every receipt,
+    /// unread count and label ("Read by 3/4" stays), and the message is not unread again
+    /// for anyone. `message.edited` goes to the chat's members (as they were) and the
+    /// tenant key, and to webhooks that name it; it carries no text: clients fetch the
+    /// message. The same text again answers 200 and changes nothing (no event, `editedAt`
+    /// unchanged), so a retry is safe. An unknown chat or message, or a deleted message,
+    /// is 404. The tenant key may edit any message, a user token only its own (another's
+    /// is 403).
+    ///
+    ///
+    /// - Remark: HTTP `PATCH /v1/chats/{chatId}/messages/{messageId}`.
+    /// - Remark: Generated from `#/paths//v1/chats/{chatId}/messages/{messageId}/patch(editMessage)`.
+    public enum EditMessage {
+        public static let id: Swift.String = "editMessage"
+        public struct Input: Sendable, Hashable {
+            /// - Remark: Generated from `#/paths/v1/chats/{chatId}/messages/{messageId}/PATCH/path`.
+            public struct Path: Sendable, Hashable {
+                /// The chat's id.
+                ///
+                /// - Remark: Generated from `#/paths/v1/chats/{chatId}/messages/{messageId}/PATCH/path/chatId`.
+                public var chatId: Components.Parameters.ChatId
+                /// The message's id.
+                ///
+                /// - Remark: Generated from `#/paths/v1/chats/{chatId}/messages/{messageId}/PATCH/path/messageId`.
+                public var messageId: Components.Parameters.MessageId
+                /// Creates a new `Path`.
+                ///
+                /// - Parameters:
+                ///   - chatId: The chat's id.
+                ///   - messageId: The message's id.
+                public init(
+                    chatId: Components.Parameters.ChatId,
+                    messageId: Components.Parameters.MessageId
+                ) {
+                    self.chatId = chatId
+                    self.messageId = messageId
+                }
+            }
+            public var path: Operations.EditMessage.Input.Path
+            /// - Remark: Generated from `#/paths/v1/chats/{chatId}/messages/{messageId}/PATCH/header`.
+            public struct Headers: Sendable, Hashable {
+                public var accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.EditMessage.AcceptableContentType>]
+                /// Creates a new `Headers`.
+                ///
+                /// - Parameters:
+                ///   - accept:
+                public init(accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.EditMessage.AcceptableContentType>] = .defaultValues()) {
+                    self.accept = accept
+                }
+            }
+            public var headers: Operations.EditMessage.Input.Headers
+            /// - Remark: Generated from `#/paths/v1/chats/{chatId}/messages/{messageId}/PATCH/requestBody`.
+            @frozen public enum Body: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/chats/{chatId}/messages/{messageId}/PATCH/requestBody/content/application\/json`.
+                case json(Components.Schemas.EditMessageRequest)
+            }
+            public var body: Operations.EditMessage.Input.Body
+            /// Creates a new `Input`.
+            ///
+            /// - Parameters:
+            ///   - path:
+            ///   - headers:
+            ///   - body:
+            public init(
+                path: Operations.EditMessage.Input.Path,
+                headers: Operations.EditMessage.Input.Headers = .init(),
+                body: Operations.EditMessage.Input.Body
+            ) {
+                self.path = path
+                self.headers = headers
+                self.body = body
+            }
+        }
+        @frozen public enum Output: Sendable, Hashable {
+            public struct Ok: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/chats/{chatId}/messages/{messageId}/PATCH/responses/200/content`.
+                @frozen public enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/v1/chats/{chatId}/messages/{messageId}/PATCH/responses/200/content/application\/json`.
+                    case json(Components.Schemas.Message)
+                    /// The associated value of the enum case if `self` is `.json`.
+                    ///
+                    /// - Throws: An error if `self` is not `.json`.
+                    /// - SeeAlso: `.json`.
+                    public var json: Components.Schemas.Message {
+                        get throws {
+                            switch self {
+                            case let .json(body):
+                                return body
+                            }
+                        }
+                    }
+                }
+                /// Received HTTP response body
+                public var body: Operations.EditMessage.Output.Ok.Body
+                /// Creates a new `Ok`.
+                ///
+                /// - Parameters:
+                ///   - body: Received HTTP response body
+                public init(body: Operations.EditMessage.Output.Ok.Body) {
+                    self.body = body
+                }
+            }
+            /// The message with its new text (or unchanged, when the text was the same).
+            ///
+            /// - Remark: Generated from `#/paths//v1/chats/{chatId}/messages/{messageId}/patch(editMessage)/responses/200`.
+            ///
+            /// HTTP response code: `200 ok`.
+            case ok(Operations.EditMessage.Output.Ok)
+            /// The associated value of the enum case if `self` is `.ok`.
+            ///
+            /// - Throws: An error if `self` is not `.ok`.
+            /// - SeeAlso: `.ok`.
+            public var ok: Operations.EditMessage.Output.Ok {
+                get throws {
+                    switch self {
+                    case let .ok(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "ok",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Invalid request (`invalid_request`): bad JSON, a bad id, too many ids, wrong
+            /// types, or a value out of range. Nothing was changed.
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/chats/{chatId}/messages/{messageId}/patch(editMessage)/responses/400`.
+            ///
+            /// HTTP response code: `400 badRequest`.
+            case badRequest(Components.Responses.BadRequest)
+            /// The associated value of the enum case if `self` is `.badRequest`.
+            ///
+            /// - Throws: An error if `self` is not `.badRequest`.
+            /// - SeeAlso: `.badRequest`.
+            public var badRequest: Components.Responses.BadRequest {
+                get throws {
+                    switch self {
+                    case let .badRequest(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "badRequest",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// A wrong or missing credential (`unauthorized`). To a browser it carries
+            /// `Access-Control-Allow-Origin` whatever its origin, so that a web client can tell
+            /// an expired token from a network failure.
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/chats/{chatId}/messages/{messageId}/patch(editMessage)/responses/401`.
+            ///
+            /// HTTP response code: `401 unauthorized`.
+            case unauthorized(Components.Responses.Unauthorized)
+            /// The associated value of the enum case if `self` is `.unauthorized`.
+            ///
+            /// - Throws: An error if `self` is not `.unauthorized`.
+            /// - SeeAlso: `.unauthorized`.
+            public var unauthorized: Components.Responses.Unauthorized {
+                get throws {
+                    switch self {
+                    case let .unauthorized(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "unauthorized",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The credential may not do this (`forbidden`): a user token naming another user
+            /// or a chat it is not a member of, a user token where the tenant key is needed,
+            /// a named user who is not a member of the chat, or a browser's request from an
+            /// origin the credential's tenant does not allow.
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/chats/{chatId}/messages/{messageId}/patch(editMessage)/responses/403`.
+            ///
+            /// HTTP response code: `403 forbidden`.
+            case forbidden(Components.Responses.Forbidden)
+            /// The associated value of the enum case if `self` is `.forbidden`.
+            ///
+            /// - Throws: An error if `self` is not `.forbidden`.
+            /// - SeeAlso: `.forbidden`.
+            public var forbidden: Components.Responses.Forbidden {
+                get throws {
+                    switch self {
+                    case let .forbidden(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "forbidden",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Not found (`not_found`). Another tenant's chat looks exactly like a chat that
+            /// does not exist.
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/chats/{chatId}/messages/{messageId}/patch(editMessage)/responses/404`.
+            ///
+            /// HTTP response code: `404 notFound`.
+            case notFound(Components.Responses.NotFound)
+            /// The associated value of the enum case if `self` is `.notFound`.
+            ///
+            /// - Throws: An error if `self` is not `.notFound`.
+            /// - SeeAlso: `.notFound`.
+            public var notFound: Components.Responses.NotFound {
+                get throws {
+                    switch self {
+                    case let .notFound(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "notFound",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The request body is over 1 MiB (`payload_too_large`), whatever it contains.
+            ///
+            /// - Remark: Generated from `#/paths//v1/chats/{chatId}/messages/{messageId}/patch(editMessage)/responses/413`.
+            ///
+            /// HTTP response code: `413 contentTooLarge`.
+            case contentTooLarge(Components.Responses.PayloadTooLarge)
+            /// The associated value of the enum case if `self` is `.contentTooLarge`.
+            ///
+            /// - Throws: An error if `self` is not `.contentTooLarge`.
+            /// - SeeAlso: `.contentTooLarge`.
+            public var contentTooLarge: Components.Responses.PayloadTooLarge {
+                get throws {
+                    switch self {
+                    case let .contentTooLarge(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "contentTooLarge",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// PostgreSQL is unreachable or did not answer within `RECEIPTS_DATABASE_TIMEOUT_SECONDS`
+            /// (`unavailable`). Nothing is known to have changed; retry (idempotent requests are
+            /// safe to repeat).
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/chats/{chatId}/messages/{messageId}/patch(editMessage)/responses/503`.
             ///
             /// HTTP response code: `503 serviceUnavailable`.
             case serviceUnavailable(Components.Responses.Unavailable)

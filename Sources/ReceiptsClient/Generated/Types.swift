@@ -160,8 +160,9 @@ public protocol APIProtocol: Sendable {
     /// Stores a message from `senderId`, who must be a current member of the chat
     /// (otherwise 403). Without `id` the service assigns one. Sending the same `id`
     /// and body again answers 200 with the same message; the same `id` with another
-    /// body answers 409. `text` is at most 64 KiB (400 beyond). A user token may only
-    /// send as its own user.
+    /// body answers 409. A repeat is compared with the message's current text, so after
+    /// an edit (`PATCH`) a retry of the original send is 409. `text` is at most 64 KiB
+    /// (400 beyond). A user token may only send as its own user.
     ///
     ///
     /// - Remark: HTTP `POST /v1/chats/{chatId}/messages`.
@@ -176,6 +177,22 @@ public protocol APIProtocol: Sendable {
     /// - Remark: HTTP `GET /v1/chats/{chatId}/messages/{messageId}`.
     /// - Remark: Generated from `#/paths//v1/chats/{chatId}/messages/{messageId}/get(getMessage)`.
     func getMessage(_ input: Operations.GetMessage.Input) async throws -> Operations.GetMessage.Output
+    /// Edit a message's text
+    ///
+    /// Replaces the message's `text` (the rules of sending: at most 64 KiB of UTF-8, no
+    /// NUL, else 400) and sets `editedAt`. Everything else stays as it was: every receipt,
+    /// unread count and label ("Read by 3/4" stays), and the message is not unread again
+    /// for anyone. `message.edited` goes to the chat's members (as they were) and the
+    /// tenant key, and to webhooks that name it; it carries no text: clients fetch the
+    /// message. The same text again answers 200 and changes nothing (no event, `editedAt`
+    /// unchanged), so a retry is safe. An unknown chat or message, or a deleted message,
+    /// is 404. The tenant key may edit any message, a user token only its own (another's
+    /// is 403).
+    ///
+    ///
+    /// - Remark: HTTP `PATCH /v1/chats/{chatId}/messages/{messageId}`.
+    /// - Remark: Generated from `#/paths//v1/chats/{chatId}/messages/{messageId}/patch(editMessage)`.
+    func editMessage(_ input: Operations.EditMessage.Input) async throws -> Operations.EditMessage.Output
     /// Delete a message
     ///
     /// Deletes the message: it is gone from listings, from `GET` (404) and from every
@@ -663,8 +680,9 @@ extension APIProtocol {
     /// Stores a message from `senderId`, who must be a current member of the chat
     /// (otherwise 403). Without `id` the service assigns one. Sending the same `id`
     /// and body again answers 200 with the same message; the same `id` with another
-    /// body answers 409. `text` is at most 64 KiB (400 beyond). A user token may only
-    /// send as its own user.
+    /// body answers 409. A repeat is compared with the message's current text, so after
+    /// an edit (`PATCH`) a retry of the original send is 409. `text` is at most 64 KiB
+    /// (400 beyond). A user token may only send as its own user.
     ///
     ///
     /// - Remark: HTTP `POST /v1/chats/{chatId}/messages`.
@@ -697,6 +715,32 @@ extension APIProtocol {
             path: path,
             query: query,
             headers: headers
+        ))
+    }
+    /// Edit a message's text
+    ///
+    /// Replaces the message's `text` (the rules of sending: at most 64 KiB of UTF-8, no
+    /// NUL, else 400) and sets `editedAt`. Everything else stays as it was: every receipt,
+    /// unread count and label ("Read by 3/4" stays), and the message is not unread again
+    /// for anyone. `message.edited` goes to the chat's members (as they were) and the
+    /// tenant key, and to webhooks that name it; it carries no text: clients fetch the
+    /// message. The same text again answers 200 and changes nothing (no event, `editedAt`
+    /// unchanged), so a retry is safe. An unknown chat or message, or a deleted message,
+    /// is 404. The tenant key may edit any message, a user token only its own (another's
+    /// is 403).
+    ///
+    ///
+    /// - Remark: HTTP `PATCH /v1/chats/{chatId}/messages/{messageId}`.
+    /// - Remark: Generated from `#/paths//v1/chats/{chatId}/messages/{messageId}/patch(editMessage)`.
+    public func editMessage(
+        path: Operations.EditMessage.Input.Path,
+        headers: Operations.EditMessage.Input.Headers = .init(),
+        body: Operations.EditMessage.Input.Body
+    ) async throws -> Operations.EditMessage.Output {
+        try await editMessage(Operations.EditMessage.Input(
+            path: path,
+            headers: headers,
+            body: body
         ))
     }
     /// Delete a message
