@@ -147,7 +147,8 @@ BEGIN
             FROM unnest(v_chats, v_messages, v_senders) AS doomed(chat, message, sender)
             UNION ALL
             SELECT affected.chat, 1, 'unread.changed', affected.member, '{}',
-                   jsonb_build_object('unreadCount', unread.unread_count, 'markedUnread', unread.marked_unread),
+                   jsonb_build_object('unreadCount', unread.unread_count, 'mentions', unread.unread_mentions,
+                                      'markedUnread', unread.marked_unread),
                    ARRAY[affected.member], NULL
             FROM unnest(v_member_chats, v_members, v_before, v_current) AS affected(chat, member, before, current)
             JOIN receipts.member_unread AS unread
@@ -198,7 +199,7 @@ BEGIN
     VALUES (p_tenant, nextval('receipts.event_ids'), pg_current_xact_id(), 'chat.deleted', p_chat, NULL, v_version);
     INSERT INTO receipts.events (tenant_id, event_id, transaction_id, type, chat_id, user_id, data, audience)
     SELECT p_tenant, nextval('receipts.event_ids'), pg_current_xact_id(), 'unread.changed', p_chat, unread.user_id,
-           jsonb_build_object('unreadCount', 0, 'markedUnread', false), ARRAY[unread.user_id::text]
+           jsonb_build_object('unreadCount', 0, 'mentions', 0, 'markedUnread', false), ARRAY[unread.user_id::text]
     FROM receipts.member_unread AS unread
     WHERE unread.tenant_id = p_tenant AND unread.chat_id = p_chat AND unread.left_at IS NULL
       AND (unread.unread_count > 0 OR unread.marked_unread)

@@ -96,19 +96,20 @@ $$;
 COMMENT ON FUNCTION receipts.record_receipts() IS 'Trigger: receipt.read / receipt.delivered events for what a statement appended to receipt chunks.';
 
 -- unread.changed: when a member's own action changed their count or mark (a read, marking
--- unread, leaving), to that user's devices, with the new count (receipts.member_unread, by
--- key: the statement's changes are visible to its AFTER trigger).
+-- unread, leaving), to that user's devices, with the new count and unread mentions
+-- (receipts.member_unread, by key: the statement's changes are visible to its AFTER trigger).
 CREATE OR REPLACE FUNCTION receipts.record_unread_changes() RETURNS trigger
 LANGUAGE plpgsql SET enable_nestloop = off SET enable_mergejoin = off SET enable_hashjoin = on AS $$
 BEGIN
     INSERT INTO receipts.events (tenant_id, event_id, transaction_id, type, chat_id, user_id, data, audience)
     SELECT changed.tenant_id, nextval('receipts.event_ids'), pg_current_xact_id(), 'unread.changed',
            changed.chat_id, changed.user_id,
-           jsonb_build_object(
-               'unreadCount', (SELECT unread.unread_count FROM receipts.member_unread AS unread
-                               WHERE unread.tenant_id = changed.tenant_id AND unread.chat_id = changed.chat_id
-                                 AND unread.user_id = changed.user_id),
-               'markedUnread', changed.marked_unread),
+           -- One subquery by key (no join: this function turns nested loops off).
+           (SELECT jsonb_build_object('unreadCount', unread.unread_count, 'mentions', unread.unread_mentions,
+                                      'markedUnread', changed.marked_unread)
+            FROM receipts.member_unread AS unread
+            WHERE unread.tenant_id = changed.tenant_id AND unread.chat_id = changed.chat_id
+              AND unread.user_id = changed.user_id),
            ARRAY[changed.user_id::text]
     FROM (
         SELECT after.tenant_id, after.chat_id, after.user_id, after.marked_unread
