@@ -12,6 +12,8 @@ struct NewMessage: Sendable {
     let mentions: [String]
     /// It mentions every member.
     let mentionsAll: Bool
+    /// The root of the thread it replies in; nil on the main timeline.
+    let thread: String?
 }
 
 /// What `receipts.send_each` answered for one message.
@@ -21,6 +23,8 @@ enum SendResult: Sendable {
     case conflict
     case notMember
     case chatNotFound
+    case threadNotFound
+    case threadIsReply
 
     /// Reads an `outcome, seq, created_at, mentions` row; an outcome it does not know is an error.
     init(row: PostgresRow) throws {
@@ -30,6 +34,8 @@ enum SendResult: Sendable {
         case ("conflict", _, _, _): self = .conflict
         case ("not_member", _, _, _): self = .notMember
         case ("chat_not_found", _, _, _): self = .chatNotFound
+        case ("thread_not_found", _, _, _): self = .threadNotFound
+        case ("thread_is_reply", _, _, _): self = .threadIsReply
         case (let other, _, _, _): throw UnexpectedOutcome(function: "receipts.send_each", outcome: other)
         }
     }
@@ -55,6 +61,8 @@ public struct MessagePage: Sendable {
 public enum MessagePageFailure: Error, Sendable {
     case chatNotFound
     case beforeNotFound
+    /// The thread named is no root of the chat (no message, or a reply).
+    case threadNotFound
 }
 
 extension ReceiptsStore {
@@ -63,21 +71,28 @@ extension ReceiptsStore {
     ///
     /// Concurrent sends of a tenant go through `sends`, which sends them together.
     public func sendMessage(
-        tenant: String, chat: String, id: String, sender: String, text: String, mentions: [String] = [], mentionsAll: Bool = false
+        tenant: String, chat: String, id: String, sender: String, text: String, mentions: [String] = [], mentionsAll: Bool = false,
+        thread: String? = nil
     ) async throws -> SendOutcome {
-        let message = NewMessage(chat: chat, id: id, sender: sender, text: text, mentions: mentions, mentionsAll: mentionsAll)
+        let message = NewMessage(
+            chat: chat, id: id, sender: sender, text: text, mentions: mentions, mentionsAll: mentionsAll, thread: thread)
         let result = try await self.sends.submit(message, tenant: tenant) { tenant, queue in
             try await self.runBatches(of: "sends", tenant: tenant, from: queue, Self.sendStatements)
         }
         switch result {
         case .created(let seq, let createdAt, let mentions):
-            return .created(MessageRecord(id: id, chatId: chat, seq: seq, senderId: sender, text: text, mentions: mentions, createdAt: createdAt))
+            return .created(
+                MessageRecord(
+                    id: id, chatId: chat, seq: seq, senderId: sender, text: text, threadId: thread, mentions: mentions,
+                    createdAt: createdAt))
         case .existing:
             guard let existing = try await self.message(tenant: tenant, chat: chat, id: id)?.message else { return .conflict }
             return .existing(existing)
         case .conflict: return .conflict
         case .notMember: return .senderNotMember
         case .chatNotFound: return .chatNotFound
+        case .threadNotFound: return .threadNotFound
+        case .threadIsReply: return .threadIsReply
         }
     }
 
@@ -89,19 +104,22 @@ extension ReceiptsStore {
         let named = messages.enumerated().flatMap { index, message in message.mentions.map { (Int32(index + 1), $0) } }
         return """
             SELECT outcome, seq, created_at, mentions FROM receipts.send_each(\(tenant), \(messages.map(\.chat)), \(messages.map(\.id)), \
-            \(messages.map(\.sender)), \(messages.map(\.text)), \(messages.map(\.mentionsAll)), \(named.map(\.0)), \(named.map(\.1)))
+            \(messages.map(\.sender)), \(messages.map(\.text)), \(messages.map(\.mentionsAll)), \(named.map(\.0)), \(named.map(\.1)), \
+            \(messages.map(\.thread)))
             """
     } outcomes: { rows in
         try rows.map { try SendResult(row: $0) }
     }
 
-    /// A page of messages, oldest first: the newest `limit` before `before` (or overall).
+    /// A page of messages, oldest first: the newest `limit` before `before` (or overall), of
+    /// the main timeline, or of the thread of the root `thread`.
     public func messages(
         tenant: String,
         chat: String,
         before: String?,
         limit: Int,
-        viewer: String?
+        viewer: String?,
+        thread: String? = nil
     ) async throws -> Result<MessagePage, MessagePageFailure> {
         try await self.withTenant(tenant, readOnly: true) { connection in
             guard let roster = try await Self.roster(tenant: tenant, chat: chat, on: connection) else {
@@ -115,13 +133,34 @@ extension ReceiptsStore {
                 guard let row = rows.first else { return .failure(.beforeNotFound) }
                 beforeSeq = try row.decode(Int64.self, column: "seq")
             }
-            let found = try await connection.query(
-                """
-                SELECT message_id, seq, sender_id, body, created_at, edited_at, mentions, mentions_all FROM receipts.messages
-                WHERE tenant_id = \(tenant) AND chat_id = \(chat) AND seq < \(beforeSeq)
-                ORDER BY seq DESC LIMIT \(limit)
-                """
-            ).map { try MessageRow(row: $0) }
+            let page: PostgresQuery
+            if let thread {
+                let roots = try await connection.query(
+                    """
+                    SELECT thread_id FROM receipts.messages WHERE tenant_id = \(tenant) AND chat_id = \(chat) AND message_id = \(thread)
+                    """)
+                guard let root = roots.first, root.isNull(column: 0) else { return .failure(.threadNotFound) }
+                page = """
+                    SELECT message.message_id, message.seq, message.sender_id, message.body, message.created_at, message.edited_at,
+                           message.mentions, message.mentions_all, message.thread_id, NULL::integer, NULL::timestamptz
+                    FROM receipts.messages AS message
+                    WHERE message.tenant_id = \(tenant) AND message.chat_id = \(chat) AND message.thread_id = \(thread)
+                      AND message.seq < \(beforeSeq)
+                    ORDER BY message.seq DESC LIMIT \(limit)
+                    """
+            } else {
+                page = """
+                    SELECT message.message_id, message.seq, message.sender_id, message.body, message.created_at, message.edited_at,
+                           message.mentions, message.mentions_all, message.thread_id, thread.replies, thread.last_reply_at
+                    FROM receipts.messages AS message
+                    LEFT JOIN receipts.threads AS thread
+                        ON thread.tenant_id = message.tenant_id AND thread.chat_id = message.chat_id AND thread.root_seq = message.seq
+                    WHERE message.tenant_id = \(tenant) AND message.chat_id = \(chat) AND message.thread_id IS NULL
+                      AND message.seq < \(beforeSeq)
+                    ORDER BY message.seq DESC LIMIT \(limit)
+                    """
+            }
+            let found = try await connection.query(page).map { try MessageRow(row: $0) }
             let rows = try await MessageRow.withEveryoneMentioned(found, tenant: tenant, chat: chat, on: connection)
             var tallies: [Int64: ReceiptTally] = [:]
             for row in rows where row.senderId == viewer {
@@ -152,8 +191,12 @@ extension ReceiptsStore {
             guard let roster = try await Self.roster(tenant: tenant, chat: chat, on: connection) else { return nil }
             let rows = try await connection.query(
                 """
-                SELECT message_id, seq, sender_id, body, created_at, edited_at, mentions, mentions_all FROM receipts.messages
-                WHERE tenant_id = \(tenant) AND chat_id = \(chat) AND message_id = \(id)
+                SELECT message.message_id, message.seq, message.sender_id, message.body, message.created_at, message.edited_at,
+                       message.mentions, message.mentions_all, message.thread_id, thread.replies, thread.last_reply_at
+                FROM receipts.messages AS message
+                LEFT JOIN receipts.threads AS thread
+                    ON thread.tenant_id = message.tenant_id AND thread.chat_id = message.chat_id AND thread.root_seq = message.seq
+                WHERE message.tenant_id = \(tenant) AND message.chat_id = \(chat) AND message.message_id = \(id)
                 """
             )
             guard let found = try rows.first.map({ try MessageRow(row: $0) }) else { return nil }

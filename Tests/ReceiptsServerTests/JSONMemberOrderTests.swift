@@ -13,7 +13,7 @@ struct JSONMemberOrderTests {
             #expect(Self.keys(tenantResponse.body, depth: 1) == ["id", "name", "apiKey"])
             let key = try #require(tenantResponse.json["apiKey"] as? String)
             let chatKeys = ["id", "kind", "members", "createdAt"]
-            let messageKeys = ["id", "chatId", "seq", "senderId", "text", "mentions", "createdAt", "editedAt", "readBy", "deliveredTo"]
+            let messageKeys = ["id", "chatId", "seq", "senderId", "text", "threadId", "mentions", "createdAt", "editedAt", "readBy", "deliveredTo"]
             let receiptKeys = ["state", "recipients", "delivered", "read", "readAt", "label"]
 
             try await StreamClients.withWebSocket(port: client.port, credential: key) { reader, _ in
@@ -71,7 +71,7 @@ struct JSONMemberOrderTests {
                     let type = try #require((try JSONSerialization.jsonObject(with: Data(event.utf8)) as? [String: Any])?["type"] as? String)
                     types.append(type)
                     // A type's own members follow, in the stored object's order (jsonb: shorter names first).
-                    let own = ["message.created": ["mentions"], "unread.changed": ["mentions", "unreadCount", "markedUnread"]]
+                    let own = ["message.created": ["mentions", "threadId"], "unread.changed": ["mentions", "unreadCount", "markedUnread"]]
                     #expect(Self.keys(event, depth: 1) == base + (own[type] ?? []), "\(event)")
                 }
                 #expect(Set(types) == ["message.created", "receipt.delivered", "receipt.read", "unread.changed"])

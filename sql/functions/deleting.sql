@@ -13,6 +13,10 @@
 -- holds null where the request may delete whoever's message (the tenant key).
 -- receipts.delete_message is one request of it, for psql.
 --
+-- Threads: deleting a root deletes its replies with it (each as a deleted message: counts,
+-- tombstones, and one message.deleted naming them all); deleting a reply takes it out of its
+-- root's summary (receipts.threads).
+--
 -- A delete alone is a dozen small statements and a commit; under load the service gathers
 -- the deletes that arrive while it is busy (ReceiptsStore.deletes, a TenantBatcher) and
 -- makes them one call of this function: each request gets the outcome, rows, counts and
@@ -39,16 +43,23 @@ SET plan_cache_mode = force_generic_plan AS $$
 #variable_conflict use_column
 DECLARE
     v_outcomes text[];
-    -- The messages to delete, one per chat: chat, id, seq, sender.
+    -- The messages asked for, one per chat: chat, id, seq, sender, the root of a reply.
     v_chats text[];
     v_messages text[];
     v_seqs bigint[];
     v_senders text[];
-    -- The members whose count included one of them: chat, user, count before, still a member.
+    v_roots text[];
+    -- Those and the replies of roots among them: chat, id, seq.
+    v_doomed_chats text[];
+    v_doomed_messages text[];
+    v_doomed_seqs bigint[];
+    -- The members whose count included some of them: chat, user, count before, still a
+    -- member, how many.
     v_member_chats text[];
     v_members text[];
     v_before integer[];
     v_current boolean[];
+    v_counted integer[];
 BEGIN
     PERFORM receipts.enter_tenant(p_tenant);
     IF cardinality(p_chats) <> cardinality(p_messages) OR cardinality(p_chats) <> cardinality(p_senders) THEN
@@ -70,10 +81,12 @@ BEGIN
            coalesce(array_agg(judged.chat ORDER BY judged.chat) FILTER (WHERE judged.outcome = 'deleted'), '{}'),
            coalesce(array_agg(judged.message ORDER BY judged.chat) FILTER (WHERE judged.outcome = 'deleted'), '{}'),
            coalesce(array_agg(judged.seq ORDER BY judged.chat) FILTER (WHERE judged.outcome = 'deleted'), '{}'),
-           coalesce(array_agg(judged.sender_id ORDER BY judged.chat) FILTER (WHERE judged.outcome = 'deleted'), '{}')
-    INTO v_outcomes, v_chats, v_messages, v_seqs, v_senders
+           coalesce(array_agg(judged.sender_id ORDER BY judged.chat) FILTER (WHERE judged.outcome = 'deleted'), '{}'),
+           coalesce(array_agg(judged.thread_id ORDER BY judged.chat) FILTER (WHERE judged.outcome = 'deleted'), '{}')
+    INTO v_outcomes, v_chats, v_messages, v_seqs, v_senders, v_roots
     FROM (
         SELECT item.position, item.chat COLLATE "C" AS chat, item.message, found.seq, found.sender_id::text AS sender_id,
+               found.thread_id::text AS thread_id,
                CASE WHEN NOT EXISTS (SELECT FROM receipts.chats AS chat
                                      WHERE chat.tenant_id = p_tenant AND chat.chat_id = item.chat) THEN 'chat_not_found'
                     WHEN found.seq IS NULL AND EXISTS (SELECT FROM receipts.deleted_messages AS deleted
@@ -84,13 +97,26 @@ BEGIN
                     ELSE 'deleted' END AS outcome
         FROM unnest(p_chats, p_messages, p_senders) WITH ORDINALITY AS item(chat, message, sender, position)
         LEFT JOIN LATERAL (
-            SELECT message.seq, message.sender_id FROM receipts.messages AS message
+            SELECT message.seq, message.sender_id, message.thread_id FROM receipts.messages AS message
             WHERE message.tenant_id = p_tenant AND message.chat_id = item.chat AND message.message_id = item.message
             LIMIT 1
         ) AS found ON true
     ) AS judged;
 
     IF cardinality(v_chats) > 0 THEN
+        -- With the replies of the roots among them (a reply has none).
+        SELECT array_agg(doomed.chat ORDER BY doomed.chat, doomed.seq), array_agg(doomed.message ORDER BY doomed.chat, doomed.seq),
+               array_agg(doomed.seq ORDER BY doomed.chat, doomed.seq)
+        INTO v_doomed_chats, v_doomed_messages, v_doomed_seqs
+        FROM (
+            SELECT asked.chat, asked.message, asked.seq FROM unnest(v_chats, v_messages, v_seqs) AS asked(chat, message, seq)
+            UNION ALL
+            SELECT asked.chat, reply.message_id::text, reply.seq
+            FROM unnest(v_chats, v_messages, v_roots) AS asked(chat, message, root)
+            JOIN receipts.messages AS reply
+                ON reply.tenant_id = p_tenant AND reply.chat_id = asked.chat AND reply.thread_id = asked.message
+            WHERE asked.root IS NULL
+        ) AS doomed;
         -- The member rows that may change, locked first; then, in a statement that sees what
         -- reads finished meanwhile committed, those whose count included the message (above
         -- their watermark, sent while a member, not read by them), with their counts before.
@@ -102,12 +128,13 @@ BEGIN
         SELECT coalesce(array_agg(affected.chat ORDER BY affected.chat, affected.member), '{}'),
                coalesce(array_agg(affected.member ORDER BY affected.chat, affected.member), '{}'),
                coalesce(array_agg(affected.unread_count ORDER BY affected.chat, affected.member), '{}'),
-               coalesce(array_agg(affected.current ORDER BY affected.chat, affected.member), '{}')
-        INTO v_member_chats, v_members, v_before, v_current
+               coalesce(array_agg(affected.current ORDER BY affected.chat, affected.member), '{}'),
+               coalesce(array_agg(affected.counted ORDER BY affected.chat, affected.member), '{}')
+        INTO v_member_chats, v_members, v_before, v_current, v_counted
         FROM (
-            SELECT member.chat_id::text AS chat, member.user_id::text AS member, unread.unread_count,
-                   member.left_at IS NULL AS current
-            FROM unnest(v_chats, v_seqs) AS doomed(chat, seq)
+            SELECT member.chat_id::text AS chat, member.user_id::text AS member, min(unread.unread_count) AS unread_count,
+                   bool_and(member.left_at IS NULL) AS current, count(*)::integer AS counted
+            FROM unnest(v_doomed_chats, v_doomed_seqs) AS doomed(chat, seq)
             JOIN receipts.chat_members AS member
                 ON member.tenant_id = p_tenant AND member.chat_id = doomed.chat AND member.read_seq < doomed.seq
             JOIN receipts.member_unread AS unread
@@ -119,19 +146,31 @@ BEGIN
                               WHERE receipt.tenant_id = p_tenant AND receipt.chat_id = doomed.chat AND receipt.seq = doomed.seq
                                 AND receipt.chunk = member.receipt_chunk
                                 AND (member.user_id = ANY (receipt.read_by) OR member.user_id = ANY (receipt.hidden_read_by)))
+            GROUP BY member.chat_id, member.user_id
         ) AS affected;
 
         DELETE FROM receipts.receipt_chunks AS receipt
-        USING unnest(v_chats, v_seqs) AS doomed(chat, seq)
+        USING unnest(v_doomed_chats, v_doomed_seqs) AS doomed(chat, seq)
         WHERE receipt.tenant_id = p_tenant AND receipt.chat_id = doomed.chat AND receipt.seq = doomed.seq;
         DELETE FROM receipts.messages AS message
-        USING unnest(v_chats, v_seqs) AS doomed(chat, seq)
+        USING unnest(v_doomed_chats, v_doomed_seqs) AS doomed(chat, seq)
         WHERE message.tenant_id = p_tenant AND message.chat_id = doomed.chat AND message.seq = doomed.seq;
         INSERT INTO receipts.deleted_messages (tenant_id, chat_id, message_id)
-        SELECT p_tenant, doomed.chat, doomed.message FROM unnest(v_chats, v_messages) AS doomed(chat, message);
-        UPDATE receipts.chat_members AS member SET reads_above = member.reads_above + 1
-        FROM unnest(v_member_chats, v_members) AS affected(chat, member)
+        SELECT p_tenant, doomed.chat, doomed.message FROM unnest(v_doomed_chats, v_doomed_messages) AS doomed(chat, message);
+        UPDATE receipts.chat_members AS member SET reads_above = member.reads_above + affected.counted
+        FROM unnest(v_member_chats, v_members, v_counted) AS affected(chat, member, counted)
         WHERE member.tenant_id = p_tenant AND member.chat_id = affected.chat AND member.user_id = affected.member;
+        -- A deleted reply leaves its root's summary: one reply fewer, and the time of the
+        -- newest left (messages_by_thread, from the top).
+        UPDATE receipts.threads AS thread SET
+            replies = thread.replies - 1,
+            last_reply_at = coalesce((SELECT reply.created_at FROM receipts.messages AS reply
+                                      WHERE reply.tenant_id = p_tenant AND reply.chat_id = gone.chat AND reply.thread_id = gone.root
+                                      ORDER BY reply.seq DESC LIMIT 1), thread.last_reply_at)
+        FROM unnest(v_chats, v_roots) AS gone(chat, root)
+        JOIN receipts.messages AS root ON root.tenant_id = p_tenant AND root.chat_id = gone.chat AND root.message_id = gone.root
+        WHERE gone.root IS NOT NULL
+          AND thread.tenant_id = p_tenant AND thread.chat_id = gone.chat AND thread.root_seq = root.seq;
 
         -- Per chat, message.deleted to its members, then unread.changed to each current
         -- member whose count it changed, with the new count.
@@ -141,7 +180,11 @@ BEGIN
                event.message_ids, event.data, event.audience, event.audience_version
         FROM (
             SELECT doomed.chat, 0 AS rank, 'message.deleted' AS type, doomed.sender AS user_id,
-                   ARRAY[doomed.message] AS message_ids, '{}'::jsonb AS data, NULL::text[] AS audience,
+                   -- The message and, for a root, its replies, in order.
+                   ARRAY(SELECT gone.message
+                         FROM unnest(v_doomed_chats, v_doomed_messages) WITH ORDINALITY AS gone(chat, message, position)
+                         WHERE gone.chat = doomed.chat ORDER BY gone.position) AS message_ids,
+                   '{}'::jsonb AS data, NULL::text[] AS audience,
                    (SELECT chat.audience_version FROM receipts.chats AS chat
                     WHERE chat.tenant_id = p_tenant AND chat.chat_id = doomed.chat) AS audience_version
             FROM unnest(v_chats, v_messages, v_senders) AS doomed(chat, message, sender)

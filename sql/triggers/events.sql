@@ -26,9 +26,10 @@
 -- by key in a subquery, so no other join can scan a table.
 
 -- message.created: one event per chat and sender of an INSERT statement. The event of one
--- message (every send of the service: a chat appears once in a call) carries whom it
--- mentions: "mentions", the members it named, and "mentionsAll": true when it mentioned
--- everyone (not the list of every member, which would make the event grow with the group).
+-- message (every send of the service: a chat appears once in a call) carries its thread
+-- ("threadId", null on the main timeline) and whom it mentions: "mentions", the members it
+-- named, and "mentionsAll": true when it mentioned everyone (not the list of every member,
+-- which would make the event grow with the group).
 CREATE OR REPLACE FUNCTION receipts.record_messages_created() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
@@ -36,13 +37,15 @@ BEGIN
     SELECT created.tenant_id, nextval('receipts.event_ids'), pg_current_xact_id(), 'message.created',
            created.chat_id, created.sender_id, created.message_ids,
            CASE WHEN cardinality(created.message_ids) > 1 THEN '{}'::jsonb
-                WHEN created.mentions_all THEN jsonb_build_object('mentions', created.mentions, 'mentionsAll', true)
-                ELSE jsonb_build_object('mentions', created.mentions) END,
+                WHEN created.mentions_all
+                THEN jsonb_build_object('threadId', created.thread_id, 'mentions', created.mentions, 'mentionsAll', true)
+                ELSE jsonb_build_object('threadId', created.thread_id, 'mentions', created.mentions) END,
            (SELECT chat.audience_version FROM receipts.chats AS chat
             WHERE chat.tenant_id = created.tenant_id AND chat.chat_id = created.chat_id)
     FROM (
         SELECT tenant_id, chat_id, sender_id, array_agg(message_id ORDER BY seq) AS message_ids,
-               (array_agg(to_jsonb(mentions)))[1] AS mentions, bool_or(mentions_all) AS mentions_all
+               (array_agg(to_jsonb(mentions)))[1] AS mentions, bool_or(mentions_all) AS mentions_all,
+               (array_agg(thread_id))[1] AS thread_id
         FROM inserted GROUP BY tenant_id, chat_id, sender_id ORDER BY tenant_id, chat_id, sender_id
     ) AS created;
     IF FOUND THEN

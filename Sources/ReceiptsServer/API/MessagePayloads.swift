@@ -11,8 +11,9 @@ struct SendMessageRequest: RequestBody {
     let text: String
     let mentions: [String]
     let mentionsAll: Bool
+    let threadId: String?
 
-    enum CodingKeys: String, CodingKey, CaseIterable { case id, senderId, text, mentions, mentionsAll }
+    enum CodingKeys: String, CodingKey, CaseIterable { case id, senderId, text, threadId, mentions, mentionsAll }
 
     init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
@@ -21,6 +22,7 @@ struct SendMessageRequest: RequestBody {
         self.text = try container.decode(String.self, forKey: .text)
         self.mentions = try container.decodeUnlessAbsent([String].self, forKey: .mentions) ?? []
         self.mentionsAll = try container.decodeUnlessAbsent(Bool.self, forKey: .mentionsAll) ?? false
+        self.threadId = try container.decodeUnlessAbsent(String.self, forKey: .threadId)
     }
 }
 
@@ -39,11 +41,13 @@ struct MessageResponse: Encodable, JSONResponse {
     let seq: Int64
     let senderId: String
     let text: String
+    let threadId: String?
     let mentions: [String]
     let createdAt: Date
     let editedAt: Date?
     let readBy: UserIdList
     let deliveredTo: UserIdList
+    let thread: ThreadSummary?
     let receipt: ReceiptSummary?
     let recipients: [RecipientStatus]?
 
@@ -55,17 +59,19 @@ struct MessageResponse: Encodable, JSONResponse {
         self.seq = message.seq
         self.senderId = message.senderId
         self.text = message.text
+        self.threadId = message.threadId
         self.mentions = message.mentions
         self.createdAt = message.createdAt
         self.editedAt = message.editedAt
         self.readBy = message.readBy
         self.deliveredTo = message.deliveredTo
+        self.thread = message.thread
         self.receipt = receipt
         self.recipients = recipients
     }
 
     enum CodingKeys: String, CodingKey {
-        case id, chatId, seq, senderId, text, mentions, createdAt, editedAt, readBy, deliveredTo, receipt, recipients
+        case id, chatId, seq, senderId, text, threadId, mentions, createdAt, editedAt, readBy, deliveredTo, thread, receipt, recipients
     }
 
     /// Every member in the documented order, `receipt` and `recipients` only when present
@@ -77,11 +83,13 @@ struct MessageResponse: Encodable, JSONResponse {
         try container.encode(self.seq, forKey: .seq)
         try container.encode(self.senderId, forKey: .senderId)
         try container.encode(self.text, forKey: .text)
+        try container.encode(self.threadId, forKey: .threadId)
         try container.encode(self.mentions, forKey: .mentions)
         try container.encode(self.createdAt, forKey: .createdAt)
         try container.encode(self.editedAt, forKey: .editedAt)
         try container.encode(self.readBy, forKey: .readBy)
         try container.encode(self.deliveredTo, forKey: .deliveredTo)
+        if let thread = self.thread { try container.encode(thread, forKey: .thread) }
         if let receipt = self.receipt { try container.encode(receipt, forKey: .receipt) }
         if let recipients = self.recipients { try container.encode(recipients, forKey: .recipients) }
     }
@@ -89,6 +97,17 @@ struct MessageResponse: Encodable, JSONResponse {
     /// About the size of the answer, so that its buffer rarely grows: ids are short.
     var estimatedJSONBytes: Int {
         256 + self.text.utf8.count + (self.mentions.count + self.readBy.count + self.deliveredTo.count) * 24 + (self.recipients?.count ?? 0) * 96
+    }
+}
+
+extension ThreadSummary: Encodable {
+    enum CodingKeys: String, CodingKey { case replies, lastReplyAt }
+
+    /// `{"replies":…,"lastReplyAt":"…"}`
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(self.replies, forKey: .replies)
+        try container.encode(self.lastReplyAt, forKey: .lastReplyAt)
     }
 }
 

@@ -46,17 +46,20 @@ struct MessageController {
             throw APIError.invalidRequest("mentions may name at most \(Validation.maximumMentions) users")
         }
         let mentions = try body.mentions.map { try Validation.id($0, field: "mentions") }
+        let thread = try body.threadId.map { try Validation.id($0, field: "threadId") }
         try principal.requireActing(as: sender)
 
         switch try await self.store.sendMessage(
             tenant: principal.tenantId, chat: chatId, id: id, sender: sender, text: body.text, mentions: mentions,
-            mentionsAll: body.mentionsAll)
+            mentionsAll: body.mentionsAll, thread: thread)
         {
         case .created(let message): return EditedResponse(status: .created, response: MessageResponse(message))
         case .existing(let message): return EditedResponse(status: .ok, response: MessageResponse(message))
         case .conflict: throw APIError.conflict("another message was sent with this id")
         case .senderNotMember: throw APIError.forbidden("the sender is not a member of this chat")
         case .chatNotFound: throw APIError.notFound("no such chat")
+        case .threadNotFound: throw APIError.invalidRequest("threadId names no message of this chat")
+        case .threadIsReply: throw APIError.invalidRequest("threadId names a reply: a thread's root is a message of the main timeline")
         }
     }
 
@@ -85,7 +88,8 @@ struct MessageController {
         guard !text.utf8.contains(0) else { throw APIError.invalidRequest("text must not contain NUL characters") }
     }
 
-    /// A page of messages, oldest first, with `receipt` on the viewer's own.
+    /// A page of messages, oldest first, with `receipt` on the viewer's own: of the main
+    /// timeline, or with `thread`, of that root's replies.
     @Sendable func list(_ request: Request, context: ReceiptsRequestContext) async throws -> MessageListResponse {
         let principal = try context.requirePrincipal()
         let chatId = try Validation.pathId("chatId", in: context)
@@ -93,12 +97,16 @@ struct MessageController {
         let viewer = try query.viewer(for: principal)
         let before = try query.string("before").map { try Validation.id($0, field: "before") }
         let limit = try query.integer("limit", in: Self.limitRange) ?? Self.defaultLimit
+        let thread = try query.string("thread").map { try Validation.id($0, field: "thread") }
         let style = try query.labelStyle()
         let timeZone = try query.timeZone()
 
         let page: MessagePage
-        switch try await self.store.messages(tenant: principal.tenantId, chat: chatId, before: before, limit: limit, viewer: viewer) {
+        switch try await self.store.messages(
+            tenant: principal.tenantId, chat: chatId, before: before, limit: limit, viewer: viewer, thread: thread)
+        {
         case .success(let found): page = found
+        case .failure(.threadNotFound): throw APIError.notFound("thread names no root message of this chat")
         case .failure(.chatNotFound): throw APIError.notFound("no such chat")
         case .failure(.beforeNotFound): throw APIError.notFound("before names no message of this chat")
         }

@@ -11,6 +11,10 @@ public struct MessageRecord: Sendable {
     public let seq: Int64
     public let senderId: String
     public let text: String
+    /// The root of the thread it replies in; nil on the main timeline.
+    public let threadId: String?
+    /// For a root: its thread's summary.
+    public let thread: ThreadSummary?
     /// The members it mentioned when it was sent (every one but the sender when it mentioned all).
     public let mentions: [String]
     public let createdAt: Date
@@ -22,8 +26,8 @@ public struct MessageRecord: Sendable {
     public let readBy: UserIdList
 
     public init(
-        id: String, chatId: String, seq: Int64, senderId: String, text: String, mentions: [String] = [], createdAt: Date,
-        editedAt: Date? = nil,
+        id: String, chatId: String, seq: Int64, senderId: String, text: String, threadId: String? = nil,
+        thread: ThreadSummary? = nil, mentions: [String] = [], createdAt: Date, editedAt: Date? = nil,
         deliveredTo: UserIdList = UserIdList([]), readBy: UserIdList = UserIdList([])
     ) {
         self.id = id
@@ -31,6 +35,8 @@ public struct MessageRecord: Sendable {
         self.seq = seq
         self.senderId = senderId
         self.text = text
+        self.threadId = threadId
+        self.thread = thread
         self.mentions = mentions
         self.createdAt = createdAt
         self.editedAt = editedAt
@@ -39,8 +45,14 @@ public struct MessageRecord: Sendable {
     }
 }
 
-/// A row of `receipts.messages` (`message_id, seq, sender_id, body, created_at, edited_at,
-/// mentions, mentions_all`), before its receipts are read.
+/// A thread's summary, shown on its root (`receipts.threads`).
+public struct ThreadSummary: Sendable, Hashable {
+    public let replies: Int
+    public let lastReplyAt: Date
+}
+
+/// A row of `receipts.messages` with its thread's summary (`MessageRow.select…`), before its
+/// receipts are read.
 struct MessageRow: Sendable {
     let id: String
     let seq: Int64
@@ -52,17 +64,29 @@ struct MessageRow: Sendable {
     /// `withEveryoneMentioned` has read them.
     var mentions: [String]
     let mentionsAll: Bool
+    let threadId: String?
+    let thread: ThreadSummary?
 
+    /// Reads `message_id, seq, sender_id, body, created_at, edited_at, mentions, mentions_all,
+    /// thread_id, replies, last_reply_at` (the last two from `receipts.threads`, null but for
+    /// a root whose thread has replies).
     init(row: PostgresRow) throws {
-        (self.id, self.seq, self.senderId, self.text, self.createdAt, self.editedAt, self.mentions, self.mentionsAll) =
-            try row.decode((String, Int64, String, String, Date, Date?, [String], Bool).self)
+        let replies: Int?, lastReplyAt: Date?
+        (self.id, self.seq, self.senderId, self.text, self.createdAt, self.editedAt, self.mentions, self.mentionsAll, self.threadId,
+         replies, lastReplyAt) = try row.decode((String, Int64, String, String, Date, Date?, [String], Bool, String?, Int?, Date?).self)
+        if let replies, replies > 0, let lastReplyAt {
+            self.thread = ThreadSummary(replies: replies, lastReplyAt: lastReplyAt)
+        } else {
+            self.thread = nil
+        }
     }
 
     /// The message in `chat`, with its lists.
     func record(chat: String, deliveredTo: UserIdList, readBy: UserIdList) -> MessageRecord {
         MessageRecord(
-            id: self.id, chatId: chat, seq: self.seq, senderId: self.senderId, text: self.text, mentions: self.mentions,
-            createdAt: self.createdAt, editedAt: self.editedAt, deliveredTo: deliveredTo, readBy: readBy)
+            id: self.id, chatId: chat, seq: self.seq, senderId: self.senderId, text: self.text, threadId: self.threadId,
+            thread: self.thread, mentions: self.mentions, createdAt: self.createdAt, editedAt: self.editedAt,
+            deliveredTo: deliveredTo, readBy: readBy)
     }
 
     /// `rows` with every member mentioned by those that mentioned all (`receipts.mentions`,

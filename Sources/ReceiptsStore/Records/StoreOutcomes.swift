@@ -31,6 +31,10 @@ public enum SendOutcome: Sendable {
     case conflict
     case senderNotMember
     case chatNotFound
+    /// The thread named is no message of the chat.
+    case threadNotFound
+    /// The thread named is itself a reply: threads do not nest.
+    case threadIsReply
 }
 
 /// Which messages a marking request is about.

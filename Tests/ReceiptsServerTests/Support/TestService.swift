@@ -239,13 +239,20 @@ struct TestMessage: Decodable {
     let seq: Int
     let senderId: String
     let text: String
+    let threadId: String?
     let mentions: [String]
     let createdAt: String
     let editedAt: String?
     let readBy: [String]
     let deliveredTo: [String]
+    let thread: TestThreadSummary?
     let receipt: TestReceipt?
     let recipients: [TestRecipient]?
+}
+
+struct TestThreadSummary: Decodable, Equatable {
+    let replies: Int
+    let lastReplyAt: String
 }
 
 struct TestReceipt: Decodable, Equatable {

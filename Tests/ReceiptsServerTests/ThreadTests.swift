@@ -1,0 +1,118 @@
+import Foundation
+import HTTPTypes
+import TestSupport
+import Testing
+
+/// docs/api.md, "Threads": replies sent with `threadId`, a root's summary, the main timeline
+/// and one thread listed apart, and deleting replies and roots.
+@Suite("Threads")
+struct ThreadTests {
+    @Test("replies name their root; the root shows its summary; the main timeline leaves replies out and ?thread= lists them; replies count as unread")
+    func repliesAndListings() async throws {
+        try await TestService.run { client in
+            let tenant = try await client.createTenant()
+            try await tenant.createChat("g", members: ["a", "b"])
+            let root = try await tenant.send(in: "g", from: "a", text: "plan?")
+            try await StreamClients.withWebSocket(port: client.port, credential: try await tenant.token(for: "b")) { stream, _ in
+                let first = try await reply(tenant, to: root, from: "b", text: "friday")
+                let created = await stream.next()
+                #expect(created?["type"] as? String == "message.created")
+                #expect(created?["messageIds"] as? [String] == [first.id])
+                #expect(created?["threadId"] as? String == root)
+                try await tenant.send(in: "g", from: "a", text: "main again")
+                #expect(await stream.next()?["threadId"] is NSNull)
+            }
+            let second = try await reply(tenant, to: root, from: "a", text: "ok")
+            #expect(second.threadId == root)
+            #expect(second.thread == nil)
+
+            let shown = try await tenant.message(root, in: "g", viewer: "a")
+            #expect(shown.threadId == nil)
+            #expect(shown.thread == TestThreadSummary(replies: 2, lastReplyAt: second.createdAt))
+            let main = try await tenant.messages(in: "g", viewer: "a")
+            #expect(main.map(\.text) == ["plan?", "main again"])
+            #expect(main.first?.thread?.replies == 2)
+            let thread = try await tenant.messages(in: "g", viewer: "a", query: "&thread=\(root)")
+            #expect(thread.map(\.text) == ["friday", "ok"])
+            #expect(thread.allSatisfy { $0.threadId == root })
+            let paged = try await tenant.messages(in: "g", viewer: "a", query: "&thread=\(root)&limit=1")
+            #expect(paged.map(\.text) == ["ok"])
+            // b has the root, a's main message and a's reply unread; a has b's reply.
+            #expect(try await tenant.unread(for: "b").count(in: "g") == 3)
+            #expect(try await tenant.unread(for: "a").count(in: "g") == 1)
+        }
+    }
+
+    @Test("a threadId that names no message, or a reply, is 400; ?thread= naming no root is 404; nothing is sent")
+    func badThreads() async throws {
+        try await TestService.run { client in
+            let tenant = try await client.createTenant()
+            try await tenant.createChat("g", members: ["a", "b"])
+            try await tenant.createChat("other", members: ["a", "b"])
+            let root = try await tenant.send(in: "g", from: "a")
+            let elsewhere = try await tenant.send(in: "other", from: "a")
+            let answer = try await reply(tenant, to: root, from: "b", text: "r")
+            for thread in ["never", answer.id, elsewhere] {
+                let response = try await client.request(
+                    .post, "/v1/chats/g/messages", as: tenant.apiKey, json: ["senderId": "a", "text": "x", "threadId": thread])
+                #expect(response.status == .badRequest, "\(thread)")
+                #expect(response.errorCode == "invalid_request", "\(thread)")
+            }
+            let badType = try await client.request(
+                .post, "/v1/chats/g/messages", as: tenant.apiKey, json: ["senderId": "a", "text": "x", "threadId": 5])
+            #expect(badType.status == .badRequest)
+            for thread in ["never", answer.id] {
+                let listed = try await client.request(.get, "/v1/chats/g/messages?thread=\(thread)", as: tenant.apiKey)
+                #expect(listed.status == .notFound, "\(thread)")
+                #expect(listed.errorCode == "not_found", "\(thread)")
+            }
+            #expect(try await tenant.messages(in: "g", viewer: "a").count == 1)
+            #expect(try await tenant.messages(in: "g", viewer: "a", query: "&thread=\(root)").count == 1)
+        }
+    }
+
+    @Test("deleting a reply takes it out of the summary; deleting a root deletes its replies, their counts and ids with it, in one message.deleted")
+    func deletes() async throws {
+        try await TestService.run { client in
+            let tenant = try await client.createTenant()
+            try await tenant.createChat("g", members: ["a", "b", "c"])
+            let root = try await tenant.send(in: "g", from: "a", text: "root")
+            let first = try await reply(tenant, to: root, from: "b", text: "one")
+            let second = try await reply(tenant, to: root, from: "c", text: "two")
+            let other = try await tenant.send(in: "g", from: "a", text: "other")
+            try await tenant.read(in: "g", by: "b", ["messageIds": [second.id]])
+            #expect(try await tenant.unread(for: "b").count(in: "g") == 2)  // root, other
+
+            #expect(try await client.request(.delete, "/v1/chats/g/messages/\(second.id)", as: tenant.apiKey).status == .noContent)
+            #expect(try await tenant.message(root, in: "g", viewer: "a").thread == TestThreadSummary(replies: 1, lastReplyAt: first.createdAt))
+            #expect(try await tenant.unread(for: "a").count(in: "g") == 1)  // b's reply
+
+            try await StreamClients.withWebSocket(port: client.port, credential: tenant.apiKey) { all, _ in
+                let response = try await client.request(.delete, "/v1/chats/g/messages/\(root)", as: tenant.apiKey)
+                #expect(response.status == .noContent)
+                let deleted = await all.next()
+                #expect(deleted?["type"] as? String == "message.deleted")
+                #expect(deleted?["messageIds"] as? [String] == [root, first.id])
+            }
+            #expect(try await tenant.messages(in: "g", viewer: "a").map(\.id) == [other])
+            #expect(try await client.request(.get, "/v1/chats/g/messages/\(first.id)", as: tenant.apiKey).status == .notFound)
+            #expect(try await tenant.unread(for: "a").count(in: "g") == 0)
+            #expect(try await tenant.unread(for: "b").count(in: "g") == 1)
+            #expect(try await tenant.unread(for: "c").count(in: "g") == 1)
+            let again = try await client.request(
+                .post, "/v1/chats/g/messages", as: tenant.apiKey, json: ["id": first.id, "senderId": "b", "text": "one"])
+            #expect(again.status == .conflict)
+            // Counts stay exact afterwards.
+            #expect(try await tenant.read(in: "g", by: "b").unreadCount == 0)
+            #expect(try await tenant.read(in: "g", by: "c").unreadCount == 0)
+        }
+    }
+
+    /// Sends a reply in chat g; the message as answered.
+    private func reply(_ tenant: TestTenant, to root: String, from sender: String, text: String) async throws -> TestMessage {
+        let response = try await tenant.client.request(
+            .post, "/v1/chats/g/messages", as: tenant.apiKey, json: ["senderId": sender, "text": text, "threadId": root])
+        try #require(response.status == .created, "replying: \(response.status) \(response.body)")
+        return try response.decode(TestMessage.self)
+    }
+}
