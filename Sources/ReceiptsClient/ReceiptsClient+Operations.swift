@@ -62,12 +62,25 @@ extension ReceiptsClient {
 
     /// Sends a message from `senderID`, a member of the chat.
     ///
+    /// `mentions` names the users it mentions (at most 100): the current members other
+    /// than the sender are kept, each once, in the order given; others are ignored.
+    /// `mentionsAll` mentions every current member but the sender. The answer's `mentions`
+    /// lists whom it mentioned; their unread counts (`unreadCounts(for:)`) count it in
+    /// `mentions`, muted chats included, until they read it.
+    ///
     /// The message always carries an id (a new UUID unless `id` is given), which makes the
     /// call idempotent: after a 503 or a lost connection it is repeated, and the service
-    /// answers the first message instead of storing a second.
+    /// answers the first message instead of storing a second (as stored: a repeat's
+    /// mentions change nothing).
     @discardableResult
-    public func send(_ text: String, in chatID: String, from senderID: String, id: String? = nil) async throws -> Message {
-        let body = Components.Schemas.SendMessageRequest(id: id ?? UUID().uuidString.lowercased(), senderId: senderID, text: text)
+    public func send(
+        _ text: String, in chatID: String, from senderID: String, id: String? = nil, mentions: [String] = [],
+        mentionsAll: Bool = false
+    ) async throws -> Message {
+        // Without mentions, the body is as before they existed: no `mentions`, no `mentionsAll`.
+        let body = Components.Schemas.SendMessageRequest(
+            id: id ?? UUID().uuidString.lowercased(), senderId: senderID, text: text, mentions: mentions.isEmpty ? nil : mentions,
+            mentionsAll: mentionsAll ? true : nil)
         let output = try await RetryPolicy.$sendCarriesID.withValue(true) {
             try await Self.call { try await generated.sendMessage(path: .init(chatId: chatID), body: .json(body)) }
         }
@@ -156,7 +169,10 @@ extension ReceiptsClient {
 
     // MARK: Users
 
-    /// The user's unread counts: the chats above 0 or marked unread, and their total.
+    /// The user's unread counts: the chats above 0 or marked unread, and their total (the
+    /// chats the user muted are listed with `muted` but left out of `total` and `badge`),
+    /// with the unread messages that mention the user per chat and in all (`mentions`,
+    /// `mentionsBadge`; muted chats included).
     public func unreadCounts(for userID: String) async throws -> UnreadCounts {
         try await Self.call { try await generated.getUnread(path: .init(userId: userID)) }.ok.body.json
     }
@@ -166,6 +182,18 @@ extension ReceiptsClient {
     public func setReadReceipts(_ enabled: Bool, for userID: String) async throws -> Settings {
         try await Self.call {
             try await generated.putSettings(path: .init(userId: userID), body: .json(.init(readReceipts: enabled)))
+        }.ok.body.json
+    }
+
+    /// Mutes (or with `false` unmutes) the chat for `userID` alone, a current member: the
+    /// chat stays in their `unreadCounts(for:)` with its count and `muted`, but out of their
+    /// `total` and `badge`; its mentions still count. The setting stays through a leave and
+    /// a rejoin. A user token may only mute for its own user; a user who is not a member is
+    /// `forbidden`, an unknown chat `notFound`. Setting the same value again changes nothing.
+    @discardableResult
+    public func setMuted(_ muted: Bool, chat chatID: String, user userID: String) async throws -> MemberSettings {
+        try await Self.call {
+            try await generated.putMemberSettings(path: .init(chatId: chatID, userId: userID), body: .json(.init(muted: muted)))
         }.ok.body.json
     }
 }

@@ -12,6 +12,8 @@ extension ReceiptsClient {
     public typealias MarkDeliveredResult = Components.Schemas.MarkDeliveredResponse
     public typealias UnreadCounts = Components.Schemas.UnreadList
     public typealias Settings = Components.Schemas.Settings
+    /// A member's settings of one chat (`muted`).
+    public typealias MemberSettings = Components.Schemas.MemberSettings
     /// The style of `Receipt.label`: `counts` (default), `ticks` or `imessage`.
     public typealias LabelStyle = Components.Parameters.Labels
 }

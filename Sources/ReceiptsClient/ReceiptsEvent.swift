@@ -6,7 +6,8 @@ import Foundation
 /// after it by itself; store it too if the consumer must resume after a restart of its own.
 public struct ReceiptsEvent: Sendable, Hashable {
     public enum Kind: Sendable, Hashable {
-        /// A message was recorded (`userID` sent it).
+        /// A message was recorded (`userID` sent it); `mentions` and `mentionsAll` say whom
+        /// it mentions.
         case messageCreated
         /// A marking request delivered `messageIDs` to `userID`.
         case receiptDelivered
@@ -38,14 +39,26 @@ public struct ReceiptsEvent: Sendable, Hashable {
     public var userID: String?
     public var messageIDs: [String]
     public var at: Date?
+    /// `messageCreated`: the members the message named (`[]` for none, and for other kinds).
+    /// When it mentioned everyone (`mentionsAll`) these are still only the named ones
+    /// (usually none): the event does not list every member, so that it does not grow with
+    /// the group; fetch the message for its full `mentions`.
+    public var mentions: [String]
+    /// `messageCreated`: the message mentioned every member but its sender.
+    public var mentionsAll: Bool
 
-    public init(id: String, kind: Kind, chatID: String? = nil, userID: String? = nil, messageIDs: [String] = [], at: Date? = nil) {
+    public init(
+        id: String, kind: Kind, chatID: String? = nil, userID: String? = nil, messageIDs: [String] = [], at: Date? = nil,
+        mentions: [String] = [], mentionsAll: Bool = false
+    ) {
         self.id = id
         self.kind = kind
         self.chatID = chatID
         self.userID = userID
         self.messageIDs = messageIDs
         self.at = at
+        self.mentions = mentions
+        self.mentionsAll = mentionsAll
     }
 
     /// The `Event` JSON of the contract. Decoded leniently by type name rather than with
@@ -60,6 +73,8 @@ public struct ReceiptsEvent: Sendable, Hashable {
         var at: String?
         var unreadCount: Int?
         var markedUnread: Bool?
+        var mentions: [String]?
+        var mentionsAll: Bool?
     }
 
     init(json: Data) throws {
@@ -79,6 +94,7 @@ public struct ReceiptsEvent: Sendable, Hashable {
             }
         self.init(
             id: wire.id, kind: kind, chatID: wire.chatId, userID: wire.userId, messageIDs: wire.messageIds ?? [],
-            at: wire.at.flatMap { try? Date($0, strategy: .iso8601.year().month().day().time(includingFractionalSeconds: true)) })
+            at: wire.at.flatMap { try? Date($0, strategy: .iso8601.year().month().day().time(includingFractionalSeconds: true)) },
+            mentions: wire.mentions ?? [], mentionsAll: wire.mentionsAll ?? false)
     }
 }

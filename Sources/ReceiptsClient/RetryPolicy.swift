@@ -33,7 +33,7 @@ public struct RetryPolicy: Sendable {
     /// id (see `ReceiptsClient.send`).
     static let idempotentOperations: Set<String> = [
         "putChat", "getChat", "addMember", "removeMember", "listMessages", "getMessage", "editMessage",
-        "markRead", "markDelivered", "markUnread", "getUnread", "putSettings",
+        "markRead", "markDelivered", "markUnread", "getUnread", "putSettings", "putMemberSettings",
         "healthz", "readyz", "metrics", "openapi",
     ]
 

@@ -59,6 +59,6 @@ final class ScriptedTransport: ClientTransport, Sendable {
                 HTTPBody(#"{"error":{"code":"unavailable","message":"the database is unavailable"}}"#)
             )
         }
-        return (HTTPResponse(status: .ok, headerFields: headers), HTTPBody(#"{"total":0,"badge":"","chats":[]}"#))
+        return (HTTPResponse(status: .ok, headerFields: headers), HTTPBody(#"{"total":0,"badge":"","mentions":0,"mentionsBadge":"","chats":[]}"#))
     }
 }

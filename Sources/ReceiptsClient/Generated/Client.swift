@@ -2210,6 +2210,220 @@ public struct Client: APIProtocol {
             }
         )
     }
+    /// Set a member's settings of a chat (mute)
+    ///
+    /// Mutes or unmutes the chat for the user alone. A muted chat stays in the user's
+    /// `GET /v1/users/{userId}/unread` with its count and `muted: true`, but its count is
+    /// left out of `total` and `badge`; its unread mentions still count in `mentions`
+    /// (a mention breaks through a mute). The setting is the member's own (the other
+    /// members' counts do not change) and stays through a leave and a rejoin. Setting
+    /// the same value again answers 200 and changes nothing. The user must be a current
+    /// member of the chat (otherwise 403); an unknown chat is 404. A user token may only
+    /// change its own user's setting (another user is 403).
+    ///
+    ///
+    /// - Remark: HTTP `PUT /v1/chats/{chatId}/members/{userId}/settings`.
+    /// - Remark: Generated from `#/paths//v1/chats/{chatId}/members/{userId}/settings/put(putMemberSettings)`.
+    public func putMemberSettings(_ input: Operations.PutMemberSettings.Input) async throws -> Operations.PutMemberSettings.Output {
+        try await client.send(
+            input: input,
+            forOperation: Operations.PutMemberSettings.id,
+            serializer: { input in
+                let path = try converter.renderedPath(
+                    template: "/v1/chats/{}/members/{}/settings",
+                    parameters: [
+                        input.path.chatId,
+                        input.path.userId
+                    ]
+                )
+                var request: HTTPTypes.HTTPRequest = .init(
+                    soar_path: path,
+                    method: .put
+                )
+                suppressMutabilityWarning(&request)
+                converter.setAcceptHeader(
+                    in: &request.headerFields,
+                    contentTypes: input.headers.accept
+                )
+                let body: OpenAPIRuntime.HTTPBody?
+                switch input.body {
+                case let .json(value):
+                    body = try converter.setRequiredRequestBodyAsJSON(
+                        value,
+                        headerFields: &request.headerFields,
+                        contentType: "application/json; charset=utf-8"
+                    )
+                }
+                return (request, body)
+            },
+            deserializer: { response, responseBody in
+                switch response.status.code {
+                case 200:
+                    let contentType = converter.extractContentTypeIfPresent(in: response.headerFields)
+                    let body: Operations.PutMemberSettings.Output.Ok.Body
+                    let chosenContentType = try converter.bestContentType(
+                        received: contentType,
+                        options: [
+                            "application/json"
+                        ]
+                    )
+                    switch chosenContentType {
+                    case "application/json":
+                        body = try await converter.getResponseBodyAsJSON(
+                            Components.Schemas.MemberSettings.self,
+                            from: responseBody,
+                            transforming: { value in
+                                .json(value)
+                            }
+                        )
+                    default:
+                        preconditionFailure("bestContentType chose an invalid content type.")
+                    }
+                    return .ok(.init(body: body))
+                case 400:
+                    let contentType = converter.extractContentTypeIfPresent(in: response.headerFields)
+                    let body: Components.Responses.BadRequest.Body
+                    let chosenContentType = try converter.bestContentType(
+                        received: contentType,
+                        options: [
+                            "application/json"
+                        ]
+                    )
+                    switch chosenContentType {
+                    case "application/json":
+                        body = try await converter.getResponseBodyAsJSON(
+                            Components.Schemas._Error.self,
+                            from: responseBody,
+                            transforming: { value in
+                                .json(value)
+                            }
+                        )
+                    default:
+                        preconditionFailure("bestContentType chose an invalid content type.")
+                    }
+                    return .badRequest(.init(body: body))
+                case 401:
+                    let contentType = converter.extractContentTypeIfPresent(in: response.headerFields)
+                    let body: Components.Responses.Unauthorized.Body
+                    let chosenContentType = try converter.bestContentType(
+                        received: contentType,
+                        options: [
+                            "application/json"
+                        ]
+                    )
+                    switch chosenContentType {
+                    case "application/json":
+                        body = try await converter.getResponseBodyAsJSON(
+                            Components.Schemas._Error.self,
+                            from: responseBody,
+                            transforming: { value in
+                                .json(value)
+                            }
+                        )
+                    default:
+                        preconditionFailure("bestContentType chose an invalid content type.")
+                    }
+                    return .unauthorized(.init(body: body))
+                case 403:
+                    let contentType = converter.extractContentTypeIfPresent(in: response.headerFields)
+                    let body: Components.Responses.Forbidden.Body
+                    let chosenContentType = try converter.bestContentType(
+                        received: contentType,
+                        options: [
+                            "application/json"
+                        ]
+                    )
+                    switch chosenContentType {
+                    case "application/json":
+                        body = try await converter.getResponseBodyAsJSON(
+                            Components.Schemas._Error.self,
+                            from: responseBody,
+                            transforming: { value in
+                                .json(value)
+                            }
+                        )
+                    default:
+                        preconditionFailure("bestContentType chose an invalid content type.")
+                    }
+                    return .forbidden(.init(body: body))
+                case 404:
+                    let contentType = converter.extractContentTypeIfPresent(in: response.headerFields)
+                    let body: Components.Responses.NotFound.Body
+                    let chosenContentType = try converter.bestContentType(
+                        received: contentType,
+                        options: [
+                            "application/json"
+                        ]
+                    )
+                    switch chosenContentType {
+                    case "application/json":
+                        body = try await converter.getResponseBodyAsJSON(
+                            Components.Schemas._Error.self,
+                            from: responseBody,
+                            transforming: { value in
+                                .json(value)
+                            }
+                        )
+                    default:
+                        preconditionFailure("bestContentType chose an invalid content type.")
+                    }
+                    return .notFound(.init(body: body))
+                case 413:
+                    let contentType = converter.extractContentTypeIfPresent(in: response.headerFields)
+                    let body: Components.Responses.PayloadTooLarge.Body
+                    let chosenContentType = try converter.bestContentType(
+                        received: contentType,
+                        options: [
+                            "application/json"
+                        ]
+                    )
+                    switch chosenContentType {
+                    case "application/json":
+                        body = try await converter.getResponseBodyAsJSON(
+                            Components.Schemas._Error.self,
+                            from: responseBody,
+                            transforming: { value in
+                                .json(value)
+                            }
+                        )
+                    default:
+                        preconditionFailure("bestContentType chose an invalid content type.")
+                    }
+                    return .contentTooLarge(.init(body: body))
+                case 503:
+                    let contentType = converter.extractContentTypeIfPresent(in: response.headerFields)
+                    let body: Components.Responses.Unavailable.Body
+                    let chosenContentType = try converter.bestContentType(
+                        received: contentType,
+                        options: [
+                            "application/json"
+                        ]
+                    )
+                    switch chosenContentType {
+                    case "application/json":
+                        body = try await converter.getResponseBodyAsJSON(
+                            Components.Schemas._Error.self,
+                            from: responseBody,
+                            transforming: { value in
+                                .json(value)
+                            }
+                        )
+                    default:
+                        preconditionFailure("bestContentType chose an invalid content type.")
+                    }
+                    return .serviceUnavailable(.init(body: body))
+                default:
+                    return .undocumented(
+                        statusCode: response.status.code,
+                        .init(
+                            headerFields: response.headerFields,
+                            body: responseBody
+                        )
+                    )
+                }
+            }
+        )
+    }
     /// List messages
     ///
     /// Messages of the chat, oldest first. Without `before`, the newest `limit`
@@ -2431,6 +2645,12 @@ public struct Client: APIProtocol {
     /// body answers 409. A repeat is compared with the message's current text, so after
     /// an edit (`PATCH`) a retry of the original send is 409. `text` is at most 64 KiB
     /// (400 beyond). A user token may only send as its own user.
+    ///
+    /// `mentions` names users the message mentions (at most 100 ids, else 400): of them,
+    /// the current members other than the sender are kept, each once, in the order given;
+    /// others are ignored. `mentionsAll: true` mentions every current member but the
+    /// sender. The answer's `mentions` lists whom it mentioned. A repeat of an existing
+    /// message (same `id`, sender and text) answers it as stored, whatever its mentions.
     ///
     ///
     /// - Remark: HTTP `POST /v1/chats/{chatId}/messages`.
@@ -4231,8 +4451,11 @@ public struct Client: APIProtocol {
     /// Unread counts of a user
     ///
     /// The user's chats whose `unreadCount` is above 0 or that are marked unread; a
-    /// chat not listed has 0. `total` is the sum of the listed counts. A user token
-    /// may only ask for its own user.
+    /// chat not listed has 0. `total` is the sum of the listed counts of the chats the
+    /// user has not muted (a muted chat is listed, with `muted: true`, but stays out of
+    /// `total` and `badge`). `mentions` is the sum of the listed chats' unread mentions,
+    /// muted chats included: a mention breaks through a mute. A user token may only ask
+    /// for its own user.
     ///
     ///
     /// - Remark: HTTP `GET /v1/users/{userId}/unread`.

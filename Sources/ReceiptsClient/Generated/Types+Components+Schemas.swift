@@ -24,6 +24,11 @@ extension Components {
         /// never compare ids (after a database failover they name its new history, e.g.
         /// `4711.3fa9c01b77e2`; no id ever names two events). `resync.required` says: reload what
         /// you show, the stream goes on after its `id`. `unread.changed` also carries `unreadCount` and `markedUnread`.
+        /// `message.created` also carries `mentions`, the members the message named (`[]` for
+        /// none), and, only for a message that mentioned everyone (`mentionsAll`), `mentionsAll:
+        /// true`, with `mentions` still only the named ones (usually `[]`): the event does not
+        /// list every member, so that its size does not grow with the group; fetch the message
+        /// for its full `mentions`.
         /// `message.deleted` carries `chatId`, `userId` (the sender) and `messageIds` (the one
         /// deleted); `message.edited` likewise (the one edited; no text: fetch the message);
         /// `chat.deleted` carries `chatId` only; `user.erased` (tenant key only)
@@ -60,6 +65,17 @@ extension Components {
             public var unreadCount: Swift.Int?
             /// - Remark: Generated from `#/components/schemas/Event/markedUnread`.
             public var markedUnread: Swift.Bool?
+            /// `message.created`: the members the message named (`[]` for none); not every
+            /// member when it mentioned all.
+            ///
+            ///
+            /// - Remark: Generated from `#/components/schemas/Event/mentions`.
+            public var mentions: [Components.Schemas.Id]?
+            /// `message.created`, only for a message that mentioned every member: `true`.
+            ///
+            ///
+            /// - Remark: Generated from `#/components/schemas/Event/mentionsAll`.
+            public var mentionsAll: Swift.Bool?
             /// Creates a new `Event`.
             ///
             /// - Parameters:
@@ -71,6 +87,8 @@ extension Components {
             ///   - at:
             ///   - unreadCount:
             ///   - markedUnread:
+            ///   - mentions: `message.created`: the members the message named (`[]` for none); not every
+            ///   - mentionsAll: `message.created`, only for a message that mentioned every member: `true`.
             public init(
                 id: Swift.String,
                 _type: Components.Schemas.Event._TypePayload,
@@ -79,7 +97,9 @@ extension Components {
                 messageIds: [Components.Schemas.Id]? = nil,
                 at: Components.Schemas.Timestamp? = nil,
                 unreadCount: Swift.Int? = nil,
-                markedUnread: Swift.Bool? = nil
+                markedUnread: Swift.Bool? = nil,
+                mentions: [Components.Schemas.Id]? = nil,
+                mentionsAll: Swift.Bool? = nil
             ) {
                 self.id = id
                 self._type = _type
@@ -89,6 +109,8 @@ extension Components {
                 self.at = at
                 self.unreadCount = unreadCount
                 self.markedUnread = markedUnread
+                self.mentions = mentions
+                self.mentionsAll = mentionsAll
             }
             public enum CodingKeys: String, CodingKey {
                 case id
@@ -99,6 +121,8 @@ extension Components {
                 case at
                 case unreadCount
                 case markedUnread
+                case mentions
+                case mentionsAll
             }
         }
         /// The body of every 4xx/5xx answer.
@@ -730,25 +754,46 @@ extension Components {
             ///
             /// - Remark: Generated from `#/components/schemas/SendMessageRequest/text`.
             public var text: Swift.String
+            /// Users the message mentions, at most 100 (more is 400). Users who are not
+            /// current members when it is sent are ignored, and so is the sender; a user
+            /// named twice is kept once, in the order first named.
+            ///
+            ///
+            /// - Remark: Generated from `#/components/schemas/SendMessageRequest/mentions`.
+            public var mentions: [Components.Schemas.Id]?
+            /// With `true`, the message mentions every current member but the sender (members
+            /// who join later are not mentioned).
+            ///
+            ///
+            /// - Remark: Generated from `#/components/schemas/SendMessageRequest/mentionsAll`.
+            public var mentionsAll: Swift.Bool?
             /// Creates a new `SendMessageRequest`.
             ///
             /// - Parameters:
             ///   - id:
             ///   - senderId:
             ///   - text: At most 64 KiB of UTF-8 (65,536 characters of ASCII, fewer of other scripts);
+            ///   - mentions: Users the message mentions, at most 100 (more is 400). Users who are not
+            ///   - mentionsAll: With `true`, the message mentions every current member but the sender (members
             public init(
                 id: Components.Schemas.Id? = nil,
                 senderId: Components.Schemas.Id,
-                text: Swift.String
+                text: Swift.String,
+                mentions: [Components.Schemas.Id]? = nil,
+                mentionsAll: Swift.Bool? = nil
             ) {
                 self.id = id
                 self.senderId = senderId
                 self.text = text
+                self.mentions = mentions
+                self.mentionsAll = mentionsAll
             }
             public enum CodingKeys: String, CodingKey {
                 case id
                 case senderId
                 case text
+                case mentions
+                case mentionsAll
             }
             public init(from decoder: any Swift.Decoder) throws {
                 let container = try decoder.container(keyedBy: CodingKeys.self)
@@ -764,10 +809,20 @@ extension Components {
                     Swift.String.self,
                     forKey: .text
                 )
+                self.mentions = try container.decodeIfPresent(
+                    [Components.Schemas.Id].self,
+                    forKey: .mentions
+                )
+                self.mentionsAll = try container.decodeIfPresent(
+                    Swift.Bool.self,
+                    forKey: .mentionsAll
+                )
                 try decoder.ensureNoAdditionalProperties(knownKeys: [
                     "id",
                     "senderId",
-                    "text"
+                    "text",
+                    "mentions",
+                    "mentionsAll"
                 ])
             }
         }
@@ -814,6 +869,13 @@ extension Components {
             public var senderId: Components.Schemas.Id
             /// - Remark: Generated from `#/components/schemas/Message/text`.
             public var text: Swift.String
+            /// The members the message mentioned when it was sent (`[]` for none): the named
+            /// ones in the order named, or, when it mentioned all, every member but the sender,
+            /// sorted by id. An erased user is taken out.
+            ///
+            ///
+            /// - Remark: Generated from `#/components/schemas/Message/mentions`.
+            public var mentions: [Components.Schemas.Id]
             /// - Remark: Generated from `#/components/schemas/Message/createdAt`.
             public var createdAt: Components.Schemas.Timestamp
             /// When the text was last changed by an edit (`PATCH`), or null while it never
@@ -851,6 +913,7 @@ extension Components {
             ///   - seq: The message's position in the chat (monotonic per chat).
             ///   - senderId:
             ///   - text:
+            ///   - mentions: The members the message mentioned when it was sent (`[]` for none): the named
             ///   - createdAt:
             ///   - editedAt: When the text was last changed by an edit (`PATCH`), or null while it never
             ///   - readBy: Users whose read is shown (hidden reads are not listed). In a group of up to 32
@@ -863,6 +926,7 @@ extension Components {
                 seq: Swift.Int64,
                 senderId: Components.Schemas.Id,
                 text: Swift.String,
+                mentions: [Components.Schemas.Id],
                 createdAt: Components.Schemas.Timestamp,
                 editedAt: Foundation.Date? = nil,
                 readBy: [Components.Schemas.Id],
@@ -875,6 +939,7 @@ extension Components {
                 self.seq = seq
                 self.senderId = senderId
                 self.text = text
+                self.mentions = mentions
                 self.createdAt = createdAt
                 self.editedAt = editedAt
                 self.readBy = readBy
@@ -888,6 +953,7 @@ extension Components {
                 case seq
                 case senderId
                 case text
+                case mentions
                 case createdAt
                 case editedAt
                 case readBy
@@ -1302,6 +1368,18 @@ extension Components {
             public var badge: Swift.String
             /// - Remark: Generated from `#/components/schemas/UnreadChat/markedUnread`.
             public var markedUnread: Swift.Bool
+            /// The chat's unread messages that mention the user (until read, deleted, or the
+            /// user is erased).
+            ///
+            ///
+            /// - Remark: Generated from `#/components/schemas/UnreadChat/mentions`.
+            public var mentions: Swift.Int
+            /// Whether the user muted the chat (`PUT /v1/chats/{chatId}/members/{userId}/settings`):
+            /// its count stays out of `total` and `badge`.
+            ///
+            ///
+            /// - Remark: Generated from `#/components/schemas/UnreadChat/muted`.
+            public var muted: Swift.Bool
             /// Creates a new `UnreadChat`.
             ///
             /// - Parameters:
@@ -1309,27 +1387,35 @@ extension Components {
             ///   - unreadCount: Messages from others, sent while the user was a member, not read by them;
             ///   - badge: The count as text, `99+` above 99, empty for 0.
             ///   - markedUnread:
+            ///   - mentions: The chat's unread messages that mention the user (until read, deleted, or the
+            ///   - muted: Whether the user muted the chat (`PUT /v1/chats/{chatId}/members/{userId}/settings`):
             public init(
                 chatId: Components.Schemas.Id,
                 unreadCount: Swift.Int,
                 badge: Swift.String,
-                markedUnread: Swift.Bool
+                markedUnread: Swift.Bool,
+                mentions: Swift.Int,
+                muted: Swift.Bool
             ) {
                 self.chatId = chatId
                 self.unreadCount = unreadCount
                 self.badge = badge
                 self.markedUnread = markedUnread
+                self.mentions = mentions
+                self.muted = muted
             }
             public enum CodingKeys: String, CodingKey {
                 case chatId
                 case unreadCount
                 case badge
                 case markedUnread
+                case mentions
+                case muted
             }
         }
         /// - Remark: Generated from `#/components/schemas/UnreadList`.
         public struct UnreadList: Codable, Hashable, Sendable {
-            /// The sum of the listed chats' unread counts.
+            /// The sum of the unread counts of the listed chats that are not muted.
             ///
             /// - Remark: Generated from `#/components/schemas/UnreadList/total`.
             public var total: Swift.Int
@@ -1337,6 +1423,16 @@ extension Components {
             ///
             /// - Remark: Generated from `#/components/schemas/UnreadList/badge`.
             public var badge: Swift.String
+            /// The sum of the listed chats' unread mentions, muted chats included (a mention
+            /// breaks through a mute).
+            ///
+            ///
+            /// - Remark: Generated from `#/components/schemas/UnreadList/mentions`.
+            public var mentions: Swift.Int
+            /// `mentions` as text, `99+` above 99, empty for 0.
+            ///
+            /// - Remark: Generated from `#/components/schemas/UnreadList/mentionsBadge`.
+            public var mentionsBadge: Swift.String
             /// The chats whose unread count is above 0 or that are marked unread.
             ///
             /// - Remark: Generated from `#/components/schemas/UnreadList/chats`.
@@ -1344,21 +1440,29 @@ extension Components {
             /// Creates a new `UnreadList`.
             ///
             /// - Parameters:
-            ///   - total: The sum of the listed chats' unread counts.
+            ///   - total: The sum of the unread counts of the listed chats that are not muted.
             ///   - badge: The total as text, `99+` above 99, empty for 0.
+            ///   - mentions: The sum of the listed chats' unread mentions, muted chats included (a mention
+            ///   - mentionsBadge: `mentions` as text, `99+` above 99, empty for 0.
             ///   - chats: The chats whose unread count is above 0 or that are marked unread.
             public init(
                 total: Swift.Int,
                 badge: Swift.String,
+                mentions: Swift.Int,
+                mentionsBadge: Swift.String,
                 chats: [Components.Schemas.UnreadChat]
             ) {
                 self.total = total
                 self.badge = badge
+                self.mentions = mentions
+                self.mentionsBadge = mentionsBadge
                 self.chats = chats
             }
             public enum CodingKeys: String, CodingKey {
                 case total
                 case badge
+                case mentions
+                case mentionsBadge
                 case chats
             }
         }
@@ -1454,6 +1558,64 @@ extension Components {
             public enum CodingKeys: String, CodingKey {
                 case userId
                 case readReceipts
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/MemberSettingsRequest`.
+        public struct MemberSettingsRequest: Codable, Hashable, Sendable {
+            /// Whether the chat is muted for the user: its unread count stays out of their
+            /// `total` and `badge` (not its mentions).
+            ///
+            ///
+            /// - Remark: Generated from `#/components/schemas/MemberSettingsRequest/muted`.
+            public var muted: Swift.Bool
+            /// Creates a new `MemberSettingsRequest`.
+            ///
+            /// - Parameters:
+            ///   - muted: Whether the chat is muted for the user: its unread count stays out of their
+            public init(muted: Swift.Bool) {
+                self.muted = muted
+            }
+            public enum CodingKeys: String, CodingKey {
+                case muted
+            }
+            public init(from decoder: any Swift.Decoder) throws {
+                let container = try decoder.container(keyedBy: CodingKeys.self)
+                self.muted = try container.decode(
+                    Swift.Bool.self,
+                    forKey: .muted
+                )
+                try decoder.ensureNoAdditionalProperties(knownKeys: [
+                    "muted"
+                ])
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/MemberSettings`.
+        public struct MemberSettings: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/MemberSettings/chatId`.
+            public var chatId: Components.Schemas.Id
+            /// - Remark: Generated from `#/components/schemas/MemberSettings/userId`.
+            public var userId: Components.Schemas.Id
+            /// - Remark: Generated from `#/components/schemas/MemberSettings/muted`.
+            public var muted: Swift.Bool
+            /// Creates a new `MemberSettings`.
+            ///
+            /// - Parameters:
+            ///   - chatId:
+            ///   - userId:
+            ///   - muted:
+            public init(
+                chatId: Components.Schemas.Id,
+                userId: Components.Schemas.Id,
+                muted: Swift.Bool
+            ) {
+                self.chatId = chatId
+                self.userId = userId
+                self.muted = muted
+            }
+            public enum CodingKeys: String, CodingKey {
+                case chatId
+                case userId
+                case muted
             }
         }
         /// An event type a webhook may take. A webhook created without `events` takes the four

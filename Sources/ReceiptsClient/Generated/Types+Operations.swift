@@ -3204,6 +3204,316 @@ public enum Operations {
             }
         }
     }
+    /// Set a member's settings of a chat (mute)
+    ///
+    /// Mutes or unmutes the chat for the user alone. A muted chat stays in the user's
+    /// `GET /v1/users/{userId}/unread` with its count and `muted: true`, but its count is
+    /// left out of `total` and `badge`; its unread mentions still count in `mentions`
+    /// (a mention breaks through a mute). The setting is the member's own (the other
+    /// members' counts do not change) and stays through a leave and a rejoin. Setting
+    /// the same value again answers 200 and changes nothing. The user must be a current
+    /// member of the chat (otherwise 403); an unknown chat is 404. A user token may only
+    /// change its own user's setting (another user is 403).
+    ///
+    ///
+    /// - Remark: HTTP `PUT /v1/chats/{chatId}/members/{userId}/settings`.
+    /// - Remark: Generated from `#/paths//v1/chats/{chatId}/members/{userId}/settings/put(putMemberSettings)`.
+    public enum PutMemberSettings {
+        public static let id: Swift.String = "putMemberSettings"
+        public struct Input: Sendable, Hashable {
+            /// - Remark: Generated from `#/paths/v1/chats/{chatId}/members/{userId}/settings/PUT/path`.
+            public struct Path: Sendable, Hashable {
+                /// The chat's id.
+                ///
+                /// - Remark: Generated from `#/paths/v1/chats/{chatId}/members/{userId}/settings/PUT/path/chatId`.
+                public var chatId: Components.Parameters.ChatId
+                /// The user's id.
+                ///
+                /// - Remark: Generated from `#/paths/v1/chats/{chatId}/members/{userId}/settings/PUT/path/userId`.
+                public var userId: Components.Parameters.UserId
+                /// Creates a new `Path`.
+                ///
+                /// - Parameters:
+                ///   - chatId: The chat's id.
+                ///   - userId: The user's id.
+                public init(
+                    chatId: Components.Parameters.ChatId,
+                    userId: Components.Parameters.UserId
+                ) {
+                    self.chatId = chatId
+                    self.userId = userId
+                }
+            }
+            public var path: Operations.PutMemberSettings.Input.Path
+            /// - Remark: Generated from `#/paths/v1/chats/{chatId}/members/{userId}/settings/PUT/header`.
+            public struct Headers: Sendable, Hashable {
+                public var accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.PutMemberSettings.AcceptableContentType>]
+                /// Creates a new `Headers`.
+                ///
+                /// - Parameters:
+                ///   - accept:
+                public init(accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.PutMemberSettings.AcceptableContentType>] = .defaultValues()) {
+                    self.accept = accept
+                }
+            }
+            public var headers: Operations.PutMemberSettings.Input.Headers
+            /// - Remark: Generated from `#/paths/v1/chats/{chatId}/members/{userId}/settings/PUT/requestBody`.
+            @frozen public enum Body: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/chats/{chatId}/members/{userId}/settings/PUT/requestBody/content/application\/json`.
+                case json(Components.Schemas.MemberSettingsRequest)
+            }
+            public var body: Operations.PutMemberSettings.Input.Body
+            /// Creates a new `Input`.
+            ///
+            /// - Parameters:
+            ///   - path:
+            ///   - headers:
+            ///   - body:
+            public init(
+                path: Operations.PutMemberSettings.Input.Path,
+                headers: Operations.PutMemberSettings.Input.Headers = .init(),
+                body: Operations.PutMemberSettings.Input.Body
+            ) {
+                self.path = path
+                self.headers = headers
+                self.body = body
+            }
+        }
+        @frozen public enum Output: Sendable, Hashable {
+            public struct Ok: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/chats/{chatId}/members/{userId}/settings/PUT/responses/200/content`.
+                @frozen public enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/v1/chats/{chatId}/members/{userId}/settings/PUT/responses/200/content/application\/json`.
+                    case json(Components.Schemas.MemberSettings)
+                    /// The associated value of the enum case if `self` is `.json`.
+                    ///
+                    /// - Throws: An error if `self` is not `.json`.
+                    /// - SeeAlso: `.json`.
+                    public var json: Components.Schemas.MemberSettings {
+                        get throws {
+                            switch self {
+                            case let .json(body):
+                                return body
+                            }
+                        }
+                    }
+                }
+                /// Received HTTP response body
+                public var body: Operations.PutMemberSettings.Output.Ok.Body
+                /// Creates a new `Ok`.
+                ///
+                /// - Parameters:
+                ///   - body: Received HTTP response body
+                public init(body: Operations.PutMemberSettings.Output.Ok.Body) {
+                    self.body = body
+                }
+            }
+            /// The member's settings of the chat.
+            ///
+            /// - Remark: Generated from `#/paths//v1/chats/{chatId}/members/{userId}/settings/put(putMemberSettings)/responses/200`.
+            ///
+            /// HTTP response code: `200 ok`.
+            case ok(Operations.PutMemberSettings.Output.Ok)
+            /// The associated value of the enum case if `self` is `.ok`.
+            ///
+            /// - Throws: An error if `self` is not `.ok`.
+            /// - SeeAlso: `.ok`.
+            public var ok: Operations.PutMemberSettings.Output.Ok {
+                get throws {
+                    switch self {
+                    case let .ok(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "ok",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Invalid request (`invalid_request`): bad JSON, a bad id, too many ids, wrong
+            /// types, or a value out of range. Nothing was changed.
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/chats/{chatId}/members/{userId}/settings/put(putMemberSettings)/responses/400`.
+            ///
+            /// HTTP response code: `400 badRequest`.
+            case badRequest(Components.Responses.BadRequest)
+            /// The associated value of the enum case if `self` is `.badRequest`.
+            ///
+            /// - Throws: An error if `self` is not `.badRequest`.
+            /// - SeeAlso: `.badRequest`.
+            public var badRequest: Components.Responses.BadRequest {
+                get throws {
+                    switch self {
+                    case let .badRequest(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "badRequest",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// A wrong or missing credential (`unauthorized`). To a browser it carries
+            /// `Access-Control-Allow-Origin` whatever its origin, so that a web client can tell
+            /// an expired token from a network failure.
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/chats/{chatId}/members/{userId}/settings/put(putMemberSettings)/responses/401`.
+            ///
+            /// HTTP response code: `401 unauthorized`.
+            case unauthorized(Components.Responses.Unauthorized)
+            /// The associated value of the enum case if `self` is `.unauthorized`.
+            ///
+            /// - Throws: An error if `self` is not `.unauthorized`.
+            /// - SeeAlso: `.unauthorized`.
+            public var unauthorized: Components.Responses.Unauthorized {
+                get throws {
+                    switch self {
+                    case let .unauthorized(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "unauthorized",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The credential may not do this (`forbidden`): a user token naming another user
+            /// or a chat it is not a member of, a user token where the tenant key is needed,
+            /// a named user who is not a member of the chat, or a browser's request from an
+            /// origin the credential's tenant does not allow.
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/chats/{chatId}/members/{userId}/settings/put(putMemberSettings)/responses/403`.
+            ///
+            /// HTTP response code: `403 forbidden`.
+            case forbidden(Components.Responses.Forbidden)
+            /// The associated value of the enum case if `self` is `.forbidden`.
+            ///
+            /// - Throws: An error if `self` is not `.forbidden`.
+            /// - SeeAlso: `.forbidden`.
+            public var forbidden: Components.Responses.Forbidden {
+                get throws {
+                    switch self {
+                    case let .forbidden(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "forbidden",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Not found (`not_found`). Another tenant's chat looks exactly like a chat that
+            /// does not exist.
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/chats/{chatId}/members/{userId}/settings/put(putMemberSettings)/responses/404`.
+            ///
+            /// HTTP response code: `404 notFound`.
+            case notFound(Components.Responses.NotFound)
+            /// The associated value of the enum case if `self` is `.notFound`.
+            ///
+            /// - Throws: An error if `self` is not `.notFound`.
+            /// - SeeAlso: `.notFound`.
+            public var notFound: Components.Responses.NotFound {
+                get throws {
+                    switch self {
+                    case let .notFound(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "notFound",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The request body is over 1 MiB (`payload_too_large`), whatever it contains.
+            ///
+            /// - Remark: Generated from `#/paths//v1/chats/{chatId}/members/{userId}/settings/put(putMemberSettings)/responses/413`.
+            ///
+            /// HTTP response code: `413 contentTooLarge`.
+            case contentTooLarge(Components.Responses.PayloadTooLarge)
+            /// The associated value of the enum case if `self` is `.contentTooLarge`.
+            ///
+            /// - Throws: An error if `self` is not `.contentTooLarge`.
+            /// - SeeAlso: `.contentTooLarge`.
+            public var contentTooLarge: Components.Responses.PayloadTooLarge {
+                get throws {
+                    switch self {
+                    case let .contentTooLarge(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "contentTooLarge",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// PostgreSQL is unreachable or did not answer within `RECEIPTS_DATABASE_TIMEOUT_SECONDS`
+            /// (`unavailable`). Nothing is known to have changed; retry (idempotent requests are
+            /// safe to repeat).
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/chats/{chatId}/members/{userId}/settings/put(putMemberSettings)/responses/503`.
+            ///
+            /// HTTP response code: `503 serviceUnavailable`.
+            case serviceUnavailable(Components.Responses.Unavailable)
+            /// The associated value of the enum case if `self` is `.serviceUnavailable`.
+            ///
+            /// - Throws: An error if `self` is not `.serviceUnavailable`.
+            /// - SeeAlso: `.serviceUnavailable`.
+            public var serviceUnavailable: Components.Responses.Unavailable {
+                get throws {
+                    switch self {
+                    case let .serviceUnavailable(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "serviceUnavailable",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Undocumented response.
+            ///
+            /// A response with a code that is not documented in the OpenAPI document.
+            case undocumented(statusCode: Swift.Int, OpenAPIRuntime.UndocumentedPayload)
+        }
+        @frozen public enum AcceptableContentType: AcceptableProtocol {
+            case json
+            case other(Swift.String)
+            public init?(rawValue: Swift.String) {
+                switch rawValue.lowercased() {
+                case "application/json":
+                    self = .json
+                default:
+                    self = .other(rawValue)
+                }
+            }
+            public var rawValue: Swift.String {
+                switch self {
+                case let .other(string):
+                    return string
+                case .json:
+                    return "application/json"
+                }
+            }
+            public static var allCases: [Self] {
+                [
+                    .json
+                ]
+            }
+        }
+    }
     /// List messages
     ///
     /// Messages of the chat, oldest first. Without `before`, the newest `limit`
@@ -3549,6 +3859,12 @@ public enum Operations {
     /// body answers 409. A repeat is compared with the message's current text, so after
     /// an edit (`PATCH`) a retry of the original send is 409. `text` is at most 64 KiB
     /// (400 beyond). A user token may only send as its own user.
+    ///
+    /// `mentions` names users the message mentions (at most 100 ids, else 400): of them,
+    /// the current members other than the sender are kept, each once, in the order given;
+    /// others are ignored. `mentionsAll: true` mentions every current member but the
+    /// sender. The answer's `mentions` lists whom it mentioned. A repeat of an existing
+    /// message (same `id`, sender and text) answers it as stored, whatever its mentions.
     ///
     ///
     /// - Remark: HTTP `POST /v1/chats/{chatId}/messages`.
@@ -6244,8 +6560,11 @@ public enum Operations {
     /// Unread counts of a user
     ///
     /// The user's chats whose `unreadCount` is above 0 or that are marked unread; a
-    /// chat not listed has 0. `total` is the sum of the listed counts. A user token
-    /// may only ask for its own user.
+    /// chat not listed has 0. `total` is the sum of the listed counts of the chats the
+    /// user has not muted (a muted chat is listed, with `muted: true`, but stays out of
+    /// `total` and `badge`). `mentions` is the sum of the listed chats' unread mentions,
+    /// muted chats included: a mention breaks through a mute. A user token may only ask
+    /// for its own user.
     ///
     ///
     /// - Remark: HTTP `GET /v1/users/{userId}/unread`.

@@ -144,6 +144,21 @@ public protocol APIProtocol: Sendable {
     /// - Remark: HTTP `DELETE /v1/chats/{chatId}/members/{userId}`.
     /// - Remark: Generated from `#/paths//v1/chats/{chatId}/members/{userId}/delete(removeMember)`.
     func removeMember(_ input: Operations.RemoveMember.Input) async throws -> Operations.RemoveMember.Output
+    /// Set a member's settings of a chat (mute)
+    ///
+    /// Mutes or unmutes the chat for the user alone. A muted chat stays in the user's
+    /// `GET /v1/users/{userId}/unread` with its count and `muted: true`, but its count is
+    /// left out of `total` and `badge`; its unread mentions still count in `mentions`
+    /// (a mention breaks through a mute). The setting is the member's own (the other
+    /// members' counts do not change) and stays through a leave and a rejoin. Setting
+    /// the same value again answers 200 and changes nothing. The user must be a current
+    /// member of the chat (otherwise 403); an unknown chat is 404. A user token may only
+    /// change its own user's setting (another user is 403).
+    ///
+    ///
+    /// - Remark: HTTP `PUT /v1/chats/{chatId}/members/{userId}/settings`.
+    /// - Remark: Generated from `#/paths//v1/chats/{chatId}/members/{userId}/settings/put(putMemberSettings)`.
+    func putMemberSettings(_ input: Operations.PutMemberSettings.Input) async throws -> Operations.PutMemberSettings.Output
     /// List messages
     ///
     /// Messages of the chat, oldest first. Without `before`, the newest `limit`
@@ -163,6 +178,12 @@ public protocol APIProtocol: Sendable {
     /// body answers 409. A repeat is compared with the message's current text, so after
     /// an edit (`PATCH`) a retry of the original send is 409. `text` is at most 64 KiB
     /// (400 beyond). A user token may only send as its own user.
+    ///
+    /// `mentions` names users the message mentions (at most 100 ids, else 400): of them,
+    /// the current members other than the sender are kept, each once, in the order given;
+    /// others are ignored. `mentionsAll: true` mentions every current member but the
+    /// sender. The answer's `mentions` lists whom it mentioned. A repeat of an existing
+    /// message (same `id`, sender and text) answers it as stored, whatever its mentions.
     ///
     ///
     /// - Remark: HTTP `POST /v1/chats/{chatId}/messages`.
@@ -272,8 +293,11 @@ public protocol APIProtocol: Sendable {
     /// Unread counts of a user
     ///
     /// The user's chats whose `unreadCount` is above 0 or that are marked unread; a
-    /// chat not listed has 0. `total` is the sum of the listed counts. A user token
-    /// may only ask for its own user.
+    /// chat not listed has 0. `total` is the sum of the listed counts of the chats the
+    /// user has not muted (a muted chat is listed, with `muted: true`, but stays out of
+    /// `total` and `badge`). `mentions` is the sum of the listed chats' unread mentions,
+    /// muted chats included: a mention breaks through a mute. A user token may only ask
+    /// for its own user.
     ///
     ///
     /// - Remark: HTTP `GET /v1/users/{userId}/unread`.
@@ -654,6 +678,31 @@ extension APIProtocol {
             headers: headers
         ))
     }
+    /// Set a member's settings of a chat (mute)
+    ///
+    /// Mutes or unmutes the chat for the user alone. A muted chat stays in the user's
+    /// `GET /v1/users/{userId}/unread` with its count and `muted: true`, but its count is
+    /// left out of `total` and `badge`; its unread mentions still count in `mentions`
+    /// (a mention breaks through a mute). The setting is the member's own (the other
+    /// members' counts do not change) and stays through a leave and a rejoin. Setting
+    /// the same value again answers 200 and changes nothing. The user must be a current
+    /// member of the chat (otherwise 403); an unknown chat is 404. A user token may only
+    /// change its own user's setting (another user is 403).
+    ///
+    ///
+    /// - Remark: HTTP `PUT /v1/chats/{chatId}/members/{userId}/settings`.
+    /// - Remark: Generated from `#/paths//v1/chats/{chatId}/members/{userId}/settings/put(putMemberSettings)`.
+    public func putMemberSettings(
+        path: Operations.PutMemberSettings.Input.Path,
+        headers: Operations.PutMemberSettings.Input.Headers = .init(),
+        body: Operations.PutMemberSettings.Input.Body
+    ) async throws -> Operations.PutMemberSettings.Output {
+        try await putMemberSettings(Operations.PutMemberSettings.Input(
+            path: path,
+            headers: headers,
+            body: body
+        ))
+    }
     /// List messages
     ///
     /// Messages of the chat, oldest first. Without `before`, the newest `limit`
@@ -683,6 +732,12 @@ extension APIProtocol {
     /// body answers 409. A repeat is compared with the message's current text, so after
     /// an edit (`PATCH`) a retry of the original send is 409. `text` is at most 64 KiB
     /// (400 beyond). A user token may only send as its own user.
+    ///
+    /// `mentions` names users the message mentions (at most 100 ids, else 400): of them,
+    /// the current members other than the sender are kept, each once, in the order given;
+    /// others are ignored. `mentionsAll: true` mentions every current member but the
+    /// sender. The answer's `mentions` lists whom it mentioned. A repeat of an existing
+    /// message (same `id`, sender and text) answers it as stored, whatever its mentions.
     ///
     ///
     /// - Remark: HTTP `POST /v1/chats/{chatId}/messages`.
@@ -878,8 +933,11 @@ extension APIProtocol {
     /// Unread counts of a user
     ///
     /// The user's chats whose `unreadCount` is above 0 or that are marked unread; a
-    /// chat not listed has 0. `total` is the sum of the listed counts. A user token
-    /// may only ask for its own user.
+    /// chat not listed has 0. `total` is the sum of the listed counts of the chats the
+    /// user has not muted (a muted chat is listed, with `muted: true`, but stays out of
+    /// `total` and `badge`). `mentions` is the sum of the listed chats' unread mentions,
+    /// muted chats included: a mention breaks through a mute. A user token may only ask
+    /// for its own user.
     ///
     ///
     /// - Remark: HTTP `GET /v1/users/{userId}/unread`.

@@ -1,0 +1,146 @@
+import Foundation
+import HTTPTypes
+import OpenAPIRuntime
+import ReceiptsClient
+import Synchronization
+import Testing
+
+/// What the client makes of mentions and muted chats: the bodies `send` and `setMuted` send,
+/// `mentions` on a message, the unread answer's `mentions`, `mentionsBadge` and `muted`, and
+/// `mentions`/`mentionsAll` on `message.created`. A transport answers as the service does (the
+/// JSON of docs/api.md), so these run without a service; what the service itself does is the
+/// server's tests' to check (MentionTests, MutedChatTests).
+@Suite("ReceiptsClient, mentions and muted chats")
+struct MentionsAndMutingTests {
+    static let baseURL = URL(string: "http://receipts.invalid")!
+
+    @Test("send without mentions sends neither member; with them, mentions and mentionsAll; the answer's mentions decode")
+    func sendBodies() async throws {
+        let transport = MentionTransport()
+        let receipts = ReceiptsClient(baseURL: Self.baseURL, credential: "key", transport: transport)
+        let plain = try await receipts.send("Hi", in: "team", from: "alice", id: "m1")
+        #expect(plain.mentions == [])
+        let named = try await receipts.send("@bob", in: "team", from: "alice", id: "m2", mentions: ["bob", "carol"])
+        #expect(named.mentions == ["bob", "carol"])
+        let everyone = try await receipts.send("@all", in: "team", from: "alice", id: "m3", mentionsAll: true)
+        #expect(everyone.mentions == ["bob", "carol"])
+        #expect(
+            transport.bodies == [
+                #"{"id":"m1","senderId":"alice","text":"Hi"}"#,
+                #"{"id":"m2","mentions":["bob","carol"],"senderId":"alice","text":"@bob"}"#,
+                #"{"id":"m3","mentionsAll":true,"senderId":"alice","text":"@all"}"#,
+            ])
+    }
+
+    @Test("the unread answer decodes mentions, mentionsBadge and per chat mentions and muted")
+    func unreadMembers() async throws {
+        let receipts = ReceiptsClient(baseURL: Self.baseURL, credential: "key", transport: MentionTransport())
+        let unread = try await receipts.unreadCounts(for: "bob")
+        #expect(unread.total == 1 && unread.badge == "1")
+        #expect(unread.mentions == 101 && unread.mentionsBadge == "99+")
+        #expect(unread.chats.map(\.chatId) == ["loud", "quiet"])
+        #expect(unread.chats.map(\.muted) == [false, true])
+        #expect(unread.chats.map(\.mentions) == [1, 100])
+    }
+
+    @Test("setMuted puts {\"muted\"} on the member's settings, answers them, and is repeated after a 503")
+    func setMuted() async throws {
+        let transport = MentionTransport(unavailableAnswers: 1)
+        let policy = RetryPolicy(maximumAttempts: 3, initialDelay: .milliseconds(5), maximumDelay: .milliseconds(10))
+        let receipts = ReceiptsClient(baseURL: Self.baseURL, credential: "key", configuration: .init(retry: policy), transport: transport)
+        let settings = try await receipts.setMuted(true, chat: "quiet", user: "bob")
+        #expect(settings.chatId == "quiet" && settings.userId == "bob" && settings.muted)
+        #expect(transport.requests == ["PUT /v1/chats/quiet/members/bob/settings", "PUT /v1/chats/quiet/members/bob/settings"])
+        #expect(transport.bodies == [#"{"muted":true}"#, #"{"muted":true}"#])
+    }
+
+    @Test("message.created carries mentions, and mentionsAll only when the message mentioned everyone")
+    func createdEvents() async throws {
+        let receipts = ReceiptsClient(baseURL: Self.baseURL, credential: "key", transport: MentionTransport())
+        var events = try await receipts.events().makeAsyncIterator()
+        let named = try #require(try await events.next())
+        #expect(named.kind == .messageCreated && named.messageIDs == ["m2"])
+        #expect(named.mentions == ["bob", "carol"] && !named.mentionsAll)
+        let everyone = try #require(try await events.next())
+        #expect(everyone.kind == .messageCreated && everyone.mentions == [] && everyone.mentionsAll)
+        let read = try #require(try await events.next())
+        #expect(read.kind == .receiptRead && read.mentions == [] && !read.mentionsAll)
+    }
+}
+
+/// Answers as the service does: a sent message with the mentions the body named (or bob and
+/// carol for `mentionsAll`), an unread list with a muted chat, a member's settings, and an
+/// event stream of two `message.created` and a `receipt.read`; 503 `unavailable` for the first
+/// `unavailableAnswers` requests. Records each request's method and path and its body (keys
+/// sorted).
+final class MentionTransport: ClientTransport, Sendable {
+    private let state: Mutex<(remaining: Int, requests: [String], bodies: [String])>
+
+    init(unavailableAnswers: Int = 0) { state = Mutex((unavailableAnswers, [], [])) }
+
+    var requests: [String] { state.withLock { $0.requests } }
+    var bodies: [String] { state.withLock { $0.bodies } }
+
+    static let unread = """
+        {"total":1,"badge":"1","mentions":101,"mentionsBadge":"99+","chats":[\
+        {"chatId":"loud","unreadCount":1,"badge":"1","markedUnread":false,"mentions":1,"muted":false},\
+        {"chatId":"quiet","unreadCount":120,"badge":"99+","markedUnread":false,"mentions":100,"muted":true}]}
+        """
+
+    static let events = """
+        id: 1050
+        data: {"id":"1050","type":"message.created","chatId":"team","userId":"alice","messageIds":["m2"],"at":"2025-11-24T17:45:00.250Z","mentions":["bob","carol"]}
+
+        id: 1051
+        data: {"id":"1051","type":"message.created","chatId":"team","userId":"alice","messageIds":["m3"],"at":"2025-11-24T17:45:01.000Z","mentions":[],"mentionsAll":true}
+
+        id: 1052
+        data: {"id":"1052","type":"receipt.read","chatId":"team","userId":"bob","messageIds":["m2","m3"],"at":"2025-11-24T17:46:00.000Z"}
+
+
+        """
+
+    func send(_ request: HTTPRequest, body: HTTPBody?, baseURL: URL, operationID: String) async throws -> (HTTPResponse, HTTPBody?) {
+        var json: [String: Any] = [:]
+        var sorted: String?
+        if let body {
+            let data = try await Data(collecting: body, upTo: 1 << 20)
+            json = try JSONSerialization.jsonObject(with: data) as? [String: Any] ?? [:]
+            sorted = String(decoding: try JSONSerialization.data(withJSONObject: json, options: [.sortedKeys, .withoutEscapingSlashes]), as: UTF8.self)
+        }
+        let unavailable = state.withLock { state in
+            state.requests.append("\(request.method.rawValue) \(request.path ?? "")")
+            if let sorted { state.bodies.append(sorted) }
+            defer { state.remaining -= 1 }
+            return state.remaining > 0
+        }
+        var headers = HTTPFields()
+        headers[.contentType] = "application/json"
+        if unavailable {
+            return (
+                HTTPResponse(status: .serviceUnavailable, headerFields: headers),
+                HTTPBody(#"{"error":{"code":"unavailable","message":"the database is unavailable"}}"#)
+            )
+        }
+        switch operationID {
+        case "sendMessage":
+            let mentions = json["mentionsAll"] as? Bool == true ? ["bob", "carol"] : json["mentions"] as? [String] ?? []
+            let message: [String: Any] = [
+                "id": json["id"] ?? "m", "chatId": "team", "seq": 1, "senderId": json["senderId"] ?? "", "text": json["text"] ?? "",
+                "mentions": mentions, "createdAt": "2025-11-24T17:42:07.123Z", "editedAt": NSNull(), "readBy": [String](),
+                "deliveredTo": [String](),
+            ]
+            return (HTTPResponse(status: .created, headerFields: headers), HTTPBody(try JSONSerialization.data(withJSONObject: message)))
+        case "getUnread":
+            return (HTTPResponse(status: .ok, headerFields: headers), HTTPBody(Self.unread))
+        case "putMemberSettings":
+            let answer = #"{"chatId":"quiet","userId":"bob","muted":\#(json["muted"] as? Bool ?? false)}"#
+            return (HTTPResponse(status: .ok, headerFields: headers), HTTPBody(answer))
+        case "eventSource":
+            headers[.contentType] = "text/event-stream"
+            return (HTTPResponse(status: .ok, headerFields: headers), HTTPBody(Self.events))
+        default:
+            return (HTTPResponse(status: .notFound, headerFields: headers), HTTPBody(#"{"error":{"code":"not_found","message":"no such route"}}"#))
+        }
+    }
+}
