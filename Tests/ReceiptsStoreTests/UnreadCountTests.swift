@@ -4,8 +4,9 @@ import Testing
 
 /// `receipts.unread_count` is arithmetic on the read watermark (see
 /// `sql/views/unread.sql`). These tests drive a chat through random
-/// sends, reads in and out of order, hidden reads, leaves and rejoins, deletes, and after every step
-/// compare it with the definition counted message by message.
+/// sends (replies in threads and mentions among them), reads in and out of order, hidden
+/// reads, leaves and rejoins, mutes, deletes (roots with their replies), and after every step
+/// compare the counts and unread mentions with the definition counted message by message.
 @Suite("Unread counts in SQL")
 struct UnreadCountTests {
     /// A small deterministic generator, so a failure can be replayed.
@@ -27,8 +28,9 @@ struct UnreadCountTests {
     }
 
     static let countedOneByOne = UnreadDefinition.countedOneByOne
+    static let mentionsCountedOneByOne = UnreadDefinition.mentionsCountedOneByOne
 
-    @Test("the arithmetic count equals the count message by message, through 300 random steps, deletes included", arguments: [1, 2, 3])
+    @Test("the arithmetic count and unread mentions equal the definition message by message, through 300 random steps with threads, mentions, mutes and deletes", arguments: [1, 2, 3])
     func matchesDefinition(seed: UInt64) async throws {
         try await TestDatabase.ensureMigrated()
         let pool = TestDatabase.pool
@@ -39,14 +41,31 @@ struct UnreadCountTests {
 
         var random = Generator(state: seed)
         var messages: [String] = []
+        // The root of each reply.
+        var threadOf: [String: String] = [:]
+        var muted: Set<String> = []
         for step in 0..<300 {
             let user = users[random.next(users.count)]
             switch random.next(11) {
             case 0, 1, 2:
                 let id = "m\(step)"
-                let outcome = try await pool.query("SELECT outcome FROM receipts.send_message($1, 'g', $2, $3, 'x')", [tenant, id, user])
-                    .scalar(String.self)
-                if outcome == "created" { messages.append(id) }
+                // A reply now and then, to a message of the main timeline; mentions of some users
+                // (strangers and the sender among them), or of all.
+                let roots = messages.filter { threadOf[$0] == nil }
+                let thread = !roots.isEmpty && random.next(3) == 0 ? roots[random.next(roots.count)] : nil
+                let named = users.filter { _ in random.next(3) == 0 } + (random.next(5) == 0 ? ["stranger"] : [])
+                let everyone = random.next(8) == 0
+                let outcome = try await pool.query(
+                    """
+                    SELECT outcome FROM receipts.send_each($1, ARRAY['g'], ARRAY[$2], ARRAY[$3], ARRAY['x'], ARRAY[$4::boolean],
+                                                          $5::integer[], $6::text[], ARRAY[$7])
+                    """,
+                    [tenant, id, user, everyone, named.map { _ in Int32(1) }, named, thread]
+                ).scalar(String.self)
+                if outcome == "created" {
+                    messages.append(id)
+                    if let thread { threadOf[id] = thread }
+                }
             case 3, 4:
                 guard !messages.isEmpty else { continue }
                 let ids = (0...random.next(4)).map { _ in messages[random.next(messages.count)] }
@@ -57,7 +76,16 @@ struct UnreadCountTests {
             case 6:
                 try await self.read(tenant: tenant, user: user, ids: nil, upTo: nil)
             case 7:
-                try await pool.query("SELECT receipts.set_read_receipts($1, $2, $3)", [tenant, user, random.next(2) == 0])
+                if random.next(2) == 0 {
+                    try await pool.query("SELECT receipts.set_read_receipts($1, $2, $3)", [tenant, user, random.next(2) == 0])
+                } else {
+                    let mute = random.next(2) == 0
+                    let outcome = try await pool.query("SELECT receipts.set_chat_muted($1, 'g', $2, $3)", [tenant, user, mute])
+                        .scalar(String.self)
+                    if outcome == "set" {
+                        if mute { muted.insert(user) } else { muted.remove(user) }
+                    }
+                }
             case 8:
                 if random.next(2) == 0 {
                     try await pool.query("SELECT receipts.leave_chat($1, 'g', $2)", [tenant, user])
@@ -70,6 +98,8 @@ struct UnreadCountTests {
                 let id = messages.remove(at: random.next(messages.count))
                 let outcome = try await pool.query("SELECT receipts.delete_message($1, 'g', $2, NULL)", [tenant, id]).scalar(String.self)
                 #expect(outcome == "deleted")
+                // A root takes its replies with it.
+                messages.removeAll { threadOf[$0] == id }
             default:
                 if random.next(2) == 0 {
                     try await pool.query("SELECT receipts.mark_unread($1, 'g', $2)", [tenant, user])
@@ -83,10 +113,16 @@ struct UnreadCountTests {
                 let count = try expected.scalar(Int.self)
                 let counted = try await pool.query("SELECT receipts.unread_count($1, 'g', $2)::int8", [tenant, user]).scalar(Int.self)
                 #expect(counted == count, "seed \(seed), step \(step), user \(user)")
-                // The list of a user's chats computes the same, and lists the chat only when it counts.
+                // The list of a user's chats computes the same, and lists the chat only when it
+                // counts, with its unread mentions and whether the user muted it.
+                let mentions = try await pool.query(Self.mentionsCountedOneByOne, [tenant, "g", user]).scalar(Int.self)
                 let listed = try await pool.query(
-                    "SELECT unread_count::int8 FROM receipts.unread_counts($1, $2) WHERE chat_id = 'g'", [tenant, user])
-                #expect((listed.isEmpty ? 0 : try listed.scalar(Int.self)) == count, "seed \(seed), step \(step), user \(user)")
+                    "SELECT unread_count::int8, mentions::int8, muted FROM receipts.unread_counts($1, $2) WHERE chat_id = 'g'",
+                    [tenant, user])
+                let row = try listed.first.map { try $0.decode((Int, Int, Bool).self) } ?? (0, 0, muted.contains(user))
+                #expect(row.0 == count, "seed \(seed), step \(step), user \(user)")
+                #expect(row.1 == mentions, "mentions: seed \(seed), step \(step), user \(user)")
+                #expect(row.2 == muted.contains(user), "muted: seed \(seed), step \(step), user \(user)")
             }
         }
     }
