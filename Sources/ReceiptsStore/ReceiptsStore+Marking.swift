@@ -9,6 +9,7 @@ struct ReadRequest: Sendable {
     let chat: String
     let user: String
     let target: MarkTarget
+    let scope: MarkScope
 }
 
 extension ReceiptsStore {
@@ -18,8 +19,11 @@ extension ReceiptsStore {
     /// Every read goes through `reads`, which marks a tenant's concurrent reads together in
     /// one call of `receipts.mark_read_each` (a read that finds the tenant idle is a batch of
     /// one, at once).
-    public func markRead(tenant: String, chat: String, user: String, target: MarkTarget) async throws -> Result<(marked: Int, unreadCount: Int), MarkFailure> {
-        try await self.reads.submit(ReadRequest(chat: chat, user: user, target: target), tenant: tenant) { tenant, queue in
+    /// `scope` limits a read up to a message, or of all, to the main timeline or a thread.
+    public func markRead(
+        tenant: String, chat: String, user: String, target: MarkTarget, scope: MarkScope = .wholeChat
+    ) async throws -> Result<(marked: Int, unreadCount: Int), MarkFailure> {
+        try await self.reads.submit(ReadRequest(chat: chat, user: user, target: target, scope: scope), tenant: tenant) { tenant, queue in
             try await self.runBatches(of: "reads", tenant: tenant, from: queue, Self.readStatements)
         }
     }
@@ -32,6 +36,7 @@ extension ReceiptsStore {
         var users: [String] = []
         var messages: [String?] = []
         var through: [Bool] = []
+        var scopes: [String?] = []
         for request in requests {
             let items: [(message: String?, through: Bool)] = switch request.target {
             // An empty list is one item that names no message: the request is answered, and reads nothing.
@@ -44,18 +49,24 @@ extension ReceiptsStore {
                 users.append(request.user)
                 messages.append(item.message)
                 through.append(item.through)
+                scopes.append(item.through ? request.scope.sqlValue : nil)
             }
         }
-        return "SELECT outcome, marked, unread_count FROM receipts.mark_read_each(\(tenant), \(chats), \(users), \(messages), \(through))"
+        return """
+            SELECT outcome, marked, unread_count FROM receipts.mark_read_each(\(tenant), \(chats), \(users), \(messages), \(through), \
+            \(scopes))
+            """
     } outcomes: { rows in
         try rows.map { try MarkReadOutcome(row: $0) }
     }
 
     /// Marks messages delivered to `user`; returns how many changed.
-    public func markDelivered(tenant: String, chat: String, user: String, target: MarkTarget) async throws -> Result<Int, MarkFailure> {
+    public func markDelivered(
+        tenant: String, chat: String, user: String, target: MarkTarget, scope: MarkScope = .wholeChat
+    ) async throws -> Result<Int, MarkFailure> {
         let (ids, upTo) = target.parameters
         let rows = try await self.write(
-            "SELECT outcome, marked FROM receipts.mark_delivered(\(tenant), \(chat), \(user), \(ids), \(upTo))"
+            "SELECT outcome, marked FROM receipts.mark_delivered(\(tenant), \(chat), \(user), \(ids), \(upTo), \(scope.sqlValue))"
         )
         return try MarkFailure.outcome(of: rows[0], from: "receipts.mark_delivered").withSuccess { try rows[0].decode(Int.self, column: "marked") }
     }

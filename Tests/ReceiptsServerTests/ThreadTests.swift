@@ -108,6 +108,54 @@ struct ThreadTests {
         }
     }
 
+    @Test("reading or delivering with thread covers that thread's replies, with \"main\" the main timeline; counts stay exact; bad threads are 4xx")
+    func markingInThreads() async throws {
+        try await TestService.run { client in
+            let tenant = try await client.createTenant()
+            try await tenant.createChat("g", members: ["a", "b"])
+            let root = try await tenant.send(in: "g", from: "a", text: "root")
+            _ = try await reply(tenant, to: root, from: "a", text: "r1")
+            let main = try await tenant.send(in: "g", from: "a", text: "m1")
+            _ = try await reply(tenant, to: root, from: "a", text: "r2")
+            #expect(try await tenant.unread(for: "b").count(in: "g") == 4)
+
+            let thread = try await tenant.read(in: "g", by: "b", ["thread": root])
+            #expect(thread.marked == 2)
+            #expect(thread.unreadCount == 2)
+            let upTo = try await tenant.read(in: "g", by: "b", ["thread": "main", "upTo": root])
+            #expect(upTo.marked == 1)
+            #expect(upTo.unreadCount == 1)
+            let mainAll = try await tenant.read(in: "g", by: "b", ["thread": "main"])
+            #expect(mainAll.marked == 1)
+            #expect(mainAll.unreadCount == 0)
+            #expect(try await tenant.message(main, in: "g", viewer: "a").readBy == ["b"])
+
+            // New messages: reading the main timeline leaves the reply unread, and the count knows.
+            let r3 = try await reply(tenant, to: root, from: "a", text: "r3")
+            try await tenant.send(in: "g", from: "a", text: "m2")
+            #expect(try await tenant.read(in: "g", by: "b", ["thread": "main"]).unreadCount == 1)
+            let delivered = try await client.request(.post, "/v1/chats/g/delivered", as: tenant.apiKey, json: ["userId": "b", "thread": root])
+            #expect(delivered.status == .ok)
+            #expect(delivered.json["marked"] as? Int == 1)
+            #expect(try await tenant.message(r3.id, in: "g", viewer: "a").deliveredTo == ["b"])
+            #expect(try await tenant.read(in: "g", by: "b").unreadCount == 0)
+
+            let bad: [([String: Any], HTTPResponse.Status, String)] = [
+                (["userId": "b", "thread": "never"], .notFound, "not_found"),
+                (["userId": "b", "thread": r3.id], .notFound, "not_found"),
+                (["userId": "b", "thread": root, "messageIds": [r3.id]], .badRequest, "invalid_request"),
+                (["userId": "b", "thread": 5], .badRequest, "invalid_request"),
+            ]
+            for (body, status, code) in bad {
+                for path in ["/v1/chats/g/read", "/v1/chats/g/delivered"] {
+                    let response = try await client.request(.post, path, as: tenant.apiKey, json: body)
+                    #expect(response.status == status, "\(path) \(body)")
+                    #expect(response.errorCode == code, "\(path) \(body)")
+                }
+            }
+        }
+    }
+
     /// Sends a reply in chat g; the message as answered.
     private func reply(_ tenant: TestTenant, to root: String, from sender: String, text: String) async throws -> TestMessage {
         let response = try await tenant.client.request(

@@ -72,9 +72,11 @@ struct UnreadCountTests {
                 try await self.read(tenant: tenant, user: user, ids: ids, upTo: nil)
             case 5:
                 guard !messages.isEmpty else { continue }
-                try await self.read(tenant: tenant, user: user, ids: nil, upTo: messages[random.next(messages.count)])
+                try await self.read(
+                    tenant: tenant, user: user, ids: nil, upTo: messages[random.next(messages.count)],
+                    scope: Self.scope(&random, messages: messages, threadOf: threadOf))
             case 6:
-                try await self.read(tenant: tenant, user: user, ids: nil, upTo: nil)
+                try await self.read(tenant: tenant, user: user, ids: nil, upTo: nil, scope: Self.scope(&random, messages: messages, threadOf: threadOf))
             case 7:
                 if random.next(2) == 0 {
                     try await pool.query("SELECT receipts.set_read_receipts($1, $2, $3)", [tenant, user, random.next(2) == 0])
@@ -127,10 +129,27 @@ struct UnreadCountTests {
         }
     }
 
+    /// A read's scope, now and then: the whole chat (nil), the main timeline (''), or a thread
+    /// (a root's id, or now and then a reply's, which is no root).
+    private static func scope(_ random: inout Generator, messages: [String], threadOf: [String: String]) -> String? {
+        switch random.next(4) {
+        case 0: return ""
+        case 1 where !messages.isEmpty: return messages[random.next(messages.count)]
+        default: return nil
+        }
+    }
+
     /// Marks read and checks the count the marking answers against the definition.
-    private func read(tenant: String, user: String, ids: [String]?, upTo: String?) async throws {
+    private func read(tenant: String, user: String, ids: [String]?, upTo: String?, scope: String? = nil) async throws {
+        let items = ids ?? [upTo].compactMap { $0 }
+        let through = ids == nil
         let rows = try await TestDatabase.pool.query(
-            "SELECT outcome, unread_count::int8 FROM receipts.mark_read($1, 'g', $2, $3, $4)", [tenant, user, ids, upTo])
+            """
+            SELECT outcome, unread_count::int8
+            FROM receipts.mark_read_each($1, array_fill('g'::text, ARRAY[$5::int]), array_fill($2::text, ARRAY[$5::int]), $3::text[],
+                                         array_fill($4::boolean, ARRAY[$5::int]), array_fill($6::text, ARRAY[$5::int]))
+            """,
+            [tenant, user, through && items.isEmpty ? [nil] : items.map { Optional($0) }, through, max(items.count, 1), through ? scope : nil])
         guard try rows[0].decode(String.self, column: 0) == "marked" else { return }
         let expected = try await TestDatabase.pool.query(Self.countedOneByOne, [tenant, "g", user]).scalar(Int.self)
         #expect(try rows[0].decode(Int.self, column: 1) == expected)

@@ -10,6 +10,12 @@
 -- Reads have one implementation, receipts.mark_read_each, for any number of requests (a
 -- request is one user's read in one chat: of some messages, of everything up to one, or of
 -- everything); receipts.mark_read is one request of it, for psql.
+--
+-- A read or delivery up to a message, or of everything, may have a scope (threads,
+-- sql/migrations/0012_threads.sql): null, the whole chat; '' (no id is empty), the main
+-- timeline; else the id of a root, that thread's replies. Messages of the scope are marked
+-- one by one, as reads out of order are: the watermark moves only as far as everything
+-- below it is read, whatever the scope.
 
 -- The first message in (p_after, p_through] the user has still to mark: sent while they were
 -- a member, not their own, and not read by them (p_read) or not delivered to them (not
@@ -68,7 +74,8 @@ COMMENT ON FUNCTION receipts.first_unmarked_seq(text, text, text, integer, bigin
 -- their first item: several items with through false read those messages (an unknown id is
 -- no error: nothing to read); one item with through true reads everything above the user's
 -- watermark up to that message (message_not_found when it is not in the chat), or, with a
--- null message, all of it. A through item is the only item of its request.
+-- null message, all of it. A through item is the only item of its request. p_scopes (per item, may be null) limits a through item to a scope (above): a root
+-- that is no message of the chat, or a reply, answers thread_not_found.
 --
 -- Locks: the member rows first, all at once in (chat, user) order; under them, which of
 -- these users may still read which message cannot change, so the UPDATE appends exactly the
@@ -98,7 +105,7 @@ COMMENT ON FUNCTION receipts.first_unmarked_seq(text, text, text, integer, bigin
 -- linear. jit off: with a method disabled, a plan that has no other way costs ten billion,
 -- which would have PostgreSQL compile the statement on every call.
 CREATE OR REPLACE FUNCTION receipts.mark_read_each(
-    p_tenant text, p_chats text[], p_users text[], p_messages text[], p_through boolean[])
+    p_tenant text, p_chats text[], p_users text[], p_messages text[], p_through boolean[], p_scopes text[] DEFAULT NULL)
 RETURNS TABLE (request integer, outcome text, marked integer, unread_count integer)
 LANGUAGE plpgsql
 SET enable_hashjoin = off SET enable_mergejoin = off SET enable_seqscan = off SET jit = off
@@ -111,6 +118,8 @@ DECLARE
     -- Per request: true once read, false when its up-to message is not in the chat, null
     -- when the user is no member.
     v_found boolean[];
+    -- Per request: its scope names no root of the chat.
+    v_no_thread boolean[];
     v_search_from bigint[];
     v_marked integer[];
 BEGIN
@@ -132,17 +141,23 @@ BEGIN
     FOR UPDATE OF member;
 
     WITH item AS (
-        SELECT item.position::integer AS position, item.chat, item.reader, item.message, coalesce(item.through, false) AS through
+        SELECT item.position::integer AS position, item.chat, item.reader, item.message, coalesce(item.through, false) AS through,
+               p_scopes[item.position] AS scope
         FROM unnest(p_chats, p_users, p_messages, p_through) WITH ORDINALITY AS item(chat, reader, message, through, position)
     ),
     request AS (
         SELECT (row_number() OVER (ORDER BY min(item.position)))::integer AS request, item.chat, item.reader,
-               bool_or(item.through) AS through, max(item.message) FILTER (WHERE item.through) AS up_to
+               bool_or(item.through) AS through, max(item.message) FILTER (WHERE item.through) AS up_to,
+               max(item.scope) FILTER (WHERE item.through) AS scope
         FROM item GROUP BY item.chat, item.reader
     ),
     -- The requests of current members, with what their reads need.
     target AS (
-        SELECT request.request, request.chat, request.reader, request.through,
+        SELECT request.request, request.chat, request.reader, request.through, request.scope,
+               request.scope <> '' AND NOT EXISTS (SELECT FROM receipts.messages AS root
+                                                   WHERE root.tenant_id = p_tenant AND root.chat_id = request.chat
+                                                     AND root.message_id = request.scope AND root.thread_id IS NULL)
+                   AS no_thread,
                member.read_seq, member.period_after_seq, member.receipt_chunk AS chunk,
                coalesce(setting.read_receipts, true) AS visible,
                CASE WHEN NOT request.through THEN NULL
@@ -183,7 +198,8 @@ BEGIN
         JOIN receipts.messages AS message
             ON message.tenant_id = p_tenant AND message.chat_id = target.chat
            AND message.seq > target.read_seq AND message.seq <= target.up_to_seq
-        WHERE target.through
+        WHERE target.through AND target.no_thread IS NOT TRUE
+          AND (target.scope IS NULL OR (target.scope = '' AND message.thread_id IS NULL) OR message.thread_id = target.scope)
     ),
     -- Of those of the other requests, the ones the reader has to read: from others, sent
     -- while a member (at once when above the start of their newest period), not read yet.
@@ -264,11 +280,15 @@ BEGIN
            array_agg(request.chat ORDER BY request.request),
            array_agg(request.reader ORDER BY request.request),
            array_agg(CASE WHEN target.request IS NULL THEN NULL
-                          ELSE NOT target.through OR target.up_to_seq IS NOT NULL END ORDER BY request.request),
-           array_agg(CASE WHEN target.through THEN greatest(target.read_seq, target.up_to_seq) ELSE target.read_seq END
+                          ELSE NOT target.through OR (target.up_to_seq IS NOT NULL AND target.no_thread IS NOT TRUE) END
                      ORDER BY request.request),
-           array_agg(coalesce(marked.marked, 0) ORDER BY request.request)
-    INTO v_requests, v_chats, v_readers, v_found, v_search_from, v_marked
+           -- Everything up to the message is read only when the read was of the whole chat.
+           array_agg(CASE WHEN target.through AND target.scope IS NULL THEN greatest(target.read_seq, target.up_to_seq)
+                          ELSE target.read_seq END
+                     ORDER BY request.request),
+           array_agg(coalesce(marked.marked, 0) ORDER BY request.request),
+           array_agg(coalesce(target.no_thread, false) ORDER BY request.request)
+    INTO v_requests, v_chats, v_readers, v_found, v_search_from, v_marked, v_no_thread
     FROM request
     LEFT JOIN target ON target.request = request.request
     LEFT JOIN marked ON marked.chat = request.chat AND marked.reader = request.reader;
@@ -302,6 +322,7 @@ BEGIN
     RETURN QUERY
     SELECT done.request,
            CASE WHEN done.found THEN 'marked'
+                WHEN done.no_thread THEN 'thread_not_found'
                 WHEN NOT done.found THEN 'message_not_found'
                 WHEN chat.chat_id IS NOT NULL THEN 'not_member'
                 ELSE 'chat_not_found' END,
@@ -311,13 +332,13 @@ BEGIN
                                       WHERE unread.tenant_id = p_tenant AND unread.chat_id = done.chat
                                         AND unread.user_id = done.reader)
                 ELSE 0 END
-    FROM unnest(v_requests, v_chats, v_readers, v_found, v_marked) AS done(request, chat, reader, found, marked)
+    FROM unnest(v_requests, v_chats, v_readers, v_found, v_marked, v_no_thread) AS done(request, chat, reader, found, marked, no_thread)
     LEFT JOIN receipts.chats AS chat ON chat.tenant_id = p_tenant AND chat.chat_id = done.chat
     ORDER BY done.request;
 END;
 $$;
-COMMENT ON FUNCTION receipts.mark_read_each(text, text[], text[], text[], boolean[]) IS
-    'Marks messages read for each request of the arrays (items (chat, user, message, through); the items of one chat and user are one request): one row per request, in order, with marked | not_member | message_not_found | chat_not_found, how many changed and the new unread count.';
+COMMENT ON FUNCTION receipts.mark_read_each(text, text[], text[], text[], boolean[], text[]) IS
+    'Marks messages read for each request of the arrays (items (chat, user, message, through, scope); the items of one chat and user are one request; a scope limits a through item to the main timeline or a thread): one row per request, in order, with marked | not_member | message_not_found | thread_not_found | chat_not_found, how many changed and the new unread count.';
 
 -- One request of receipts.mark_read_each: the messages of p_message_ids, or everything up to
 -- p_up_to, or everything when both are null.
@@ -333,7 +354,8 @@ $$;
 COMMENT ON FUNCTION receipts.mark_read(text, text, text, text[], text) IS
     'Marks messages read by a user (ids, or up to a message, or all when both are null): marked | not_member | message_not_found | chat_not_found, with how many changed and the new unread count.';
 
-CREATE OR REPLACE FUNCTION receipts.mark_delivered(p_tenant text, p_chat text, p_user text, p_message_ids text[], p_up_to text)
+CREATE OR REPLACE FUNCTION receipts.mark_delivered(
+    p_tenant text, p_chat text, p_user text, p_message_ids text[], p_up_to text, p_scope text DEFAULT NULL)
 RETURNS TABLE (outcome text, marked integer)
 LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $$
 #variable_conflict use_column
@@ -374,6 +396,12 @@ BEGIN
     ELSE
         v_up_to_seq := v_last_seq;
     END IF;
+    IF p_scope <> '' AND NOT EXISTS (SELECT FROM receipts.messages AS root
+                                     WHERE root.tenant_id = p_tenant AND root.chat_id = p_chat
+                                       AND root.message_id = p_scope AND root.thread_id IS NULL) THEN
+        RETURN QUERY SELECT 'thread_not_found', 0;
+        RETURN;
+    END IF;
 
     IF p_message_ids IS NOT NULL THEN
         UPDATE receipts.receipt_chunks AS receipt SET
@@ -397,6 +425,7 @@ BEGIN
               WHERE message.tenant_id = p_tenant AND message.chat_id = p_chat
                 AND message.seq > v_from_seq AND message.seq <= v_up_to_seq
                 AND message.sender_id <> p_user
+                AND (p_scope IS NULL OR (p_scope = '' AND message.thread_id IS NULL) OR message.thread_id = p_scope)
                 AND message.seq <@ v_recipient_of))
           AND NOT (p_user = ANY (receipt.delivered_to));
     END IF;
@@ -415,8 +444,8 @@ BEGIN
     RETURN QUERY SELECT 'marked', v_marked;
 END;
 $$;
-COMMENT ON FUNCTION receipts.mark_delivered(text, text, text, text[], text) IS
-    'Marks messages delivered to a user (ids, or up to a message, or all): marked | not_member | message_not_found | chat_not_found.';
+COMMENT ON FUNCTION receipts.mark_delivered(text, text, text, text[], text, text) IS
+    'Marks messages delivered to a user (ids, or up to a message, or all; p_scope: null the whole chat, an empty string the main timeline, else a root''s thread): marked | not_member | message_not_found | thread_not_found | chat_not_found.';
 
 CREATE OR REPLACE FUNCTION receipts.mark_unread(p_tenant text, p_chat text, p_user text)
 RETURNS TABLE (outcome text, unread_count integer)

@@ -7,14 +7,26 @@ struct MarkRequest: RequestBody {
     let userId: String
     let messageIds: [String]?
     let upTo: String?
+    let thread: String?
 
-    enum CodingKeys: String, CodingKey, CaseIterable { case userId, messageIds, upTo }
+    enum CodingKeys: String, CodingKey, CaseIterable { case userId, messageIds, upTo, thread }
 
     init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
         self.userId = try container.decode(String.self, forKey: .userId)
         self.messageIds = try container.decodeUnlessAbsent([String].self, forKey: .messageIds)
         self.upTo = try container.decodeUnlessAbsent(String.self, forKey: .upTo)
+        self.thread = try container.decodeUnlessAbsent(String.self, forKey: .thread)
+    }
+
+    /// Where a read up to a message, or of all, looks: `"main"` the main timeline, a root's
+    /// id its thread, absent the whole chat. With `messageIds` it is 400 (ids name messages
+    /// wherever they are).
+    func scope() throws -> MarkScope {
+        guard let thread = self.thread else { return .wholeChat }
+        guard self.messageIds == nil else { throw APIError.invalidRequest("thread goes with upTo or everything, not with messageIds") }
+        if thread == "main" { return .mainTimeline }
+        return .thread(try Validation.id(thread, field: "thread"))
     }
 
     /// Which messages the request is about, validated.

@@ -12,16 +12,16 @@ struct MarkingController {
     }
 
     @Sendable func read(_ request: Request, context: ReceiptsRequestContext) async throws -> MarkReadResponse {
-        let (principal, chatId, user, target) = try await self.markRequest(request, context: context)
-        switch try await self.store.markRead(tenant: principal.tenantId, chat: chatId, user: user, target: target) {
+        let (principal, chatId, user, target, scope) = try await self.markRequest(request, context: context)
+        switch try await self.store.markRead(tenant: principal.tenantId, chat: chatId, user: user, target: target, scope: scope) {
         case .success(let result): return MarkReadResponse(marked: result.marked, unreadCount: result.unreadCount)
         case .failure(let failure): throw Self.apiError(for: failure, user: user)
         }
     }
 
     @Sendable func delivered(_ request: Request, context: ReceiptsRequestContext) async throws -> MarkDeliveredResponse {
-        let (principal, chatId, user, target) = try await self.markRequest(request, context: context)
-        switch try await self.store.markDelivered(tenant: principal.tenantId, chat: chatId, user: user, target: target) {
+        let (principal, chatId, user, target, scope) = try await self.markRequest(request, context: context)
+        switch try await self.store.markDelivered(tenant: principal.tenantId, chat: chatId, user: user, target: target, scope: scope) {
         case .success(let marked): return MarkDeliveredResponse(marked: marked)
         case .failure(let failure): throw Self.apiError(for: failure, user: user)
         }
@@ -43,14 +43,15 @@ struct MarkingController {
     private func markRequest(
         _ request: Request,
         context: ReceiptsRequestContext
-    ) async throws -> (Principal, String, String, MarkTarget) {
+    ) async throws -> (Principal, String, String, MarkTarget, MarkScope) {
         let principal = try context.requirePrincipal()
         let chatId = try Validation.pathId("chatId", in: context)
         let body = try await request.decode(as: MarkRequest.self, context: context)
         let user = try Validation.id(body.userId, field: "userId")
         let target = try body.target()
+        let scope = try body.scope()
         try principal.requireActing(as: user)
-        return (principal, chatId, user, target)
+        return (principal, chatId, user, target, scope)
     }
 
     static func apiError(for failure: MarkFailure, user: String) -> APIError {
@@ -58,6 +59,7 @@ struct MarkingController {
         case .chatNotFound: .notFound("no such chat")
         case .notMember: .forbidden("\(user) is not a member of this chat")
         case .messageNotFound: .notFound("upTo names no message of this chat")
+        case .threadNotFound: .notFound("thread names no root message of this chat")
         }
     }
 }

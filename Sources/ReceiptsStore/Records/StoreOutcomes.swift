@@ -44,6 +44,24 @@ public enum MarkTarget: Sendable {
     case all
 }
 
+/// Where a marking up to a message, or of all, looks (threads): the whole chat, the main
+/// timeline, or one thread's replies.
+public enum MarkScope: Sendable, Hashable {
+    case wholeChat
+    case mainTimeline
+    /// The replies of the root with this id.
+    case thread(String)
+
+    /// The scope as the marking functions take it: null, '' or the root's id.
+    var sqlValue: String? {
+        switch self {
+        case .wholeChat: nil
+        case .mainTimeline: ""
+        case .thread(let root): root
+        }
+    }
+}
+
 /// A SQL function answered an outcome the store does not know: a bug (a typo in SQL, or SQL
 /// and Swift out of step). The service answers 500 and logs it, never a guess at a 4xx.
 public struct UnexpectedOutcome: Error, CustomStringConvertible {
@@ -57,6 +75,8 @@ public enum MarkFailure: String, Error, Sendable {
     case chatNotFound = "chat_not_found"
     case notMember = "not_member"
     case messageNotFound = "message_not_found"
+    /// The scope names no root of the chat (no message, or a reply).
+    case threadNotFound = "thread_not_found"
 }
 
 /// The unread state of one of a user's chats.
