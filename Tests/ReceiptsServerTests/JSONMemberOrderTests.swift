@@ -49,7 +49,7 @@ struct JSONMemberOrderTests {
 
                 let unreadList = try await client.request(.get, "/v1/users/b/unread", as: key)
                 #expect(Self.keys(unreadList.body, depth: 1) == ["total", "badge", "mentions", "mentionsBadge", "chats"])
-                #expect(Self.keys(unreadList.body, depth: 3) == ["chatId", "unreadCount", "badge", "markedUnread", "mentions", "muted"])
+                #expect(Self.keys(unreadList.body, depth: 3) == ["chatId", "unreadCount", "badge", "markedUnread", "mentions", "muted", "threads"])
                 let settings = try await client.request(.put, "/v1/users/b/settings", as: key, json: ["readReceipts": true])
                 #expect(Self.keys(settings.body, depth: 1) == ["userId", "readReceipts"])
                 let token = try await client.request(.post, "/v1/tokens", as: key, json: ["userId": "b"])

@@ -156,6 +156,38 @@ struct ThreadTests {
         }
     }
 
+    @Test("the unread list names each chat's threads with unread replies, newest first, with their mentions; reading a thread takes it off")
+    func unreadThreads() async throws {
+        try await TestService.run { client in
+            let tenant = try await client.createTenant()
+            try await tenant.createChat("g", members: ["a", "b"])
+            let older = try await tenant.send(in: "g", from: "a", text: "older")
+            let newer = try await tenant.send(in: "g", from: "a", text: "newer")
+            _ = try await reply(tenant, to: older, from: "a", text: "o1")
+            _ = try await reply(tenant, to: newer, from: "a", text: "n1")
+            let mention = try await tenant.client.request(
+                .post, "/v1/chats/g/messages", as: tenant.apiKey,
+                json: ["senderId": "a", "text": "@b", "threadId": older, "mentions": ["b"]])
+            #expect(mention.status == .created)
+            _ = try await reply(tenant, to: newer, from: "b", text: "own reply")
+
+            let list = try await tenant.unread(for: "b")
+            #expect(list.count(in: "g") == 5)
+            #expect(list.chats.first?.threads == [
+                .init(threadId: older, unreadCount: 2, mentions: 1),
+                .init(threadId: newer, unreadCount: 1, mentions: 0),
+            ])
+            try await tenant.read(in: "g", by: "b", ["thread": older])
+            let after = try await tenant.unread(for: "b")
+            #expect(after.chats.first?.threads == [.init(threadId: newer, unreadCount: 1, mentions: 0)])
+            #expect(after.count(in: "g") == 3)
+            #expect(after.mentions == 0)
+            // A chat without threads lists none.
+            try await tenant.read(in: "g", by: "b", ["thread": newer])
+            #expect(try await tenant.unread(for: "b").chats.first?.threads == [])
+        }
+    }
+
     /// Sends a reply in chat g; the message as answered.
     private func reply(_ tenant: TestTenant, to root: String, from sender: String, text: String) async throws -> TestMessage {
         let response = try await tenant.client.request(

@@ -15,27 +15,57 @@ COMMENT ON FUNCTION receipts.unread_count(text, text, text) IS
     'Unread messages of one chat for a user: from others, sent while a member, not read; at least 1 while marked unread. Constant cost: arithmetic on the read watermark.';
 
 CREATE OR REPLACE FUNCTION receipts.unread_counts(p_tenant text, p_user text)
-RETURNS TABLE (chat_id text, unread_count integer, marked_unread boolean, muted boolean, mentions integer)
+RETURNS TABLE (chat_id text, unread_count integer, marked_unread boolean, muted boolean, mentions integer,
+               thread_ids text[], thread_unread_counts integer[], thread_mentions integer[])
 LANGUAGE plpgsql AS $$
 #variable_conflict use_column
 BEGIN
     PERFORM receipts.enter_tenant(p_tenant);
     -- The count of every current chat of the user, as one query: at most two index lookups
-    -- per chat, however long the chats' histories and however much is unread.
+    -- per chat, however long the chats' histories and however much is unread. Then, for the
+    -- chats listed, their threads with unread replies: newest first, at most 100, read from
+    -- the unread part of the chat only (above the watermark; what was read out of order
+    -- looked at only when some was).
     RETURN QUERY
-    SELECT counted.chat_id::text, counted.unread_count, counted.marked_unread, counted.muted, counted.unread_mentions
+    SELECT counted.chat_id::text, counted.unread_count, counted.marked_unread, counted.muted, counted.unread_mentions,
+           coalesce(threads.ids, '{}'), coalesce(threads.counts, '{}'), coalesce(threads.mentions, '{}')
     FROM (
         SELECT unread.chat_id, unread.unread_count, unread.marked_unread, unread.muted, unread.unread_mentions
         FROM receipts.member_unread AS unread
         WHERE unread.tenant_id = p_tenant AND unread.user_id = p_user AND unread.left_at IS NULL
         OFFSET 0  -- computed once per chat, not again for the filter below
     ) AS counted
+    JOIN receipts.chat_members AS member
+        ON member.tenant_id = p_tenant AND member.chat_id = counted.chat_id AND member.user_id = p_user
+    LEFT JOIN LATERAL (
+        SELECT array_agg(thread.thread_id::text ORDER BY thread.newest DESC) AS ids,
+               array_agg(thread.unread::integer ORDER BY thread.newest DESC) AS counts,
+               array_agg(thread.mentions::integer ORDER BY thread.newest DESC) AS mentions
+        FROM (
+            SELECT reply.thread_id, count(*) AS unread, max(reply.seq) AS newest,
+                   count(*) FILTER (WHERE p_user = ANY (reply.mentions) OR reply.mentions_all) AS mentions
+            FROM receipts.messages AS reply
+            WHERE counted.unread_count > 0
+              AND reply.tenant_id = p_tenant AND reply.chat_id = counted.chat_id AND reply.seq > member.read_seq
+              AND reply.thread_id IS NOT NULL AND reply.sender_id <> p_user
+              AND CASE WHEN reply.seq > member.period_after_seq THEN true
+                       ELSE reply.seq <@ receipts.membership_seqs(p_tenant, counted.chat_id, p_user) END
+              AND (member.reads_above = 0
+                   OR NOT EXISTS (SELECT FROM receipts.receipt_chunks AS receipt
+                                  WHERE receipt.tenant_id = p_tenant AND receipt.chat_id = counted.chat_id
+                                    AND receipt.seq = reply.seq AND receipt.chunk = member.receipt_chunk
+                                    AND (p_user = ANY (receipt.read_by) OR p_user = ANY (receipt.hidden_read_by))))
+            GROUP BY reply.thread_id
+            ORDER BY max(reply.seq) DESC
+            LIMIT 100
+        ) AS thread
+    ) AS threads ON true
     WHERE counted.unread_count > 0 OR counted.marked_unread
     ORDER BY counted.chat_id;
 END;
 $$;
 COMMENT ON FUNCTION receipts.unread_counts(text, text) IS
-    'A user''s chats with unread messages or marked unread, with their counts, whether the user muted them (muted chats stay out of the total) and their unread mentions. From psql: SELECT * FROM receipts.unread_counts(''tenant'', ''user'');';
+    'A user''s chats with unread messages or marked unread, with their counts, whether the user muted them (muted chats stay out of the total), their unread mentions, and their threads with unread replies (parallel arrays, newest first, at most 100). From psql: SELECT * FROM receipts.unread_counts(''tenant'', ''user'');';
 
 -- Mutes or unmutes a chat for one of its current members: set | not_member | chat_not_found.
 CREATE OR REPLACE FUNCTION receipts.set_chat_muted(p_tenant text, p_chat text, p_user text, p_muted boolean)

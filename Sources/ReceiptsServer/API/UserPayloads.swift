@@ -16,6 +16,13 @@ struct UnreadListResponse: JSONResponse {
         let markedUnread: Bool
         let mentions: Int
         let muted: Bool
+        let threads: [Thread]
+    }
+
+    struct Thread: Encodable {
+        let threadId: String
+        let unreadCount: Int
+        let mentions: Int
     }
 
     let total: Int
@@ -29,7 +36,8 @@ struct UnreadListResponse: JSONResponse {
         self.chats = chats.map {
             Chat(
                 chatId: $0.chatId, unreadCount: $0.unreadCount, badge: UnreadBadge.text(for: $0.unreadCount),
-                markedUnread: $0.markedUnread, mentions: $0.mentions, muted: $0.muted)
+                markedUnread: $0.markedUnread, mentions: $0.mentions, muted: $0.muted,
+                threads: $0.threads.map { Thread(threadId: $0.threadId, unreadCount: $0.unreadCount, mentions: $0.mentions) })
         }
         // The app icon's count: muted chats stay out of it.
         self.total = chats.reduce(0) { $0 + ($1.muted ? 0 : $1.unreadCount) }
@@ -39,9 +47,9 @@ struct UnreadListResponse: JSONResponse {
     }
 
     /// `{"total":…,"badge":"…","mentions":…,"mentionsBadge":"…","chats":[{"chatId":"…","unreadCount":…,"badge":"…",`
-    /// `"markedUnread":…,"mentions":…,"muted":…},…]}`
+    /// `"markedUnread":…,"mentions":…,"muted":…,"threads":[{"threadId":"…","unreadCount":…,"mentions":…},…]},…]}`
 
-    var estimatedJSONBytes: Int { 64 + self.chats.count * 96 }
+    var estimatedJSONBytes: Int { 64 + self.chats.reduce(0) { $0 + 128 + $1.threads.count * 64 } }
 }
 
 /// JSON string literals for hand-written answers.

@@ -88,12 +88,30 @@ public struct UnreadChat: Sendable, Hashable {
     public let muted: Bool
     /// Unread messages that mention the user.
     public let mentions: Int
+    /// Its threads with unread replies, newest first (at most 100).
+    public let threads: [UnreadThread]
 
-    public init(chatId: String, unreadCount: Int, markedUnread: Bool, muted: Bool = false, mentions: Int = 0) {
+    public init(
+        chatId: String, unreadCount: Int, markedUnread: Bool, muted: Bool = false, mentions: Int = 0, threads: [UnreadThread] = []
+    ) {
         self.chatId = chatId
         self.unreadCount = unreadCount
         self.markedUnread = markedUnread
         self.muted = muted
+        self.mentions = mentions
+        self.threads = threads
+    }
+}
+
+/// A thread with unread replies: its root, how many, and how many mention the user.
+public struct UnreadThread: Sendable, Hashable {
+    public let threadId: String
+    public let unreadCount: Int
+    public let mentions: Int
+
+    public init(threadId: String, unreadCount: Int, mentions: Int) {
+        self.threadId = threadId
+        self.unreadCount = unreadCount
         self.mentions = mentions
     }
 }

@@ -287,6 +287,13 @@ struct TestUnreadList: Decodable {
         let markedUnread: Bool
         var mentions = 0
         var muted = false
+        var threads: [Thread] = []
+    }
+
+    struct Thread: Decodable, Equatable {
+        let threadId: String
+        let unreadCount: Int
+        let mentions: Int
     }
 
     let total: Int
