@@ -68,6 +68,12 @@ extension ReceiptsClient {
     /// lists whom it mentioned; their unread counts (`unreadCounts(for:)`) count it in
     /// `mentions`, muted chats included, until they read it.
     ///
+    /// `threadID` makes it a reply in the thread of that root: a message of the same chat
+    /// that is not itself a reply (else the service answers 400 `invalid_request` and sends
+    /// nothing). A reply is unread like any other message; it is listed by
+    /// `messages(in:thread:)`, not on the main timeline, and its root carries the thread's
+    /// summary (`thread`: `replies`, `lastReplyAt`).
+    ///
     /// The message always carries an id (a new UUID unless `id` is given), which makes the
     /// call idempotent: after a 503 or a lost connection it is repeated, and the service
     /// answers the first message instead of storing a second (as stored: a repeat's
@@ -75,12 +81,13 @@ extension ReceiptsClient {
     @discardableResult
     public func send(
         _ text: String, in chatID: String, from senderID: String, id: String? = nil, mentions: [String] = [],
-        mentionsAll: Bool = false
+        mentionsAll: Bool = false, threadID: String? = nil
     ) async throws -> Message {
-        // Without mentions, the body is as before they existed: no `mentions`, no `mentionsAll`.
+        // Without mentions or a thread, the body is as before they existed: no `mentions`,
+        // no `mentionsAll`, no `threadId`.
         let body = Components.Schemas.SendMessageRequest(
-            id: id ?? UUID().uuidString.lowercased(), senderId: senderID, text: text, mentions: mentions.isEmpty ? nil : mentions,
-            mentionsAll: mentionsAll ? true : nil)
+            id: id ?? UUID().uuidString.lowercased(), senderId: senderID, text: text, threadId: threadID,
+            mentions: mentions.isEmpty ? nil : mentions, mentionsAll: mentionsAll ? true : nil)
         let output = try await RetryPolicy.$sendCarriesID.withValue(true) {
             try await Self.call { try await generated.sendMessage(path: .init(chatId: chatID), body: .json(body)) }
         }
@@ -93,11 +100,17 @@ extension ReceiptsClient {
 
     /// A page of the chat's messages, oldest first, as `viewer` sees them (with `receipt`
     /// on the viewer's own messages): the newest `limit`, or the `limit` before `before`.
+    ///
+    /// Without `thread`, the main timeline: replies are left out (a root carries its
+    /// `thread` summary). With `thread`, a root's id, that thread's replies instead, paged
+    /// the same way; a `thread` naming no message of the chat, or a reply, is
+    /// `ReceiptsError` 404 `not_found`.
     public func messages(
         in chatID: String, viewer: String? = nil, before: String? = nil, limit: Int? = nil,
-        labels: LabelStyle? = nil, timeZone: String? = nil
+        labels: LabelStyle? = nil, timeZone: String? = nil, thread: String? = nil
     ) async throws -> [Message] {
-        let query = Operations.ListMessages.Input.Query(viewer: viewer, before: before, limit: limit, labels: labels, tz: timeZone)
+        let query = Operations.ListMessages.Input.Query(
+            viewer: viewer, before: before, limit: limit, thread: thread, labels: labels, tz: timeZone)
         return try await Self.call { try await generated.listMessages(path: .init(chatId: chatID), query: query) }.ok.body.json.messages
     }
 

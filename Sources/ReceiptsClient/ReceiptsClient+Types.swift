@@ -6,6 +6,8 @@ extension ReceiptsClient {
     public typealias Chat = Components.Schemas.Chat
     public typealias ChatKind = Components.Schemas.Chat.KindPayload
     public typealias Message = Components.Schemas.Message
+    /// A thread's root's summary (`Message.thread`): `replies`, `lastReplyAt`.
+    public typealias ThreadSummary = Components.Schemas.ThreadSummary
     public typealias Receipt = Components.Schemas.Receipt
     public typealias RecipientStatus = Components.Schemas.RecipientStatus
     public typealias MarkReadResult = Components.Schemas.MarkReadResponse

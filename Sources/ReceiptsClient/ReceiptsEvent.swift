@@ -7,15 +7,17 @@ import Foundation
 public struct ReceiptsEvent: Sendable, Hashable {
     public enum Kind: Sendable, Hashable {
         /// A message was recorded (`userID` sent it); `mentions` and `mentionsAll` say whom
-        /// it mentions.
+        /// it mentions, `threadID` which thread it replies in (nil: the main timeline).
         case messageCreated
         /// A marking request delivered `messageIDs` to `userID`.
         case receiptDelivered
         /// A marking request read `messageIDs` by `userID` (never for hidden reads).
         case receiptRead
-        /// `userID`'s unread count of the chat changed by their own action.
+        /// `userID`'s unread count of the chat changed by their own action
+        /// (`unreadMentions`: how many of their unread messages there mention them).
         case unreadChanged(unreadCount: Int, markedUnread: Bool)
-        /// `messageIDs` (one) were deleted from the chat; `userID` had sent it.
+        /// `messageIDs` were deleted from the chat; `userID` had sent them: the one deleted,
+        /// or a thread's root followed by its replies, which go with it.
         case messageDeleted
         /// The text of `messageIDs` (one) was edited; `userID` had sent it. The event
         /// carries no text: fetch the message (`ReceiptsClient.receipt(of:in:viewer:)`, or
@@ -46,10 +48,16 @@ public struct ReceiptsEvent: Sendable, Hashable {
     public var mentions: [String]
     /// `messageCreated`: the message mentioned every member but its sender.
     public var mentionsAll: Bool
+    /// `messageCreated`: the root of the thread the message replies in; nil for a message
+    /// of the main timeline (and for other kinds).
+    public var threadID: String?
+    /// `unreadChanged`: how many of the user's unread messages in the chat mention them
+    /// (0 for other kinds).
+    public var unreadMentions: Int
 
     public init(
         id: String, kind: Kind, chatID: String? = nil, userID: String? = nil, messageIDs: [String] = [], at: Date? = nil,
-        mentions: [String] = [], mentionsAll: Bool = false
+        mentions: [String] = [], mentionsAll: Bool = false, threadID: String? = nil, unreadMentions: Int = 0
     ) {
         self.id = id
         self.kind = kind
@@ -59,6 +67,8 @@ public struct ReceiptsEvent: Sendable, Hashable {
         self.at = at
         self.mentions = mentions
         self.mentionsAll = mentionsAll
+        self.threadID = threadID
+        self.unreadMentions = unreadMentions
     }
 
     /// The `Event` JSON of the contract. Decoded leniently by type name rather than with
@@ -73,8 +83,28 @@ public struct ReceiptsEvent: Sendable, Hashable {
         var at: String?
         var unreadCount: Int?
         var markedUnread: Bool?
-        var mentions: [String]?
+        /// `message.created`: the members named; `unread.changed`: a count.
+        var mentions: Mentions?
         var mentionsAll: Bool?
+        var threadId: String?
+    }
+
+    /// `mentions` is a list of ids on `message.created` and a number on `unread.changed`.
+    private enum Mentions: Decodable {
+        case named([String])
+        case unread(Int)
+
+        init(from decoder: any Decoder) throws {
+            let container = try decoder.singleValueContainer()
+            if let count = try? container.decode(Int.self) {
+                self = .unread(count)
+            } else {
+                self = .named(try container.decode([String].self))
+            }
+        }
+
+        var named: [String] { if case .named(let ids) = self { ids } else { [] } }
+        var unread: Int { if case .unread(let count) = self { count } else { 0 } }
     }
 
     init(json: Data) throws {
@@ -95,6 +125,7 @@ public struct ReceiptsEvent: Sendable, Hashable {
         self.init(
             id: wire.id, kind: kind, chatID: wire.chatId, userID: wire.userId, messageIDs: wire.messageIds ?? [],
             at: wire.at.flatMap { try? Date($0, strategy: .iso8601.year().month().day().time(includingFractionalSeconds: true)) },
-            mentions: wire.mentions ?? [], mentionsAll: wire.mentionsAll ?? false)
+            mentions: wire.mentions?.named ?? [], mentionsAll: wire.mentionsAll ?? false, threadID: wire.threadId,
+            unreadMentions: wire.mentions?.unread ?? 0)
     }
 }

@@ -80,6 +80,42 @@ struct ClientOperationsTests {
             let loud = try await receipts.unreadCounts(for: "bob")
             #expect(loud.total == 1 && loud.badge == "1" && loud.mentions == 1 && loud.chats.first?.muted == false)
 
+            // Bob replies in the thread of Alice's first message: the reply is listed in the
+            // thread, not on the main timeline; the root shows the thread's summary; the reply
+            // is unread for Alice like any message.
+            let reply = try await receipts.send("Noon works", in: "team", from: "bob", threadID: first.id)
+            #expect(reply.threadId == first.id && reply.thread == nil && reply.chatId == "team")
+            let root = try await receipts.receipt(of: first.id, in: "team", viewer: "alice")
+            #expect(root.threadId == nil && root.thread?.replies == 1 && root.thread?.lastReplyAt == reply.createdAt)
+            let thread = try await receipts.messages(in: "team", viewer: "bob", thread: first.id)
+            #expect(thread.map(\.id) == [reply.id] && thread.first?.threadId == first.id)
+            #expect(thread.first?.receipt?.recipients == 2)
+            let timeline = try await receipts.messages(in: "team", viewer: "alice")
+            #expect(timeline.map(\.id) == [first.id, "m2", mention.id, everyone.id])
+            #expect(timeline.allSatisfy { $0.threadId == nil })
+            #expect(timeline.first?.thread?.replies == 1)
+            #expect(try await receipts.unreadCounts(for: "alice").total == 1)
+            // A reply is no root, and cannot be replied to or listed as one.
+            let nested = await #expect(throws: ReceiptsError.self) {
+                try await receipts.send("Deeper", in: "team", from: "alice", threadID: reply.id)
+            }
+            #expect(nested?.code == .invalidRequest && nested?.status == 400)
+            let notARoot = await #expect(throws: ReceiptsError.self) { try await receipts.messages(in: "team", thread: reply.id) }
+            #expect(notARoot?.code == .notFound && notARoot?.status == 404)
+            // Bob's stream: his unread.changed events carry his unread mentions (1 after
+            // reading up to the first mention), and his reply's message.created its thread.
+            var followed: [ReceiptsEvent] = []
+            while let event = try await bobsEvents.next() {
+                followed.append(event)
+                if event.kind == .messageCreated && event.messageIDs == [reply.id] { break }
+            }
+            #expect(followed.last?.threadID == first.id && followed.last?.userID == "bob")
+            #expect(followed.filter { $0.kind == .messageCreated && $0.messageIDs != [reply.id] }.allSatisfy { $0.threadID == nil })
+            let unreadMentions = followed.compactMap { event -> Int? in
+                if case .unreadChanged = event.kind { event.unreadMentions } else { nil }
+            }
+            #expect(unreadMentions.last == 1, "\(followed)")
+
             #expect(try await receipts.setReadReceipts(false, for: "carol").readReceipts == false)
             #expect(try await receipts.removeMember("carol", from: "team").members.map(\.userId) == ["alice", "bob"])
             let edited = try await receipts.editMessage("m2", in: "team", text: "Lunch!")

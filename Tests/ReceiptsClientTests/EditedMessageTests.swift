@@ -60,7 +60,7 @@ final class EditTransport: ClientTransport, Sendable {
 
     static func message(text: String, editedAt: String?) -> String {
         let editedAt = editedAt.map { "\"\($0)\"" } ?? "null"
-        return #"{"id":"m1","chatId":"team","seq":1,"senderId":"alice","text":"\#(text)","mentions":[],"createdAt":"2025-11-24T17:42:07.123Z","editedAt":\#(editedAt),"readBy":["bob"],"deliveredTo":["bob"]}"#
+        return #"{"id":"m1","chatId":"team","seq":1,"senderId":"alice","text":"\#(text)","threadId":null,"mentions":[],"createdAt":"2025-11-24T17:42:07.123Z","editedAt":\#(editedAt),"readBy":["bob"],"deliveredTo":["bob"]}"#
     }
 
     static let events = """

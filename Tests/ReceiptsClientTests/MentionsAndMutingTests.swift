@@ -5,12 +5,13 @@ import ReceiptsClient
 import Synchronization
 import Testing
 
-/// What the client makes of mentions and muted chats: the bodies `send` and `setMuted` send,
-/// `mentions` on a message, the unread answer's `mentions`, `mentionsBadge` and `muted`, and
-/// `mentions`/`mentionsAll` on `message.created`. A transport answers as the service does (the
-/// JSON of docs/api.md), so these run without a service; what the service itself does is the
-/// server's tests' to check (MentionTests, MutedChatTests).
-@Suite("ReceiptsClient, mentions and muted chats")
+/// What the client makes of mentions, muted chats and threads: the bodies `send` and
+/// `setMuted` send, `mentions` and `threadId` on a message, the unread answer's `mentions`,
+/// `mentionsBadge` and `muted`, `mentions`/`mentionsAll`/`threadId` on `message.created`,
+/// `mentions` on `unread.changed`, and a thread's listing. A transport answers as the service
+/// does (the JSON of docs/api.md), so these run without a service; what the service itself
+/// does is the server's tests' to check (MentionTests, MutedChatTests, ThreadTests).
+@Suite("ReceiptsClient, mentions, muted chats and threads")
 struct MentionsAndMutingTests {
     static let baseURL = URL(string: "http://receipts.invalid")!
 
@@ -24,12 +25,30 @@ struct MentionsAndMutingTests {
         #expect(named.mentions == ["bob", "carol"])
         let everyone = try await receipts.send("@all", in: "team", from: "alice", id: "m3", mentionsAll: true)
         #expect(everyone.mentions == ["bob", "carol"])
+        #expect(plain.threadId == nil && everyone.threadId == nil)
+        let reply = try await receipts.send("Noon", in: "team", from: "bob", id: "r1", threadID: "m1")
+        #expect(reply.threadId == "m1" && reply.thread == nil)
         #expect(
             transport.bodies == [
                 #"{"id":"m1","senderId":"alice","text":"Hi"}"#,
                 #"{"id":"m2","mentions":["bob","carol"],"senderId":"alice","text":"@bob"}"#,
                 #"{"id":"m3","mentionsAll":true,"senderId":"alice","text":"@all"}"#,
+                #"{"id":"r1","senderId":"bob","text":"Noon","threadId":"m1"}"#,
             ])
+    }
+
+    @Test("messages(in:) asks for the main timeline, messages(in:thread:) for a thread; threadId and the root's thread summary decode")
+    func threadListing() async throws {
+        let transport = MentionTransport()
+        let receipts = ReceiptsClient(baseURL: Self.baseURL, credential: "key", transport: transport)
+        let main = try await receipts.messages(in: "team", viewer: "alice")
+        #expect(main.map(\.id) == ["m1"] && main.first?.threadId == nil)
+        let summary = try #require(main.first?.thread)
+        #expect(summary.replies == 2)
+        #expect(summary.lastReplyAt == Date(timeIntervalSince1970: 1_764_006_300.5))
+        let thread = try await receipts.messages(in: "team", viewer: "alice", limit: 10, thread: "m1")
+        #expect(thread.map(\.id) == ["r1", "r2"] && thread.allSatisfy { $0.threadId == "m1" && $0.thread == nil })
+        #expect(transport.requests == ["GET /v1/chats/team/messages?viewer=alice", "GET /v1/chats/team/messages?viewer=alice&limit=10&thread=m1"])
     }
 
     @Test("the unread answer decodes mentions, mentionsBadge and per chat mentions and muted")
@@ -65,12 +84,29 @@ struct MentionsAndMutingTests {
         #expect(everyone.kind == .messageCreated && everyone.mentions == [] && everyone.mentionsAll)
         let read = try #require(try await events.next())
         #expect(read.kind == .receiptRead && read.mentions == [] && !read.mentionsAll)
+        #expect(named.threadID == nil && everyone.threadID == nil && read.threadID == nil)
+    }
+
+    @Test("message.created of a reply carries its threadId; unread.changed carries the unread mentions as a count")
+    func threadAndUnreadEvents() async throws {
+        let receipts = ReceiptsClient(baseURL: Self.baseURL, credential: "key", transport: MentionTransport())
+        var events = try await receipts.events().makeAsyncIterator()
+        for _ in 0..<3 { _ = try await events.next() }
+        let reply = try #require(try await events.next())
+        #expect(reply.kind == .messageCreated && reply.messageIDs == ["r1"] && reply.threadID == "m2")
+        #expect(reply.mentions == ["alice"] && reply.unreadMentions == 0)
+        let unread = try #require(try await events.next())
+        #expect(unread.kind == .unreadChanged(unreadCount: 3, markedUnread: false) && unread.userID == "bob")
+        #expect(unread.unreadMentions == 2 && unread.mentions == [] && unread.threadID == nil)
+        #expect(events.lastEventID == "1054")
     }
 }
 
 /// Answers as the service does: a sent message with the mentions the body named (or bob and
-/// carol for `mentionsAll`), an unread list with a muted chat, a member's settings, and an
-/// event stream of two `message.created` and a `receipt.read`; 503 `unavailable` for the first
+/// carol for `mentionsAll`) and its `threadId`, a page of the main timeline (a root with its
+/// thread's summary) or of a thread (`?thread=`), an unread list with a muted chat, a
+/// member's settings, and an event stream of two `message.created`, a `receipt.read`, a
+/// reply's `message.created` and an `unread.changed`; 503 `unavailable` for the first
 /// `unavailableAnswers` requests. Records each request's method and path and its body (keys
 /// sorted).
 final class MentionTransport: ClientTransport, Sendable {
@@ -87,15 +123,35 @@ final class MentionTransport: ClientTransport, Sendable {
         {"chatId":"quiet","unreadCount":120,"badge":"99+","markedUnread":false,"mentions":100,"muted":true}]}
         """
 
+    static let timeline = """
+        {"messages":[{"id":"m1","chatId":"team","seq":1,"senderId":"alice","text":"Plan?","threadId":null,"mentions":[],\
+        "createdAt":"2025-11-24T17:42:07.123Z","editedAt":null,"readBy":[],"deliveredTo":[],\
+        "thread":{"replies":2,"lastReplyAt":"2025-11-24T17:45:00.500Z"}}]}
+        """
+
+    static let thread = """
+        {"messages":[\
+        {"id":"r1","chatId":"team","seq":2,"senderId":"bob","text":"Friday","threadId":"m1","mentions":[],\
+        "createdAt":"2025-11-24T17:44:00.000Z","editedAt":null,"readBy":[],"deliveredTo":[]},\
+        {"id":"r2","chatId":"team","seq":3,"senderId":"carol","text":"Ok","threadId":"m1","mentions":[],\
+        "createdAt":"2025-11-24T17:45:00.500Z","editedAt":null,"readBy":[],"deliveredTo":[]}]}
+        """
+
     static let events = """
         id: 1050
-        data: {"id":"1050","type":"message.created","chatId":"team","userId":"alice","messageIds":["m2"],"at":"2025-11-24T17:45:00.250Z","mentions":["bob","carol"]}
+        data: {"id":"1050","type":"message.created","chatId":"team","userId":"alice","messageIds":["m2"],"at":"2025-11-24T17:45:00.250Z","mentions":["bob","carol"],"threadId":null}
 
         id: 1051
-        data: {"id":"1051","type":"message.created","chatId":"team","userId":"alice","messageIds":["m3"],"at":"2025-11-24T17:45:01.000Z","mentions":[],"mentionsAll":true}
+        data: {"id":"1051","type":"message.created","chatId":"team","userId":"alice","messageIds":["m3"],"at":"2025-11-24T17:45:01.000Z","mentions":[],"threadId":null,"mentionsAll":true}
 
         id: 1052
         data: {"id":"1052","type":"receipt.read","chatId":"team","userId":"bob","messageIds":["m2","m3"],"at":"2025-11-24T17:46:00.000Z"}
+
+        id: 1053
+        data: {"id":"1053","type":"message.created","chatId":"team","userId":"bob","messageIds":["r1"],"at":"2025-11-24T17:47:00.000Z","mentions":["alice"],"threadId":"m2"}
+
+        id: 1054
+        data: {"id":"1054","type":"unread.changed","chatId":"team","userId":"bob","messageIds":[],"at":"2025-11-24T17:48:00.000Z","mentions":2,"unreadCount":3,"markedUnread":false}
 
 
         """
@@ -127,10 +183,13 @@ final class MentionTransport: ClientTransport, Sendable {
             let mentions = json["mentionsAll"] as? Bool == true ? ["bob", "carol"] : json["mentions"] as? [String] ?? []
             let message: [String: Any] = [
                 "id": json["id"] ?? "m", "chatId": "team", "seq": 1, "senderId": json["senderId"] ?? "", "text": json["text"] ?? "",
-                "mentions": mentions, "createdAt": "2025-11-24T17:42:07.123Z", "editedAt": NSNull(), "readBy": [String](),
-                "deliveredTo": [String](),
+                "threadId": json["threadId"] ?? NSNull(), "mentions": mentions, "createdAt": "2025-11-24T17:42:07.123Z",
+                "editedAt": NSNull(), "readBy": [String](), "deliveredTo": [String](),
             ]
             return (HTTPResponse(status: .created, headerFields: headers), HTTPBody(try JSONSerialization.data(withJSONObject: message)))
+        case "listMessages":
+            let page = request.path?.contains("thread=m1") == true ? Self.thread : Self.timeline
+            return (HTTPResponse(status: .ok, headerFields: headers), HTTPBody(page))
         case "getUnread":
             return (HTTPResponse(status: .ok, headerFields: headers), HTTPBody(Self.unread))
         case "putMemberSettings":

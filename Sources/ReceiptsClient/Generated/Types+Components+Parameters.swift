@@ -54,6 +54,13 @@ extension Components {
         ///
         /// - Remark: Generated from `#/components/parameters/Before`.
         public typealias Before = Components.Schemas.Id
+        /// A thread's root (a message of the chat that is not a reply): list its replies
+        /// instead of the main timeline. A message id naming no message of the chat, or a
+        /// reply, is 404.
+        ///
+        ///
+        /// - Remark: Generated from `#/components/parameters/Thread`.
+        public typealias Thread = Components.Schemas.Id
         /// How many messages to list at most.
         ///
         /// - Remark: Generated from `#/components/parameters/Limit`.

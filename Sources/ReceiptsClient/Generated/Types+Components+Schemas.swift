@@ -23,9 +23,12 @@ extension Components {
         /// of [A-Za-z0-9._:-]), in stream order: store the last one and send it back to resume,
         /// never compare ids (after a database failover they name its new history, e.g.
         /// `4711.3fa9c01b77e2`; no id ever names two events). `resync.required` says: reload what
-        /// you show, the stream goes on after its `id`. `unread.changed` also carries `unreadCount` and `markedUnread`.
+        /// you show, the stream goes on after its `id`. `unread.changed` also carries
+        /// `mentions` (the number of the user's unread messages in the chat that mention them),
+        /// `unreadCount` and `markedUnread`.
         /// `message.created` also carries `mentions`, the members the message named (`[]` for
-        /// none), and, only for a message that mentioned everyone (`mentionsAll`), `mentionsAll:
+        /// none), `threadId` (the thread's root for a reply, null on the main timeline), and,
+        /// only for a message that mentioned everyone (`mentionsAll`), `mentionsAll:
         /// true`, with `mentions` still only the named ones (usually `[]`): the event does not
         /// list every member, so that its size does not grow with the group; fetch the message
         /// for its full `mentions`.
@@ -66,11 +69,58 @@ extension Components {
             /// - Remark: Generated from `#/components/schemas/Event/markedUnread`.
             public var markedUnread: Swift.Bool?
             /// `message.created`: the members the message named (`[]` for none); not every
-            /// member when it mentioned all.
+            /// member when it mentioned all. `unread.changed`: the number of the user's unread
+            /// messages in the chat that mention them.
             ///
             ///
             /// - Remark: Generated from `#/components/schemas/Event/mentions`.
-            public var mentions: [Components.Schemas.Id]?
+            @frozen public enum MentionsPayload: Codable, Hashable, Sendable {
+                /// - Remark: Generated from `#/components/schemas/Event/mentions/case1`.
+                case case1([Components.Schemas.Id])
+                /// - Remark: Generated from `#/components/schemas/Event/mentions/case2`.
+                case case2(Swift.Int)
+                public init(from decoder: any Swift.Decoder) throws {
+                    var errors: [any Swift.Error] = []
+                    do {
+                        self = .case1(try decoder.decodeFromSingleValueContainer())
+                        return
+                    } catch {
+                        errors.append(error)
+                    }
+                    do {
+                        self = .case2(try decoder.decodeFromSingleValueContainer())
+                        return
+                    } catch {
+                        errors.append(error)
+                    }
+                    throw Swift.DecodingError.failedToDecodeOneOfSchema(
+                        type: Self.self,
+                        codingPath: decoder.codingPath,
+                        errors: errors
+                    )
+                }
+                public func encode(to encoder: any Swift.Encoder) throws {
+                    switch self {
+                    case let .case1(value):
+                        try encoder.encodeToSingleValueContainer(value)
+                    case let .case2(value):
+                        try encoder.encodeToSingleValueContainer(value)
+                    }
+                }
+            }
+            /// `message.created`: the members the message named (`[]` for none); not every
+            /// member when it mentioned all. `unread.changed`: the number of the user's unread
+            /// messages in the chat that mention them.
+            ///
+            ///
+            /// - Remark: Generated from `#/components/schemas/Event/mentions`.
+            public var mentions: Components.Schemas.Event.MentionsPayload?
+            /// `message.created`: the root of the thread the message replies in, or null for a
+            /// message of the main timeline.
+            ///
+            ///
+            /// - Remark: Generated from `#/components/schemas/Event/threadId`.
+            public var threadId: Swift.String?
             /// `message.created`, only for a message that mentioned every member: `true`.
             ///
             ///
@@ -88,6 +138,7 @@ extension Components {
             ///   - unreadCount:
             ///   - markedUnread:
             ///   - mentions: `message.created`: the members the message named (`[]` for none); not every
+            ///   - threadId: `message.created`: the root of the thread the message replies in, or null for a
             ///   - mentionsAll: `message.created`, only for a message that mentioned every member: `true`.
             public init(
                 id: Swift.String,
@@ -98,7 +149,8 @@ extension Components {
                 at: Components.Schemas.Timestamp? = nil,
                 unreadCount: Swift.Int? = nil,
                 markedUnread: Swift.Bool? = nil,
-                mentions: [Components.Schemas.Id]? = nil,
+                mentions: Components.Schemas.Event.MentionsPayload? = nil,
+                threadId: Swift.String? = nil,
                 mentionsAll: Swift.Bool? = nil
             ) {
                 self.id = id
@@ -110,6 +162,7 @@ extension Components {
                 self.unreadCount = unreadCount
                 self.markedUnread = markedUnread
                 self.mentions = mentions
+                self.threadId = threadId
                 self.mentionsAll = mentionsAll
             }
             public enum CodingKeys: String, CodingKey {
@@ -122,6 +175,7 @@ extension Components {
                 case unreadCount
                 case markedUnread
                 case mentions
+                case threadId
                 case mentionsAll
             }
         }
@@ -754,6 +808,13 @@ extension Components {
             ///
             /// - Remark: Generated from `#/components/schemas/SendMessageRequest/text`.
             public var text: Swift.String
+            /// Makes the message a reply in the thread of this root: a message of the same chat
+            /// that is not itself a reply. Naming no message of the chat (unknown, deleted, of
+            /// another chat) or a reply is 400, and nothing is sent.
+            ///
+            ///
+            /// - Remark: Generated from `#/components/schemas/SendMessageRequest/threadId`.
+            public var threadId: Components.Schemas.Id?
             /// Users the message mentions, at most 100 (more is 400). Users who are not
             /// current members when it is sent are ignored, and so is the sender; a user
             /// named twice is kept once, in the order first named.
@@ -773,18 +834,21 @@ extension Components {
             ///   - id:
             ///   - senderId:
             ///   - text: At most 64 KiB of UTF-8 (65,536 characters of ASCII, fewer of other scripts);
+            ///   - threadId: Makes the message a reply in the thread of this root: a message of the same chat
             ///   - mentions: Users the message mentions, at most 100 (more is 400). Users who are not
             ///   - mentionsAll: With `true`, the message mentions every current member but the sender (members
             public init(
                 id: Components.Schemas.Id? = nil,
                 senderId: Components.Schemas.Id,
                 text: Swift.String,
+                threadId: Components.Schemas.Id? = nil,
                 mentions: [Components.Schemas.Id]? = nil,
                 mentionsAll: Swift.Bool? = nil
             ) {
                 self.id = id
                 self.senderId = senderId
                 self.text = text
+                self.threadId = threadId
                 self.mentions = mentions
                 self.mentionsAll = mentionsAll
             }
@@ -792,6 +856,7 @@ extension Components {
                 case id
                 case senderId
                 case text
+                case threadId
                 case mentions
                 case mentionsAll
             }
@@ -809,6 +874,10 @@ extension Components {
                     Swift.String.self,
                     forKey: .text
                 )
+                self.threadId = try container.decodeIfPresent(
+                    Components.Schemas.Id.self,
+                    forKey: .threadId
+                )
                 self.mentions = try container.decodeIfPresent(
                     [Components.Schemas.Id].self,
                     forKey: .mentions
@@ -821,6 +890,7 @@ extension Components {
                     "id",
                     "senderId",
                     "text",
+                    "threadId",
                     "mentions",
                     "mentionsAll"
                 ])
@@ -869,6 +939,12 @@ extension Components {
             public var senderId: Components.Schemas.Id
             /// - Remark: Generated from `#/components/schemas/Message/text`.
             public var text: Swift.String
+            /// The root of the thread this message replies in, or null for a message of the
+            /// main timeline. Always present.
+            ///
+            ///
+            /// - Remark: Generated from `#/components/schemas/Message/threadId`.
+            public var threadId: Swift.String?
             /// The members the message mentioned when it was sent (`[]` for none): the named
             /// ones in the order named, or, when it mentioned all, every member but the sender,
             /// sorted by id. An erased user is taken out.
@@ -898,6 +974,8 @@ extension Components {
             ///
             /// - Remark: Generated from `#/components/schemas/Message/deliveredTo`.
             public var deliveredTo: [Components.Schemas.Id]
+            /// - Remark: Generated from `#/components/schemas/Message/thread`.
+            public var thread: Components.Schemas.ThreadSummary?
             /// - Remark: Generated from `#/components/schemas/Message/receipt`.
             public var receipt: Components.Schemas.Receipt?
             /// Single-message endpoint, sender only: one entry per recipient (Y).
@@ -913,11 +991,13 @@ extension Components {
             ///   - seq: The message's position in the chat (monotonic per chat).
             ///   - senderId:
             ///   - text:
+            ///   - threadId: The root of the thread this message replies in, or null for a message of the
             ///   - mentions: The members the message mentioned when it was sent (`[]` for none): the named
             ///   - createdAt:
             ///   - editedAt: When the text was last changed by an edit (`PATCH`), or null while it never
             ///   - readBy: Users whose read is shown (hidden reads are not listed). In a group of up to 32
             ///   - deliveredTo: Users the message was delivered to (reading implies delivery), in the order
+            ///   - thread:
             ///   - receipt:
             ///   - recipients: Single-message endpoint, sender only: one entry per recipient (Y).
             public init(
@@ -926,11 +1006,13 @@ extension Components {
                 seq: Swift.Int64,
                 senderId: Components.Schemas.Id,
                 text: Swift.String,
+                threadId: Swift.String? = nil,
                 mentions: [Components.Schemas.Id],
                 createdAt: Components.Schemas.Timestamp,
                 editedAt: Foundation.Date? = nil,
                 readBy: [Components.Schemas.Id],
                 deliveredTo: [Components.Schemas.Id],
+                thread: Components.Schemas.ThreadSummary? = nil,
                 receipt: Components.Schemas.Receipt? = nil,
                 recipients: [Components.Schemas.RecipientStatus]? = nil
             ) {
@@ -939,11 +1021,13 @@ extension Components {
                 self.seq = seq
                 self.senderId = senderId
                 self.text = text
+                self.threadId = threadId
                 self.mentions = mentions
                 self.createdAt = createdAt
                 self.editedAt = editedAt
                 self.readBy = readBy
                 self.deliveredTo = deliveredTo
+                self.thread = thread
                 self.receipt = receipt
                 self.recipients = recipients
             }
@@ -953,13 +1037,43 @@ extension Components {
                 case seq
                 case senderId
                 case text
+                case threadId
                 case mentions
                 case createdAt
                 case editedAt
                 case readBy
                 case deliveredTo
+                case thread
                 case receipt
                 case recipients
+            }
+        }
+        /// On a thread's root, while its thread has at least one reply (absent otherwise):
+        /// how many replies it has and when the newest was sent. Deleted replies are not
+        /// counted.
+        ///
+        ///
+        /// - Remark: Generated from `#/components/schemas/ThreadSummary`.
+        public struct ThreadSummary: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/ThreadSummary/replies`.
+            public var replies: Swift.Int
+            /// - Remark: Generated from `#/components/schemas/ThreadSummary/lastReplyAt`.
+            public var lastReplyAt: Components.Schemas.Timestamp
+            /// Creates a new `ThreadSummary`.
+            ///
+            /// - Parameters:
+            ///   - replies:
+            ///   - lastReplyAt:
+            public init(
+                replies: Swift.Int,
+                lastReplyAt: Components.Schemas.Timestamp
+            ) {
+                self.replies = replies
+                self.lastReplyAt = lastReplyAt
+            }
+            public enum CodingKeys: String, CodingKey {
+                case replies
+                case lastReplyAt
             }
         }
         /// The sender's view of a message's receipts; present when the viewer is the

@@ -3521,6 +3521,11 @@ public enum Operations {
     /// message (exclusive). Each message carries a `receipt` when the viewer is its
     /// sender. An unknown `labels` or `tz` is 400.
     ///
+    /// Without `thread`, the main timeline: replies in threads are left out (a root
+    /// carries its `thread` summary). With `thread=<root id>`, that thread's replies
+    /// instead, with the same `before`/`limit` paging and viewer rules. A `thread` that
+    /// names no message of the chat, or names a reply, is 404 `not_found`.
+    ///
     ///
     /// - Remark: HTTP `GET /v1/chats/{chatId}/messages`.
     /// - Remark: Generated from `#/paths//v1/chats/{chatId}/messages/get(listMessages)`.
@@ -3559,6 +3564,13 @@ public enum Operations {
                 ///
                 /// - Remark: Generated from `#/paths/v1/chats/{chatId}/messages/GET/query/limit`.
                 public var limit: Components.Parameters.Limit?
+                /// A thread's root (a message of the chat that is not a reply): list its replies
+                /// instead of the main timeline. A message id naming no message of the chat, or a
+                /// reply, is 404.
+                ///
+                ///
+                /// - Remark: Generated from `#/paths/v1/chats/{chatId}/messages/GET/query/thread`.
+                public var thread: Components.Parameters.Thread?
                 /// - Remark: Generated from `#/components/parameters/Labels`.
                 @frozen public enum Labels: String, Codable, Hashable, Sendable, CaseIterable {
                     case counts = "counts"
@@ -3594,18 +3606,21 @@ public enum Operations {
                 ///   - viewer: The user whose view is asked for. With a tenant key it is optional: without it
                 ///   - before: A message id; only messages before it are listed (exclusive).
                 ///   - limit: How many messages to list at most.
+                ///   - thread: A thread's root (a message of the chat that is not a reply): list its replies
                 ///   - labels: The style of `receipt.label` (an unknown style is 400):
                 ///   - tz: An IANA time zone name (e.g. `Europe/Paris`) for times in labels (the
                 public init(
                     viewer: Components.Parameters.Viewer? = nil,
                     before: Components.Parameters.Before? = nil,
                     limit: Components.Parameters.Limit? = nil,
+                    thread: Components.Parameters.Thread? = nil,
                     labels: Components.Parameters.Labels? = nil,
                     tz: Components.Parameters.Tz? = nil
                 ) {
                     self.viewer = viewer
                     self.before = before
                     self.limit = limit
+                    self.thread = thread
                     self.labels = labels
                     self.tz = tz
                 }
@@ -3865,6 +3880,13 @@ public enum Operations {
     /// others are ignored. `mentionsAll: true` mentions every current member but the
     /// sender. The answer's `mentions` lists whom it mentioned. A repeat of an existing
     /// message (same `id`, sender and text) answers it as stored, whatever its mentions.
+    ///
+    /// `threadId` makes the message a reply in a thread: it names the thread's root, a
+    /// message of the same chat that is not itself a reply. A `threadId` that names no
+    /// message of the chat (unknown, deleted, or of another chat), or that names a reply,
+    /// is 400 `invalid_request`, and nothing is sent. A reply is an unread message like any
+    /// other (`unreadCount` counts it); receipts, labels, edits and mentions work on it as
+    /// on any message. It is listed with `?thread=<root id>`, not on the main timeline.
     ///
     ///
     /// - Remark: HTTP `POST /v1/chats/{chatId}/messages`.
@@ -4880,6 +4902,11 @@ public enum Operations {
     /// `message.deleted` goes to the chat's members and the tenant key, `unread.changed`
     /// to each member whose count changed. The tenant key may delete any message, a user
     /// token only its own (another's is 403).
+    ///
+    /// Deleting a thread's root deletes its replies with it (their ids stay taken too):
+    /// one `message.deleted` lists the root's id, then its replies' ids in order. Deleting
+    /// a reply takes it out of its root's `thread` summary (`replies` one fewer,
+    /// `lastReplyAt` the newest remaining reply's time; no `thread` once none remains).
     ///
     ///
     /// - Remark: HTTP `DELETE /v1/chats/{chatId}/messages/{messageId}`.

@@ -166,6 +166,11 @@ public protocol APIProtocol: Sendable {
     /// message (exclusive). Each message carries a `receipt` when the viewer is its
     /// sender. An unknown `labels` or `tz` is 400.
     ///
+    /// Without `thread`, the main timeline: replies in threads are left out (a root
+    /// carries its `thread` summary). With `thread=<root id>`, that thread's replies
+    /// instead, with the same `before`/`limit` paging and viewer rules. A `thread` that
+    /// names no message of the chat, or names a reply, is 404 `not_found`.
+    ///
     ///
     /// - Remark: HTTP `GET /v1/chats/{chatId}/messages`.
     /// - Remark: Generated from `#/paths//v1/chats/{chatId}/messages/get(listMessages)`.
@@ -184,6 +189,13 @@ public protocol APIProtocol: Sendable {
     /// others are ignored. `mentionsAll: true` mentions every current member but the
     /// sender. The answer's `mentions` lists whom it mentioned. A repeat of an existing
     /// message (same `id`, sender and text) answers it as stored, whatever its mentions.
+    ///
+    /// `threadId` makes the message a reply in a thread: it names the thread's root, a
+    /// message of the same chat that is not itself a reply. A `threadId` that names no
+    /// message of the chat (unknown, deleted, or of another chat), or that names a reply,
+    /// is 400 `invalid_request`, and nothing is sent. A reply is an unread message like any
+    /// other (`unreadCount` counts it); receipts, labels, edits and mentions work on it as
+    /// on any message. It is listed with `?thread=<root id>`, not on the main timeline.
     ///
     ///
     /// - Remark: HTTP `POST /v1/chats/{chatId}/messages`.
@@ -223,6 +235,11 @@ public protocol APIProtocol: Sendable {
     /// `message.deleted` goes to the chat's members and the tenant key, `unread.changed`
     /// to each member whose count changed. The tenant key may delete any message, a user
     /// token only its own (another's is 403).
+    ///
+    /// Deleting a thread's root deletes its replies with it (their ids stay taken too):
+    /// one `message.deleted` lists the root's id, then its replies' ids in order. Deleting
+    /// a reply takes it out of its root's `thread` summary (`replies` one fewer,
+    /// `lastReplyAt` the newest remaining reply's time; no `thread` once none remains).
     ///
     ///
     /// - Remark: HTTP `DELETE /v1/chats/{chatId}/messages/{messageId}`.
@@ -710,6 +727,11 @@ extension APIProtocol {
     /// message (exclusive). Each message carries a `receipt` when the viewer is its
     /// sender. An unknown `labels` or `tz` is 400.
     ///
+    /// Without `thread`, the main timeline: replies in threads are left out (a root
+    /// carries its `thread` summary). With `thread=<root id>`, that thread's replies
+    /// instead, with the same `before`/`limit` paging and viewer rules. A `thread` that
+    /// names no message of the chat, or names a reply, is 404 `not_found`.
+    ///
     ///
     /// - Remark: HTTP `GET /v1/chats/{chatId}/messages`.
     /// - Remark: Generated from `#/paths//v1/chats/{chatId}/messages/get(listMessages)`.
@@ -738,6 +760,13 @@ extension APIProtocol {
     /// others are ignored. `mentionsAll: true` mentions every current member but the
     /// sender. The answer's `mentions` lists whom it mentioned. A repeat of an existing
     /// message (same `id`, sender and text) answers it as stored, whatever its mentions.
+    ///
+    /// `threadId` makes the message a reply in a thread: it names the thread's root, a
+    /// message of the same chat that is not itself a reply. A `threadId` that names no
+    /// message of the chat (unknown, deleted, or of another chat), or that names a reply,
+    /// is 400 `invalid_request`, and nothing is sent. A reply is an unread message like any
+    /// other (`unreadCount` counts it); receipts, labels, edits and mentions work on it as
+    /// on any message. It is listed with `?thread=<root id>`, not on the main timeline.
     ///
     ///
     /// - Remark: HTTP `POST /v1/chats/{chatId}/messages`.
@@ -807,6 +836,11 @@ extension APIProtocol {
     /// `message.deleted` goes to the chat's members and the tenant key, `unread.changed`
     /// to each member whose count changed. The tenant key may delete any message, a user
     /// token only its own (another's is 403).
+    ///
+    /// Deleting a thread's root deletes its replies with it (their ids stay taken too):
+    /// one `message.deleted` lists the root's id, then its replies' ids in order. Deleting
+    /// a reply takes it out of its root's `thread` summary (`replies` one fewer,
+    /// `lastReplyAt` the newest remaining reply's time; no `thread` once none remains).
     ///
     ///
     /// - Remark: HTTP `DELETE /v1/chats/{chatId}/messages/{messageId}`.
