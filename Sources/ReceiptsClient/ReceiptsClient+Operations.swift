@@ -151,11 +151,18 @@ extension ReceiptsClient {
     }
 
     /// Marks every message of the chat read by `userID`, or `upTo` that message and every
-    /// earlier one.
+    /// earlier one. `thread`: a root's id (that thread's replies only) or `"main"` (the main
+    /// timeline only); nil, the whole chat.
     @discardableResult
-    public func markChatAsRead(chatID: String, by userID: String, upTo messageID: String? = nil) async throws -> MarkReadResult {
+    public func markChatAsRead(
+        chatID: String, by userID: String, upTo messageID: String? = nil, thread: String? = nil
+    ) async throws -> MarkReadResult {
         let request: Components.Schemas.MarkRequest =
-            if let messageID { .MarkUpToRequest(.init(userId: userID, upTo: messageID)) } else { .MarkAllRequest(.init(userId: userID)) }
+            if let messageID {
+                .MarkUpToRequest(.init(userId: userID, upTo: messageID, thread: thread))
+            } else {
+                .MarkAllRequest(.init(userId: userID, thread: thread))
+            }
         return try await markRead(chatID, request)
     }
 
@@ -164,11 +171,18 @@ extension ReceiptsClient {
     }
 
     /// Marks messages delivered to `userID`: the listed ones (1–1,000), or with `nil`
-    /// every message of the chat.
+    /// every message of the chat (with `thread`, of that thread or, `"main"`, of the main
+    /// timeline).
     @discardableResult
-    public func markDelivered(chatID: String, messageIDs: [String]?, to userID: String) async throws -> MarkDeliveredResult {
+    public func markDelivered(
+        chatID: String, messageIDs: [String]?, to userID: String, thread: String? = nil
+    ) async throws -> MarkDeliveredResult {
         let request: Components.Schemas.MarkRequest =
-            if let messageIDs { .MarkMessagesRequest(.init(userId: userID, messageIds: messageIDs)) } else { .MarkAllRequest(.init(userId: userID)) }
+            if let messageIDs {
+                .MarkMessagesRequest(.init(userId: userID, messageIds: messageIDs))
+            } else {
+                .MarkAllRequest(.init(userId: userID, thread: thread))
+            }
         return try await Self.call { try await generated.markDelivered(path: .init(chatId: chatID), body: .json(request)) }.ok.body.json
     }
 

@@ -51,7 +51,7 @@ struct MentionsAndMutingTests {
         #expect(transport.requests == ["GET /v1/chats/team/messages?viewer=alice", "GET /v1/chats/team/messages?viewer=alice&limit=10&thread=m1"])
     }
 
-    @Test("the unread answer decodes mentions, mentionsBadge and per chat mentions and muted")
+    @Test("the unread answer decodes mentions, mentionsBadge and per chat mentions, muted and threads")
     func unreadMembers() async throws {
         let receipts = ReceiptsClient(baseURL: Self.baseURL, credential: "key", transport: MentionTransport())
         let unread = try await receipts.unreadCounts(for: "bob")
@@ -60,6 +60,8 @@ struct MentionsAndMutingTests {
         #expect(unread.chats.map(\.chatId) == ["loud", "quiet"])
         #expect(unread.chats.map(\.muted) == [false, true])
         #expect(unread.chats.map(\.mentions) == [1, 100])
+        #expect(unread.chats.map { $0.threads.map(\.threadId) } == [[], ["m1"]])
+        #expect(unread.chats.last?.threads.first?.unreadCount == 3)
     }
 
     @Test("setMuted puts {\"muted\"} on the member's settings, answers them, and is repeated after a 503")
@@ -119,8 +121,9 @@ final class MentionTransport: ClientTransport, Sendable {
 
     static let unread = """
         {"total":1,"badge":"1","mentions":101,"mentionsBadge":"99+","chats":[\
-        {"chatId":"loud","unreadCount":1,"badge":"1","markedUnread":false,"mentions":1,"muted":false},\
-        {"chatId":"quiet","unreadCount":120,"badge":"99+","markedUnread":false,"mentions":100,"muted":true}]}
+        {"chatId":"loud","unreadCount":1,"badge":"1","markedUnread":false,"mentions":1,"muted":false,"threads":[]},\
+        {"chatId":"quiet","unreadCount":120,"badge":"99+","markedUnread":false,"mentions":100,"muted":true,\
+        "threads":[{"threadId":"m1","unreadCount":3,"mentions":1}]}]}
         """
 
     static let timeline = """

@@ -1313,7 +1313,9 @@ extension Components {
                 ])
             }
         }
-        /// Marks that message and every earlier one (an unknown `upTo` is 404).
+        /// Marks that message and every earlier one (an unknown `upTo` is 404); with `thread`,
+        /// only those of that thread or of the main timeline.
+        ///
         ///
         /// - Remark: Generated from `#/components/schemas/MarkUpToRequest`.
         public struct MarkUpToRequest: Codable, Hashable, Sendable {
@@ -1321,21 +1323,27 @@ extension Components {
             public var userId: Components.Schemas.Id
             /// - Remark: Generated from `#/components/schemas/MarkUpToRequest/upTo`.
             public var upTo: Components.Schemas.Id
+            /// - Remark: Generated from `#/components/schemas/MarkUpToRequest/thread`.
+            public var thread: Components.Schemas.MarkThread?
             /// Creates a new `MarkUpToRequest`.
             ///
             /// - Parameters:
             ///   - userId:
             ///   - upTo:
+            ///   - thread:
             public init(
                 userId: Components.Schemas.Id,
-                upTo: Components.Schemas.Id
+                upTo: Components.Schemas.Id,
+                thread: Components.Schemas.MarkThread? = nil
             ) {
                 self.userId = userId
                 self.upTo = upTo
+                self.thread = thread
             }
             public enum CodingKeys: String, CodingKey {
                 case userId
                 case upTo
+                case thread
             }
             public init(from decoder: any Swift.Decoder) throws {
                 let container = try decoder.container(keyedBy: CodingKeys.self)
@@ -1347,27 +1355,40 @@ extension Components {
                     Components.Schemas.Id.self,
                     forKey: .upTo
                 )
+                self.thread = try container.decodeIfPresent(
+                    Components.Schemas.MarkThread.self,
+                    forKey: .thread
+                )
                 try decoder.ensureNoAdditionalProperties(knownKeys: [
                     "userId",
-                    "upTo"
+                    "upTo",
+                    "thread"
                 ])
             }
         }
-        /// Marks every message of the chat.
+        /// Marks every message of the chat; with `thread`, every message of that thread or of the main timeline.
         ///
         /// - Remark: Generated from `#/components/schemas/MarkAllRequest`.
         public struct MarkAllRequest: Codable, Hashable, Sendable {
             /// - Remark: Generated from `#/components/schemas/MarkAllRequest/userId`.
             public var userId: Components.Schemas.Id
+            /// - Remark: Generated from `#/components/schemas/MarkAllRequest/thread`.
+            public var thread: Components.Schemas.MarkThread?
             /// Creates a new `MarkAllRequest`.
             ///
             /// - Parameters:
             ///   - userId:
-            public init(userId: Components.Schemas.Id) {
+            ///   - thread:
+            public init(
+                userId: Components.Schemas.Id,
+                thread: Components.Schemas.MarkThread? = nil
+            ) {
                 self.userId = userId
+                self.thread = thread
             }
             public enum CodingKeys: String, CodingKey {
                 case userId
+                case thread
             }
             public init(from decoder: any Swift.Decoder) throws {
                 let container = try decoder.container(keyedBy: CodingKeys.self)
@@ -1375,11 +1396,24 @@ extension Components {
                     Components.Schemas.Id.self,
                     forKey: .userId
                 )
+                self.thread = try container.decodeIfPresent(
+                    Components.Schemas.MarkThread.self,
+                    forKey: .thread
+                )
                 try decoder.ensureNoAdditionalProperties(knownKeys: [
-                    "userId"
+                    "userId",
+                    "thread"
                 ])
             }
         }
+        /// Where a marking up to a message, or of everything, looks: a root's id (that thread's
+        /// replies only) or `main` (the main timeline only: every message that is no reply).
+        /// Absent: the whole chat, replies included. A root that is no message of the chat, or
+        /// a reply, is 404 `not_found`. Not with `messageIds` (400).
+        ///
+        ///
+        /// - Remark: Generated from `#/components/schemas/MarkThread`.
+        public typealias MarkThread = Swift.String
         /// - Remark: Generated from `#/components/schemas/MarkReadResponse`.
         public struct MarkReadResponse: Codable, Hashable, Sendable {
             /// How many messages changed, hidden reads included.
@@ -1494,6 +1528,12 @@ extension Components {
             ///
             /// - Remark: Generated from `#/components/schemas/UnreadChat/muted`.
             public var muted: Swift.Bool
+            /// The chat's threads with unread replies (their replies are in `unreadCount` too),
+            /// the newest unread reply first, at most 100; empty when none.
+            ///
+            ///
+            /// - Remark: Generated from `#/components/schemas/UnreadChat/threads`.
+            public var threads: [Components.Schemas.UnreadThread]
             /// Creates a new `UnreadChat`.
             ///
             /// - Parameters:
@@ -1503,13 +1543,15 @@ extension Components {
             ///   - markedUnread:
             ///   - mentions: The chat's unread messages that mention the user (until read, deleted, or the
             ///   - muted: Whether the user muted the chat (`PUT /v1/chats/{chatId}/members/{userId}/settings`):
+            ///   - threads: The chat's threads with unread replies (their replies are in `unreadCount` too),
             public init(
                 chatId: Components.Schemas.Id,
                 unreadCount: Swift.Int,
                 badge: Swift.String,
                 markedUnread: Swift.Bool,
                 mentions: Swift.Int,
-                muted: Swift.Bool
+                muted: Swift.Bool,
+                threads: [Components.Schemas.UnreadThread]
             ) {
                 self.chatId = chatId
                 self.unreadCount = unreadCount
@@ -1517,6 +1559,7 @@ extension Components {
                 self.markedUnread = markedUnread
                 self.mentions = mentions
                 self.muted = muted
+                self.threads = threads
             }
             public enum CodingKeys: String, CodingKey {
                 case chatId
@@ -1525,6 +1568,40 @@ extension Components {
                 case markedUnread
                 case mentions
                 case muted
+                case threads
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/UnreadThread`.
+        public struct UnreadThread: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/UnreadThread/threadId`.
+            public var threadId: Components.Schemas.Id
+            /// The thread's replies from others, sent while the user was a member, not read by them.
+            ///
+            /// - Remark: Generated from `#/components/schemas/UnreadThread/unreadCount`.
+            public var unreadCount: Swift.Int
+            /// Of those, the ones that mention the user.
+            ///
+            /// - Remark: Generated from `#/components/schemas/UnreadThread/mentions`.
+            public var mentions: Swift.Int
+            /// Creates a new `UnreadThread`.
+            ///
+            /// - Parameters:
+            ///   - threadId:
+            ///   - unreadCount: The thread's replies from others, sent while the user was a member, not read by them.
+            ///   - mentions: Of those, the ones that mention the user.
+            public init(
+                threadId: Components.Schemas.Id,
+                unreadCount: Swift.Int,
+                mentions: Swift.Int
+            ) {
+                self.threadId = threadId
+                self.unreadCount = unreadCount
+                self.mentions = mentions
+            }
+            public enum CodingKeys: String, CodingKey {
+                case threadId
+                case unreadCount
+                case mentions
             }
         }
         /// - Remark: Generated from `#/components/schemas/UnreadList`.
