@@ -212,6 +212,58 @@ struct BrowserTests {
         }
     }
 
+    @Test("the demo page: a mention lights the other pane's mention badge, a reply shows in the thread under its root, and an edit changes the text in both panes with the receipt kept")
+    func demoThreadsMentionsEdits() async throws {
+        try await TestDatabase.ensureMigrated()
+        let demoTenant = TestDatabase.uniqueName("demo")
+        try await TestDatabase.run(
+            TestDatabase.receiptsdExecutable, arguments: ["tenant", "create", "Demo", "--id", demoTenant],
+            environment: ["DATABASE_URL": TestDatabase.url])
+        let service = try await ReceiptsdProcess.start(
+            arguments: ["--no-migrate"],
+            environment: ["DATABASE_URL": TestDatabase.url, "RECEIPTS_DEMO": "true", "RECEIPTS_DEMO_TENANT": demoTenant, "LOG_LEVEL": "error"])
+        defer { service.kill() }
+
+        try await HeadlessBrowser.with { browser in
+            try await browser.open(service.baseURL + "/demo")
+            try await browser.waitUntil("both panes to be live", "return document.getElementById('status').dataset.status === 'live'")
+            let alice = "document.querySelector('.pane[data-user=alice]')"
+            let bob = "document.querySelector('.pane[data-user=bob]')"
+
+            // A mention: Bob's pane shows it marked, with the mention badges.
+            try await Self.type("Lunch @bob?", in: alice, browser)
+            try await browser.waitUntil("Bob's mention badge", "return \(bob).querySelector('.mention-badge').textContent === '@1'")
+            try await browser.waitUntil(
+                "the mention in Bob's pane", "return \(bob).querySelector('.message.mentions-me .text')?.textContent === 'Lunch @bob?'")
+            #expect(try await browser.run("return \(bob).querySelector('.chat-tab[data-chat=demo-group] .badge.mention').textContent") as? String == "@")
+
+            // A reply in its thread: under the root in both panes, with the root's summary.
+            try await browser.run("\(bob).querySelector('.message.theirs .action.reply').click()")
+            try await Self.type("Yes, at noon", in: bob, browser)
+            try await browser.waitUntil(
+                "the reply under the root in Alice's pane",
+                "return \(alice).querySelector('.message.own .replies .message.reply .text')?.textContent === 'Yes, at noon'")
+            try await browser.waitUntil(
+                "the root's summary", "return \(alice).querySelector('.message.own .thread-summary')?.textContent === '1 reply'")
+
+            // Bob reads; then Alice edits her message: the new text in both panes, the receipt kept.
+            try await browser.run("\(bob).querySelector('.mark-read').click()")
+            try await browser.waitUntil("Bob's mention badge to clear", "return \(bob).querySelector('.mention-badge').textContent === ''")
+            try await browser.waitUntil(
+                "Alice's counts label", "return \(alice).querySelector('.message.own .label.counts')?.textContent === 'Read by 1/2'")
+            try await browser.run("\(alice).querySelector('.message.own .action.edit').click()")
+            try await Self.type("Lunch at 12:30 @bob?", in: alice, browser)
+            try await browser.waitUntil(
+                "the edit in Bob's pane",
+                "const m = \(bob).querySelector('.message.theirs:not(.reply)'); return m?.querySelector('.text').textContent === 'Lunch at 12:30 @bob?' && m.querySelector('.edited') !== null")
+            try await browser.waitUntil(
+                "the edit in Alice's pane with its receipt",
+                "const m = \(alice).querySelector('.message.own'); return m?.querySelector('.text').textContent === 'Lunch at 12:30 @bob?' && m.querySelector('.label.counts').textContent === 'Read by 1/2'")
+            // The edit is not unread again for Bob.
+            #expect(try await browser.run("return \(bob).querySelector('.total-badge').textContent") as? String == "")
+        }
+    }
+
     /// Types `text` into a pane's composer and sends it.
     private static func type(_ text: String, in pane: String, _ browser: HeadlessBrowser) async throws {
         try await browser.run(

@@ -22,9 +22,9 @@ struct UnexpectedOutcomeTests {
         let error = #expect(throws: UnexpectedOutcome.self) { try MarkReadOutcome(row: typo) }
         #expect(error?.outcome == "chat_not_fund")
         #expect(throws: UnexpectedOutcome.self) { try MarkFailure.outcome(of: typo, from: "receipts.mark_delivered") }
-        let sent = try await row("SELECT 'creatd'::text, 1::int8, now()")
+        let sent = try await row("SELECT 'creatd'::text, 1::int8, now(), NULL::text[]")
         #expect(throws: UnexpectedOutcome.self) { try SendResult(row: sent) }
-        let missing = try await row("SELECT 'chat_not_found'::text, NULL::int8, NULL::timestamptz")
+        let missing = try await row("SELECT 'chat_not_found'::text, NULL::int8, NULL::timestamptz, NULL::text[]")
         if case .chatNotFound = try SendResult(row: missing) {} else {
             Issue.record("chat_not_found did not decode")
         }

@@ -53,6 +53,8 @@ class Pane {
     this.reconnectDelay = 250;
     this.reconnectTimer = null;
     this.refreshing = new Map(); // chatId -> {running, again}
+    // What the composer does next: send (null), reply in a thread, or edit a message.
+    this.mode = null; // {kind: "reply" | "edit", messageId, text}
     this.element = this.render();
   }
 
@@ -66,7 +68,7 @@ class Pane {
       tab.type = "button";
       tab.className = "chat-tab";
       tab.dataset.chat = chat.chatId;
-      tab.innerHTML = '<span class="chat-title"></span> <span class="badge"></span>';
+      tab.innerHTML = '<span class="chat-title"></span> <span class="badge"></span><span class="badge mention"></span>';
       $(tab, ".chat-title").textContent = chatTitle(chat, this.user);
       tab.addEventListener("click", () => this.open(chat.chatId));
       tabs.appendChild(tab);
@@ -78,9 +80,12 @@ class Pane {
       const text = input.value.trim();
       if (text) {
         input.value = "";
-        this.send(text);
+        if (this.mode?.kind === "edit") this.edit(this.mode.messageId, text);
+        else this.send(text, this.mode?.kind === "reply" ? this.mode.messageId : null);
+        this.setMode(null);
       }
     });
+    $(element, ".cancel-mode").addEventListener("click", () => this.setMode(null));
     this.element = element;
     this.showSelection();
     return element;
@@ -115,12 +120,45 @@ class Pane {
     }
   }
 
-  async send(text) {
+  /** Sends `text`, in the thread of `threadId` when given; `@name` mentions a member, `@all` everyone. */
+  async send(text, threadId) {
+    const chat = this.chats.find((candidate) => candidate.chatId === this.selectedChat);
+    const named = [...text.matchAll(/@([A-Za-z0-9._:-]+)/g)].map((match) => match[1].toLowerCase());
+    const body = { senderId: this.user, text };
+    const mentions = named.filter((name) => chat.members.includes(name) && name !== this.user);
+    if (mentions.length > 0) body.mentions = mentions;
+    if (named.includes("all")) body.mentionsAll = true;
+    if (threadId) body.threadId = threadId;
     try {
-      await this.api("POST", `/v1/chats/${encodeURIComponent(this.selectedChat)}/messages`, { senderId: this.user, text });
+      await this.api("POST", `/v1/chats/${encodeURIComponent(this.selectedChat)}/messages`, body);
     } catch (error) {
       this.log(`send failed: ${error.message}`);
     }
+  }
+
+  /** Changes the text of one of this user's messages: its receipts stay. */
+  async edit(messageId, text) {
+    try {
+      await this.api("PATCH", `/v1/chats/${encodeURIComponent(this.selectedChat)}/messages/${encodeURIComponent(messageId)}`, { text });
+    } catch (error) {
+      this.log(`edit failed: ${error.message}`);
+    }
+  }
+
+  /** The composer's next action: a reply in a thread, an edit, or (null) a plain send. */
+  setMode(mode) {
+    this.mode = mode;
+    const bar = $(this.element, ".composer-mode");
+    bar.hidden = mode === null;
+    const input = $(this.element, ".composer").elements.text;
+    if (mode === null) {
+      input.placeholder = "Message";
+      return;
+    }
+    $(bar, ".mode-text").textContent = mode.kind === "edit" ? "Editing your message" : `Replying in the thread of “${mode.text}”`;
+    input.placeholder = mode.kind === "edit" ? "New text" : "Reply";
+    if (mode.kind === "edit") input.value = mode.text;
+    input.focus();
   }
 
   async markRead(chatId) {
@@ -153,16 +191,20 @@ class Pane {
     try {
       do {
         state.again = false;
-        const pages = await Promise.all(
-          LABEL_STYLES.map((style) =>
-            this.api(
-              "GET",
-              `/v1/chats/${encodeURIComponent(chatId)}/messages?viewer=${encodeURIComponent(this.user)}` +
-                `&limit=50&labels=${style}&tz=${encodeURIComponent(TIME_ZONE)}`,
-            ),
-          ),
+        const list = (style, thread) =>
+          this.api(
+            "GET",
+            `/v1/chats/${encodeURIComponent(chatId)}/messages?viewer=${encodeURIComponent(this.user)}` +
+              `&limit=50&labels=${style}&tz=${encodeURIComponent(TIME_ZONE)}` +
+              (thread ? `&thread=${encodeURIComponent(thread)}` : ""),
+          );
+        const pages = await Promise.all(LABEL_STYLES.map((style) => list(style)));
+        // Each thread's replies, under their root (ticks only).
+        const roots = pages[0].messages.filter((message) => message.thread);
+        const threads = new Map(
+          await Promise.all(roots.map(async (root) => [root.id, (await list("ticks", root.id)).messages])),
         );
-        if (chatId === this.selectedChat) this.showMessages(pages);
+        if (chatId === this.selectedChat) this.showMessages(pages, threads);
       } while (state.again);
     } catch (error) {
       this.log(`listing failed: ${error.message}`);
@@ -171,56 +213,100 @@ class Pane {
     }
   }
 
-  showMessages(pages) {
+  showMessages(pages, threads) {
     const [ticks, counts, imessage] = pages.map((page) => new Map(page.messages.map((message) => [message.id, message])));
     const list = $(this.element, ".messages");
     list.replaceChildren();
     for (const message of pages[0].messages) {
-      const own = message.senderId === this.user;
-      const item = document.createElement("li");
-      item.className = `message ${own ? "own" : "theirs"}`;
-      item.dataset.id = message.id;
-      const unread = !own && !message.readBy.includes(this.user);
-      item.classList.toggle("unread", unread);
-      const sender = document.createElement("span");
-      sender.className = "sender";
-      sender.textContent = own ? "You" : capitalized(message.senderId);
-      const text = document.createElement("p");
-      text.className = "text";
-      text.textContent = message.text;
-      item.append(sender, text);
-      if (own) {
-        const receipt = document.createElement("div");
-        receipt.className = "receipt";
-        const tickLabel = ticks.get(message.id)?.receipt?.label ?? "Sent";
-        const tick = document.createElement("span");
-        tick.className = `ticks ${tickLabel.toLowerCase()}`;
-        tick.dataset.label = tickLabel;
-        tick.title = `ticks: ${tickLabel}`;
-        tick.textContent = TICKS[tickLabel] ?? tickLabel;
-        const countLabel = document.createElement("span");
-        countLabel.className = "label counts";
-        countLabel.title = "counts";
-        countLabel.textContent = counts.get(message.id)?.receipt?.label ?? "";
-        const timeLabel = document.createElement("span");
-        timeLabel.className = "label imessage";
-        timeLabel.title = "imessage";
-        timeLabel.textContent = imessage.get(message.id)?.receipt?.label ?? "";
-        receipt.append(tick, countLabel, timeLabel);
-        item.appendChild(receipt);
+      const item = this.messageItem(message, ticks, counts, imessage);
+      const replies = threads.get(message.id) ?? [];
+      if (replies.length > 0) {
+        const thread = document.createElement("ol");
+        thread.className = "replies";
+        const replyTicks = new Map(replies.map((reply) => [reply.id, reply]));
+        for (const reply of replies) thread.appendChild(this.messageItem(reply, replyTicks, new Map(), new Map()));
+        item.appendChild(thread);
       }
       list.appendChild(item);
     }
     list.scrollTop = list.scrollHeight;
   }
 
+  /** One message: sender, text (edited, mentions), receipt labels on one's own, and actions. */
+  messageItem(message, ticks, counts, imessage) {
+    const own = message.senderId === this.user;
+    const item = document.createElement("li");
+    item.className = `message ${own ? "own" : "theirs"}${message.threadId ? " reply" : ""}`;
+    item.dataset.id = message.id;
+    const unread = !own && !message.readBy.includes(this.user);
+    item.classList.toggle("unread", unread);
+    item.classList.toggle("mentions-me", message.mentions.includes(this.user));
+    const sender = document.createElement("span");
+    sender.className = "sender";
+    sender.textContent = own ? "You" : capitalized(message.senderId);
+    const text = document.createElement("p");
+    text.className = "text";
+    text.textContent = message.text;
+    item.append(sender, text);
+    const details = document.createElement("div");
+    details.className = "details";
+    if (message.editedAt) {
+      const edited = document.createElement("span");
+      edited.className = "edited";
+      edited.textContent = "edited";
+      details.appendChild(edited);
+    }
+    if (message.thread) {
+      const summary = document.createElement("span");
+      summary.className = "thread-summary";
+      summary.textContent = `${message.thread.replies} ${message.thread.replies === 1 ? "reply" : "replies"}`;
+      details.appendChild(summary);
+    }
+    if (!message.threadId) details.appendChild(this.action("Reply", "reply", () => this.setMode({ kind: "reply", messageId: message.id, text: message.text })));
+    if (own) details.appendChild(this.action("Edit", "edit", () => this.setMode({ kind: "edit", messageId: message.id, text: message.text })));
+    item.appendChild(details);
+    if (own) {
+      const receipt = document.createElement("div");
+      receipt.className = "receipt";
+      const tickLabel = ticks.get(message.id)?.receipt?.label ?? "Sent";
+      const tick = document.createElement("span");
+      tick.className = `ticks ${tickLabel.toLowerCase()}`;
+      tick.dataset.label = tickLabel;
+      tick.title = `ticks: ${tickLabel}`;
+      tick.textContent = TICKS[tickLabel] ?? tickLabel;
+      const countLabel = document.createElement("span");
+      countLabel.className = "label counts";
+      countLabel.title = "counts";
+      countLabel.textContent = counts.get(message.id)?.receipt?.label ?? "";
+      const timeLabel = document.createElement("span");
+      timeLabel.className = "label imessage";
+      timeLabel.title = "imessage";
+      timeLabel.textContent = imessage.get(message.id)?.receipt?.label ?? "";
+      receipt.append(tick, countLabel, timeLabel);
+      item.appendChild(receipt);
+    }
+    return item;
+  }
+
+  action(label, name, run) {
+    const button = document.createElement("button");
+    button.type = "button";
+    button.className = `action ${name}`;
+    button.textContent = label;
+    button.addEventListener("click", run);
+    return button;
+  }
+
   async refreshUnread() {
     try {
       const unread = await this.api("GET", `/v1/users/${encodeURIComponent(this.user)}/unread`);
       $(this.element, ".total-badge").textContent = unread.badge;
+      $(this.element, ".mention-badge").textContent = unread.mentionsBadge ? `@${unread.mentionsBadge}` : "";
       const byChat = new Map(unread.chats.map((chat) => [chat.chatId, chat]));
       for (const tab of this.element.querySelectorAll(".chat-tab")) {
-        $(tab, ".badge").textContent = byChat.get(tab.dataset.chat)?.badge ?? "";
+        const chat = byChat.get(tab.dataset.chat);
+        $(tab, ".badge").textContent = chat?.badge ?? "";
+        $(tab, ".badge.mention").textContent = chat?.mentions ? "@" : "";
       }
     } catch (error) {
       this.log(`unread failed: ${error.message}`);
@@ -239,6 +325,7 @@ class Pane {
         break;
       case "receipt.read":
       case "receipt.delivered":
+      case "message.edited":
       case "message.deleted":
         this.refreshMessages(event.chatId);
         if (event.type === "message.deleted") this.refreshUnread();
