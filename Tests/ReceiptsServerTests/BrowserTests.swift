@@ -261,6 +261,7 @@ struct BrowserTests {
                 "const m = \(alice).querySelector('.message.own'); return m?.querySelector('.text').textContent === 'Lunch at 12:30 @bob?' && m.querySelector('.label.counts').textContent === 'Read by 1/2'")
             // The edit is not unread again for Bob.
             #expect(try await browser.run("return \(bob).querySelector('.total-badge').textContent") as? String == "")
+            try await Self.saveScreenshot(try await browser.screenshot(), named: "demo-threads.png")
         }
     }
 
@@ -276,12 +277,12 @@ struct BrowserTests {
 
     /// Keeps the demo's screenshot: under .build always, and as docs/images/demo.png (the
     /// documentation's) with RECEIPTS_UPDATE_SCREENSHOTS=1.
-    private static func saveScreenshot(_ png: Data) async throws {
+    private static func saveScreenshot(_ png: Data, named name: String = "demo.png") async throws {
         let directory = TestDatabase.packageRoot.appendingPathComponent(".build/browser-tests")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        try png.write(to: directory.appendingPathComponent("demo.png"))
+        try png.write(to: directory.appendingPathComponent(name))
         if ProcessInfo.processInfo.environment["RECEIPTS_UPDATE_SCREENSHOTS"] == "1" {
-            try png.write(to: TestDatabase.packageRoot.appendingPathComponent("docs/images/demo.png"))
+            try png.write(to: TestDatabase.packageRoot.appendingPathComponent("docs/images").appendingPathComponent(name))
         }
     }
 
