@@ -34,6 +34,7 @@ struct BenchScenarios {
         case markLatency = "mark-latency"
         case streams
         case streamsSSE = "streams-sse"
+        case threads
     }
 
     func run(_ scenarios: Set<Scenario>, into results: inout BenchResults) async throws {
@@ -54,6 +55,7 @@ struct BenchScenarios {
         if scenarios.contains(.raw) { try await self.rawReference(into: &results) }
         if scenarios.contains(.readall) { try await self.readAll(into: &results) }
         if scenarios.contains(.unread) { try await self.unreadCounts(into: &results) }
+        if scenarios.contains(.threads) { try await self.threads(into: &results) }
         if scenarios.contains(.largeGroup) { try await self.largeGroups(into: &results) }
         if scenarios.contains(.deleteMessage) { try await self.deleteMessageCost(into: &results) }
         if scenarios.contains(.deleteChat) { try await self.deleteLargeChat(into: &results) }

@@ -145,21 +145,7 @@ struct BrowserTests {
 
     @Test("the demo page: a message typed in one pane shows in the other, and reading it there changes the sender's ticks")
     func demoPage() async throws {
-        try await TestDatabase.ensureMigrated()
-        let demoTenant = TestDatabase.uniqueName("demo")
-        try await TestDatabase.run(
-            TestDatabase.receiptsdExecutable, arguments: ["tenant", "create", "Demo", "--id", demoTenant],
-            environment: ["DATABASE_URL": TestDatabase.url])
-        let service = try await ReceiptsdProcess.start(
-            arguments: ["--no-migrate"],
-            environment: ["DATABASE_URL": TestDatabase.url, "RECEIPTS_DEMO": "true", "RECEIPTS_DEMO_TENANT": demoTenant, "LOG_LEVEL": "error"])
-        defer { service.kill() }
-
-        try await HeadlessBrowser.with { browser in
-            try await browser.open(service.baseURL + "/demo")
-            try await browser.waitUntil("both panes to be live", "return document.getElementById('status').dataset.status === 'live'")
-            let alice = "document.querySelector('.pane[data-user=alice]')"
-            let bob = "document.querySelector('.pane[data-user=bob]')"
+        try await Self.withDemo { browser, alice, bob in
 
             // In the group (alice, bob, carol): Alice writes, Bob reads: "Read by 1/2".
             try await Self.type("Hi both", in: alice, browser)
@@ -214,21 +200,7 @@ struct BrowserTests {
 
     @Test("the demo page: a mention lights the other pane's mention badge, a reply shows in the thread under its root, and an edit changes the text in both panes with the receipt kept")
     func demoThreadsMentionsEdits() async throws {
-        try await TestDatabase.ensureMigrated()
-        let demoTenant = TestDatabase.uniqueName("demo")
-        try await TestDatabase.run(
-            TestDatabase.receiptsdExecutable, arguments: ["tenant", "create", "Demo", "--id", demoTenant],
-            environment: ["DATABASE_URL": TestDatabase.url])
-        let service = try await ReceiptsdProcess.start(
-            arguments: ["--no-migrate"],
-            environment: ["DATABASE_URL": TestDatabase.url, "RECEIPTS_DEMO": "true", "RECEIPTS_DEMO_TENANT": demoTenant, "LOG_LEVEL": "error"])
-        defer { service.kill() }
-
-        try await HeadlessBrowser.with { browser in
-            try await browser.open(service.baseURL + "/demo")
-            try await browser.waitUntil("both panes to be live", "return document.getElementById('status').dataset.status === 'live'")
-            let alice = "document.querySelector('.pane[data-user=alice]')"
-            let bob = "document.querySelector('.pane[data-user=bob]')"
+        try await Self.withDemo { browser, alice, bob in
 
             // A mention: Bob's pane shows it marked, with the mention badges.
             try await Self.type("Lunch @bob?", in: alice, browser)
@@ -262,6 +234,26 @@ struct BrowserTests {
             // The edit is not unread again for Bob.
             #expect(try await browser.run("return \(bob).querySelector('.total-badge').textContent") as? String == "")
             try await Self.saveScreenshot(try await browser.screenshot(), named: "demo-threads.png")
+        }
+    }
+
+    /// Runs `body` on the demo page of a receiptsd of its own (a demo tenant of its own), both
+    /// panes live; `alice` and `bob` are the JavaScript expressions of their panes.
+    private static func withDemo(_ body: @Sendable (HeadlessBrowser, _ alice: String, _ bob: String) async throws -> Void) async throws {
+        try await TestDatabase.ensureMigrated()
+        let demoTenant = TestDatabase.uniqueName("demo")
+        try await TestDatabase.run(
+            TestDatabase.receiptsdExecutable, arguments: ["tenant", "create", "Demo", "--id", demoTenant],
+            environment: ["DATABASE_URL": TestDatabase.url])
+        let service = try await ReceiptsdProcess.start(
+            arguments: ["--no-migrate"],
+            environment: ["DATABASE_URL": TestDatabase.url, "RECEIPTS_DEMO": "true", "RECEIPTS_DEMO_TENANT": demoTenant, "LOG_LEVEL": "error"])
+        defer { service.kill() }
+
+        try await HeadlessBrowser.with { browser in
+            try await browser.open(service.baseURL + "/demo")
+            try await browser.waitUntil("both panes to be live", "return document.getElementById('status').dataset.status === 'live'")
+            try await body(browser, "document.querySelector('.pane[data-user=alice]')", "document.querySelector('.pane[data-user=bob]')")
         }
     }
 
