@@ -69,12 +69,13 @@ BEGIN
     RETURN QUERY
     WITH request AS (
         SELECT each.position::integer AS position, each.chat, each.message, each.sender, each.body,
-               coalesce(p_mentions_all[each.position], false) AS mentions_all, p_threads[each.position] AS thread
+               coalesce(p_mentions_all[each.position], false) AS mentions_all, p_threads[each.position] AS thread,
+               coalesce(p_mentions_all[each.position], false) OR each.position = ANY (p_mention_requests) AS mentions_any
         FROM unnest(p_chats, p_messages, p_senders, p_bodies) WITH ORDINALITY AS each(chat, message, sender, body, position)
     ),
     judged AS (
         SELECT request.position, request.chat, request.message, request.sender, request.body, request.mentions_all,
-               request.thread, root.seq AS root_seq,
+               request.thread, root.seq AS root_seq, request.mentions_any,
                CASE WHEN NOT EXISTS (SELECT FROM receipts.chats AS chat
                                      WHERE chat.tenant_id = p_tenant AND chat.chat_id = request.chat) THEN 'chat_not_found'
                     WHEN existing.seq IS NOT NULL AND existing.sender_id = request.sender AND existing.body = request.body THEN 'existing'
@@ -103,8 +104,13 @@ BEGIN
             LIMIT 1
         ) AS root ON true
     ),
+    -- The chat's next seq; and, for a reply or a message with mentions, the seq that tells
+    -- unread counts where to look for them (sql/migrations/0015_unread_gates.sql).
     bumped AS (
-        UPDATE receipts.chats AS chat SET last_seq = chat.last_seq + 1
+        UPDATE receipts.chats AS chat SET
+            last_seq = chat.last_seq + 1,
+            last_reply_seq = CASE WHEN judged.root_seq IS NOT NULL THEN chat.last_seq + 1 ELSE chat.last_reply_seq END,
+            last_mention_seq = CASE WHEN judged.mentions_any THEN chat.last_seq + 1 ELSE chat.last_mention_seq END
         FROM judged
         WHERE chat.tenant_id = p_tenant AND chat.chat_id = judged.chat AND judged.outcome = 'created'
         RETURNING chat.chat_id, chat.last_seq

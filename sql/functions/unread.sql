@@ -23,20 +23,19 @@ BEGIN
     PERFORM receipts.enter_tenant(p_tenant);
     -- The count of every current chat of the user, as one query: at most two index lookups
     -- per chat, however long the chats' histories and however much is unread. Then, for the
-    -- chats listed, their threads with unread replies: newest first, at most 100, read from
-    -- the unread part of the chat only (above the watermark; what was read out of order
-    -- looked at only when some was).
+    -- chats listed that have a reply above the watermark (chats.last_reply_seq), their threads
+    -- with unread replies: newest first, at most 100, read from the unread part of the chat
+    -- only (above the watermark; what was read out of order looked at only when some was).
     RETURN QUERY
     SELECT counted.chat_id::text, counted.unread_count, counted.marked_unread, counted.muted, counted.unread_mentions,
            coalesce(threads.ids, '{}'), coalesce(threads.counts, '{}'), coalesce(threads.mentions, '{}')
     FROM (
-        SELECT unread.chat_id, unread.unread_count, unread.marked_unread, unread.muted, unread.unread_mentions
+        SELECT unread.chat_id, unread.unread_count, unread.marked_unread, unread.muted, unread.unread_mentions,
+               unread.read_seq, unread.reads_above, unread.period_after_seq, unread.receipt_chunk, unread.last_reply_seq
         FROM receipts.member_unread AS unread
         WHERE unread.tenant_id = p_tenant AND unread.user_id = p_user AND unread.left_at IS NULL
         OFFSET 0  -- computed once per chat, not again for the filter below
     ) AS counted
-    JOIN receipts.chat_members AS member
-        ON member.tenant_id = p_tenant AND member.chat_id = counted.chat_id AND member.user_id = p_user
     LEFT JOIN LATERAL (
         SELECT array_agg(thread.thread_id::text ORDER BY thread.newest DESC) AS ids,
                array_agg(thread.unread::integer ORDER BY thread.newest DESC) AS counts,
@@ -45,15 +44,15 @@ BEGIN
             SELECT reply.thread_id, count(*) AS unread, max(reply.seq) AS newest,
                    count(*) FILTER (WHERE p_user = ANY (reply.mentions) OR reply.mentions_all) AS mentions
             FROM receipts.messages AS reply
-            WHERE counted.unread_count > 0
-              AND reply.tenant_id = p_tenant AND reply.chat_id = counted.chat_id AND reply.seq > member.read_seq
+            WHERE counted.unread_count > 0 AND counted.last_reply_seq > counted.read_seq
+              AND reply.tenant_id = p_tenant AND reply.chat_id = counted.chat_id AND reply.seq > counted.read_seq
               AND reply.thread_id IS NOT NULL AND reply.sender_id <> p_user
-              AND CASE WHEN reply.seq > member.period_after_seq THEN true
+              AND CASE WHEN reply.seq > counted.period_after_seq THEN true
                        ELSE reply.seq <@ receipts.membership_seqs(p_tenant, counted.chat_id, p_user) END
-              AND (member.reads_above = 0
+              AND (counted.reads_above = 0
                    OR NOT EXISTS (SELECT FROM receipts.receipt_chunks AS receipt
                                   WHERE receipt.tenant_id = p_tenant AND receipt.chat_id = counted.chat_id
-                                    AND receipt.seq = reply.seq AND receipt.chunk = member.receipt_chunk
+                                    AND receipt.seq = reply.seq AND receipt.chunk = counted.receipt_chunk
                                     AND (p_user = ANY (receipt.read_by) OR p_user = ANY (receipt.hidden_read_by))))
             GROUP BY reply.thread_id
             ORDER BY max(reply.seq) DESC

@@ -31,8 +31,9 @@ SELECT member.tenant_id, member.chat_id, member.user_id, member.left_at, member.
            CASE WHEN member.marked_unread THEN 1 ELSE 0 END)::integer END AS unread_count,
        member.muted,
        -- Unread mentions: the member's rows of receipts.mentions above the watermark, less
-       -- those read out of order (looked at only when some were: reads_above > 0).
-       CASE WHEN member.left_at IS NOT NULL THEN 0 ELSE (
+       -- those read out of order (looked at only when some were: reads_above > 0); none to
+       -- look for when the chat's newest message with mentions is at or below the watermark.
+       CASE WHEN member.left_at IS NOT NULL OR chat.last_mention_seq <= member.read_seq THEN 0 ELSE (
            SELECT count(*) FROM receipts.mentions AS mention
            WHERE mention.tenant_id = member.tenant_id AND mention.chat_id = member.chat_id
              AND mention.user_id = member.user_id AND mention.seq > member.read_seq
@@ -41,7 +42,9 @@ SELECT member.tenant_id, member.chat_id, member.user_id, member.left_at, member.
                                  WHERE receipt.tenant_id = member.tenant_id AND receipt.chat_id = member.chat_id
                                    AND receipt.seq = mention.seq AND receipt.chunk = member.receipt_chunk
                                    AND (member.user_id = ANY (receipt.read_by) OR member.user_id = ANY (receipt.hidden_read_by))))
-       )::integer END AS unread_mentions
+       )::integer END AS unread_mentions,
+       -- What receipts.unread_counts needs to find the unread replies.
+       member.read_seq, member.reads_above, member.period_after_seq, member.receipt_chunk, chat.last_reply_seq
 FROM receipts.chat_members AS member
 JOIN receipts.chats AS chat ON chat.tenant_id = member.tenant_id AND chat.chat_id = member.chat_id;
 COMMENT ON VIEW receipts.member_unread IS
