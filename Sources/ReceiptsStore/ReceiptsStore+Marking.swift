@@ -82,22 +82,13 @@ extension ReceiptsStore {
     /// The user's chats that have unread messages or are marked unread.
     public func unreadChats(tenant: String, user: String) async throws -> [UnreadChat] {
         let rows = try await self.query(
-            """
-            SELECT chat_id, unread_count, marked_unread, muted, mentions, thread_ids, thread_unread_counts, thread_mentions
-            FROM receipts.unread_counts(\(tenant), \(user))
-            """
+            "SELECT chat_id, unread_count, marked_unread, muted, mentions, threads FROM receipts.unread_counts(\(tenant), \(user))"
         )
         return try rows.map { row in
-            let (chatId, unreadCount, markedUnread, muted, mentions, threadIds, threadCounts, threadMentions) =
-                try row.decode((String, Int, Bool, Bool, Int, [String], [Int], [Int]).self)
-            guard threadIds.count == threadCounts.count, threadIds.count == threadMentions.count else {
-                throw PostgresError(code: .invalidValue, message: "receipts.unread_counts: thread arrays of different lengths")
-            }
-            let threads = threadIds.indices.map {
-                UnreadThread(threadId: threadIds[$0], unreadCount: threadCounts[$0], mentions: threadMentions[$0])
-            }
+            let (chatId, unreadCount, markedUnread, muted, mentions, threads) = try row.decode((String, Int, Bool, Bool, Int, String?).self)
             return UnreadChat(
-                chatId: chatId, unreadCount: unreadCount, markedUnread: markedUnread, muted: muted, mentions: mentions, threads: threads)
+                chatId: chatId, unreadCount: unreadCount, markedUnread: markedUnread, muted: muted, mentions: mentions,
+                threads: try threads.map(UnreadThread.list(json:)) ?? [])
         }
     }
 

@@ -15,8 +15,7 @@ COMMENT ON FUNCTION receipts.unread_count(text, text, text) IS
     'Unread messages of one chat for a user: from others, sent while a member, not read; at least 1 while marked unread. Constant cost: arithmetic on the read watermark.';
 
 CREATE OR REPLACE FUNCTION receipts.unread_counts(p_tenant text, p_user text)
-RETURNS TABLE (chat_id text, unread_count integer, marked_unread boolean, muted boolean, mentions integer,
-               thread_ids text[], thread_unread_counts integer[], thread_mentions integer[])
+RETURNS TABLE (chat_id text, unread_count integer, marked_unread boolean, muted boolean, mentions integer, threads jsonb)
 LANGUAGE plpgsql AS $$
 #variable_conflict use_column
 BEGIN
@@ -24,11 +23,33 @@ BEGIN
     -- The count of every current chat of the user, as one query: at most two index lookups
     -- per chat, however long the chats' histories and however much is unread. Then, for the
     -- chats listed that have a reply above the watermark (chats.last_reply_seq), their threads
-    -- with unread replies: newest first, at most 100, read from the unread part of the chat
-    -- only (above the watermark; what was read out of order looked at only when some was).
+    -- with unread replies as [[thread id, unread, mentions], …]: newest first, at most 100,
+    -- read from the unread part of the chat only (above the watermark; what was read out of
+    -- order looked at only when some was). A subquery in a CASE: a chat without unread
+    -- replies runs none of it (as a join, each chat paid for an empty aggregate: 1,000 chats,
+    -- 2.5 ms).
     RETURN QUERY
     SELECT counted.chat_id::text, counted.unread_count, counted.marked_unread, counted.muted, counted.unread_mentions,
-           coalesce(threads.ids, '{}'), coalesce(threads.counts, '{}'), coalesce(threads.mentions, '{}')
+           CASE WHEN counted.unread_count > 0 AND counted.last_reply_seq > counted.read_seq THEN (
+               SELECT jsonb_agg(jsonb_build_array(thread.thread_id, thread.unread, thread.mentions) ORDER BY thread.newest DESC)
+               FROM (
+                   SELECT reply.thread_id, count(*) AS unread, max(reply.seq) AS newest,
+                          count(*) FILTER (WHERE p_user = ANY (reply.mentions) OR reply.mentions_all) AS mentions
+                   FROM receipts.messages AS reply
+                   WHERE reply.tenant_id = p_tenant AND reply.chat_id = counted.chat_id AND reply.seq > counted.read_seq
+                     AND reply.thread_id IS NOT NULL AND reply.sender_id <> p_user
+                     AND CASE WHEN reply.seq > counted.period_after_seq THEN true
+                              ELSE reply.seq <@ receipts.membership_seqs(p_tenant, counted.chat_id, p_user) END
+                     AND (counted.reads_above = 0
+                          OR NOT EXISTS (SELECT FROM receipts.receipt_chunks AS receipt
+                                         WHERE receipt.tenant_id = p_tenant AND receipt.chat_id = counted.chat_id
+                                           AND receipt.seq = reply.seq AND receipt.chunk = counted.receipt_chunk
+                                           AND (p_user = ANY (receipt.read_by) OR p_user = ANY (receipt.hidden_read_by))))
+                   GROUP BY reply.thread_id
+                   ORDER BY max(reply.seq) DESC
+                   LIMIT 100
+               ) AS thread)
+           END
     FROM (
         SELECT unread.chat_id, unread.unread_count, unread.marked_unread, unread.muted, unread.unread_mentions,
                unread.read_seq, unread.reads_above, unread.period_after_seq, unread.receipt_chunk, unread.last_reply_seq
@@ -36,35 +57,12 @@ BEGIN
         WHERE unread.tenant_id = p_tenant AND unread.user_id = p_user AND unread.left_at IS NULL
         OFFSET 0  -- computed once per chat, not again for the filter below
     ) AS counted
-    LEFT JOIN LATERAL (
-        SELECT array_agg(thread.thread_id::text ORDER BY thread.newest DESC) AS ids,
-               array_agg(thread.unread::integer ORDER BY thread.newest DESC) AS counts,
-               array_agg(thread.mentions::integer ORDER BY thread.newest DESC) AS mentions
-        FROM (
-            SELECT reply.thread_id, count(*) AS unread, max(reply.seq) AS newest,
-                   count(*) FILTER (WHERE p_user = ANY (reply.mentions) OR reply.mentions_all) AS mentions
-            FROM receipts.messages AS reply
-            WHERE counted.unread_count > 0 AND counted.last_reply_seq > counted.read_seq
-              AND reply.tenant_id = p_tenant AND reply.chat_id = counted.chat_id AND reply.seq > counted.read_seq
-              AND reply.thread_id IS NOT NULL AND reply.sender_id <> p_user
-              AND CASE WHEN reply.seq > counted.period_after_seq THEN true
-                       ELSE reply.seq <@ receipts.membership_seqs(p_tenant, counted.chat_id, p_user) END
-              AND (counted.reads_above = 0
-                   OR NOT EXISTS (SELECT FROM receipts.receipt_chunks AS receipt
-                                  WHERE receipt.tenant_id = p_tenant AND receipt.chat_id = counted.chat_id
-                                    AND receipt.seq = reply.seq AND receipt.chunk = counted.receipt_chunk
-                                    AND (p_user = ANY (receipt.read_by) OR p_user = ANY (receipt.hidden_read_by))))
-            GROUP BY reply.thread_id
-            ORDER BY max(reply.seq) DESC
-            LIMIT 100
-        ) AS thread
-    ) AS threads ON true
     WHERE counted.unread_count > 0 OR counted.marked_unread
     ORDER BY counted.chat_id;
 END;
 $$;
 COMMENT ON FUNCTION receipts.unread_counts(text, text) IS
-    'A user''s chats with unread messages or marked unread, with their counts, whether the user muted them (muted chats stay out of the total), their unread mentions, and their threads with unread replies (parallel arrays, newest first, at most 100). From psql: SELECT * FROM receipts.unread_counts(''tenant'', ''user'');';
+    'A user''s chats with unread messages or marked unread, with their counts, whether the user muted them (muted chats stay out of the total), their unread mentions, and their threads with unread replies ([[thread id, unread, mentions], …], newest first, at most 100; null when none). From psql: SELECT * FROM receipts.unread_counts(''tenant'', ''user'');';
 
 -- Mutes or unmutes a chat for one of its current members: set | not_member | chat_not_found.
 CREATE OR REPLACE FUNCTION receipts.set_chat_muted(p_tenant text, p_chat text, p_user text, p_muted boolean)

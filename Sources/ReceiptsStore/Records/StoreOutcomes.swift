@@ -1,3 +1,5 @@
+import Foundation
+
 /// What creating or confirming a chat did.
 public enum PutChatOutcome: String, Sendable {
     case created
@@ -113,6 +115,26 @@ public struct UnreadThread: Sendable, Hashable {
         self.threadId = threadId
         self.unreadCount = unreadCount
         self.mentions = mentions
+    }
+
+    /// The threads of `receipts.unread_counts`' JSON: `[[thread id, unread, mentions], …]`.
+    static func list(json: String) throws -> [UnreadThread] {
+        let triples = try JSONDecoder().decode([Triple].self, from: Data(json.utf8))
+        return triples.map { UnreadThread(threadId: $0.threadId, unreadCount: $0.unreadCount, mentions: $0.mentions) }
+    }
+
+    /// One `[thread id, unread, mentions]`.
+    private struct Triple: Decodable {
+        let threadId: String
+        let unreadCount: Int
+        let mentions: Int
+
+        init(from decoder: any Decoder) throws {
+            var array = try decoder.unkeyedContainer()
+            self.threadId = try array.decode(String.self)
+            self.unreadCount = try array.decode(Int.self)
+            self.mentions = try array.decode(Int.self)
+        }
     }
 }
 
