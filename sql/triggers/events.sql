@@ -20,7 +20,10 @@
 -- the first run's size: nested loops and merge joins off, hash joins on explicitly (a
 -- function's settings hold for what it calls, and the marking function turns hash joins
 -- off; with every join method off, the planner takes a nested loop anyway at a cost of ten
--- billion, and that cost has PostgreSQL compile the statement with JIT on every run).
+-- billion, and that cost has PostgreSQL compile the statement with JIT on every run). And
+-- jit off: a lookup by key that the planner can only do with a nested loop (the unread
+-- view's subqueries by member) costs as much, and an UPDATE of member rows outside the
+-- marking function (a leave, a mute) spent 0.4 s compiling its trigger's INSERT.
 -- Transition tables have no statistics, and a merge join would sort both sides (30 ms of a
 -- read-all of 10,000 messages, against 10 ms for a hash join). Every other lookup in them is
 -- by key in a subquery, so no other join can scan a table.
@@ -62,7 +65,7 @@ COMMENT ON FUNCTION receipts.record_messages_created() IS 'Trigger: message.crea
 -- hidden reads (hidden_read_by) make no receipt event at all. The new tails are expanded
 -- with unnest in the select list (in place, ProjectSet), not a function scan per row.
 CREATE OR REPLACE FUNCTION receipts.record_receipts() RETURNS trigger
-LANGUAGE plpgsql SET enable_mergejoin = off SET enable_nestloop = off SET enable_hashjoin = on AS $$
+LANGUAGE plpgsql SET enable_mergejoin = off SET enable_nestloop = off SET enable_hashjoin = on SET jit = off AS $$
 BEGIN
     INSERT INTO receipts.events (tenant_id, event_id, transaction_id, type, chat_id, user_id, message_ids, audience_version)
     SELECT change.tenant_id, nextval('receipts.event_ids'), pg_current_xact_id(), change.type,
@@ -102,7 +105,7 @@ COMMENT ON FUNCTION receipts.record_receipts() IS 'Trigger: receipt.read / recei
 -- unread, leaving), to that user's devices, with the new count and unread mentions
 -- (receipts.member_unread, by key: the statement's changes are visible to its AFTER trigger).
 CREATE OR REPLACE FUNCTION receipts.record_unread_changes() RETURNS trigger
-LANGUAGE plpgsql SET enable_nestloop = off SET enable_mergejoin = off SET enable_hashjoin = on AS $$
+LANGUAGE plpgsql SET enable_nestloop = off SET enable_mergejoin = off SET enable_hashjoin = on SET jit = off AS $$
 BEGIN
     INSERT INTO receipts.events (tenant_id, event_id, transaction_id, type, chat_id, user_id, data, audience)
     SELECT changed.tenant_id, nextval('receipts.event_ids'), pg_current_xact_id(), 'unread.changed',
