@@ -167,12 +167,12 @@ extension ReceiptsStore {
                 tallies[row.seq] = ReceiptTally(seq: row.seq, senderId: row.senderId, in: roster)
             }
             var chunks = PageReceiptChunks(tallies: tallies, roster: roster)
-            if let first = rows.last?.seq, let last = rows.first?.seq {
+            if !rows.isEmpty {
                 // Row by row as they arrive: each chunk is counted while PostgreSQL sends the next.
                 // In no order: PostgreSQL would sort the rows with their arrays (a page of a
                 // 1,000-member group: 1,600 rows, 2.6 MB), which took it longer than finding them,
                 // and could send none before it had them all.
-                let select = PageReceiptChunk.select(tenant: tenant, chat: chat, first: first, last: last)
+                let select = PageReceiptChunk.select(tenant: tenant, chat: chat, seqs: rows.map(\.seq).reversed())
                 chunks = try await connection.reduceRows(select, into: chunks) { chunks, row in
                     chunks.add(try PageReceiptChunk(row: row))
                 }

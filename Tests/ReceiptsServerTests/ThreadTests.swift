@@ -129,6 +129,9 @@ struct ThreadTests {
             #expect(mainAll.marked == 1)
             #expect(mainAll.unreadCount == 0)
             #expect(try await tenant.message(main, in: "g", viewer: "a").readBy == ["b"])
+            // Pages whose messages do not follow each other (replies between them) show each one's receipts.
+            #expect(try await tenant.messages(in: "g", viewer: "a").map(\.readBy) == [["b"], ["b"]])
+            #expect(try await tenant.messages(in: "g", viewer: "a", query: "&thread=\(root)").map(\.readBy) == [["b"], ["b"]])
 
             // New messages: reading the main timeline leaves the reply unread, and the count knows.
             let r3 = try await reply(tenant, to: root, from: "a", text: "r3")

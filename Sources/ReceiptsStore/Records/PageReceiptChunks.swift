@@ -61,11 +61,23 @@ struct PageReceiptChunk: Sendable {
 
     /// The statement that reads the chunks of a chat's messages with `first <= seq <= last`,
     /// in no order (`ReceiptsStore.messages` says why).
-    static func select(tenant: String, chat: String, first: Int64, last: Int64) -> PostgresQuery {
-        """
-        SELECT seq, chunk, delivered_to, read_by, read_at FROM receipts.receipt_chunks
-        WHERE tenant_id = \(tenant) AND chat_id = \(chat) AND seq >= \(first) AND seq <= \(last)
-        """
+    /// The chunk rows of the messages `seqs` (ascending): one range when they follow each
+    /// other (a chat without threads), else those seqs alone, so that a page of the main
+    /// timeline never reads the replies between its messages (nor a thread's page the main
+    /// messages between its replies).
+    static func select(tenant: String, chat: String, seqs: [Int64]) -> PostgresQuery {
+        let first = seqs.first ?? 0
+        let last = seqs.last ?? -1
+        if last - first + 1 == Int64(seqs.count) {
+            return """
+                SELECT seq, chunk, delivered_to, read_by, read_at FROM receipts.receipt_chunks
+                WHERE tenant_id = \(tenant) AND chat_id = \(chat) AND seq >= \(first) AND seq <= \(last)
+                """
+        }
+        return """
+            SELECT seq, chunk, delivered_to, read_by, read_at FROM receipts.receipt_chunks
+            WHERE tenant_id = \(tenant) AND chat_id = \(chat) AND seq = ANY (\(seqs))
+            """
     }
 
     init(row: PostgresRow) throws {
