@@ -84,24 +84,16 @@ final class EditTransport: ClientTransport, Sendable {
             defer { state.remaining -= 1 }
             return state.remaining > 0
         }
-        var headers = HTTPFields()
-        headers[.contentType] = "application/json"
-        if unavailable {
-            return (
-                HTTPResponse(status: .serviceUnavailable, headerFields: headers),
-                HTTPBody(#"{"error":{"code":"unavailable","message":"the database is unavailable"}}"#)
-            )
-        }
+        if unavailable { return ScriptedAnswer.unavailable }
         switch operationID {
         case "getMessage":
-            return (HTTPResponse(status: .ok, headerFields: headers), HTTPBody(Self.message(text: "Hi Bob", editedAt: nil)))
+            return ScriptedAnswer.json(Self.message(text: "Hi Bob", editedAt: nil))
         case "editMessage":
-            return (HTTPResponse(status: .ok, headerFields: headers), HTTPBody(Self.message(text: text ?? "", editedAt: "2025-11-24T17:45:00.250Z")))
+            return ScriptedAnswer.json(Self.message(text: text ?? "", editedAt: "2025-11-24T17:45:00.250Z"))
         case "eventSource":
-            headers[.contentType] = "text/event-stream"
-            return (HTTPResponse(status: .ok, headerFields: headers), HTTPBody(Self.events))
+            return ScriptedAnswer.eventStream(Self.events)
         default:
-            return (HTTPResponse(status: .notFound, headerFields: headers), HTTPBody(#"{"error":{"code":"not_found","message":"no such route"}}"#))
+            return ScriptedAnswer.notFound
         }
     }
 }

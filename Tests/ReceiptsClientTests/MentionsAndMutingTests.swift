@@ -173,14 +173,7 @@ final class MentionTransport: ClientTransport, Sendable {
             defer { state.remaining -= 1 }
             return state.remaining > 0
         }
-        var headers = HTTPFields()
-        headers[.contentType] = "application/json"
-        if unavailable {
-            return (
-                HTTPResponse(status: .serviceUnavailable, headerFields: headers),
-                HTTPBody(#"{"error":{"code":"unavailable","message":"the database is unavailable"}}"#)
-            )
-        }
+        if unavailable { return ScriptedAnswer.unavailable }
         switch operationID {
         case "sendMessage":
             let mentions = json["mentionsAll"] as? Bool == true ? ["bob", "carol"] : json["mentions"] as? [String] ?? []
@@ -189,20 +182,19 @@ final class MentionTransport: ClientTransport, Sendable {
                 "threadId": json["threadId"] ?? NSNull(), "mentions": mentions, "createdAt": "2025-11-24T17:42:07.123Z",
                 "editedAt": NSNull(), "readBy": [String](), "deliveredTo": [String](),
             ]
-            return (HTTPResponse(status: .created, headerFields: headers), HTTPBody(try JSONSerialization.data(withJSONObject: message)))
+            return ScriptedAnswer.json(String(decoding: try JSONSerialization.data(withJSONObject: message), as: UTF8.self), status: .created)
         case "listMessages":
             let page = request.path?.contains("thread=m1") == true ? Self.thread : Self.timeline
-            return (HTTPResponse(status: .ok, headerFields: headers), HTTPBody(page))
+            return ScriptedAnswer.json(page)
         case "getUnread":
-            return (HTTPResponse(status: .ok, headerFields: headers), HTTPBody(Self.unread))
+            return ScriptedAnswer.json(Self.unread)
         case "putMemberSettings":
             let answer = #"{"chatId":"quiet","userId":"bob","muted":\#(json["muted"] as? Bool ?? false)}"#
-            return (HTTPResponse(status: .ok, headerFields: headers), HTTPBody(answer))
+            return ScriptedAnswer.json(answer)
         case "eventSource":
-            headers[.contentType] = "text/event-stream"
-            return (HTTPResponse(status: .ok, headerFields: headers), HTTPBody(Self.events))
+            return ScriptedAnswer.eventStream(Self.events)
         default:
-            return (HTTPResponse(status: .notFound, headerFields: headers), HTTPBody(#"{"error":{"code":"not_found","message":"no such route"}}"#))
+            return ScriptedAnswer.notFound
         }
     }
 }

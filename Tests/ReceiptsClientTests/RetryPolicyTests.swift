@@ -51,14 +51,7 @@ final class ScriptedTransport: ClientTransport, Sendable {
             defer { state.remaining -= 1 }
             return state.remaining > 0
         }
-        var headers = HTTPFields()
-        headers[.contentType] = "application/json"
-        if unavailable {
-            return (
-                HTTPResponse(status: .serviceUnavailable, headerFields: headers),
-                HTTPBody(#"{"error":{"code":"unavailable","message":"the database is unavailable"}}"#)
-            )
-        }
-        return (HTTPResponse(status: .ok, headerFields: headers), HTTPBody(#"{"total":0,"badge":"","mentions":0,"mentionsBadge":"","chats":[]}"#))
+        if unavailable { return ScriptedAnswer.unavailable }
+        return ScriptedAnswer.json(#"{"total":0,"badge":"","mentions":0,"mentionsBadge":"","chats":[]}"#)
     }
 }
