@@ -105,6 +105,18 @@ extension ReceiptsStore {
         return try row.decode((Int64, Int64).self)
     }
 
+    /// The unread totals of each of `users` (`receipts.unread_totals`), which `unread.changed`
+    /// carries as it is delivered; a user in no chat has zeros.
+    public func unreadTotals(tenant: String, users: Set<String>) async throws -> [String: UnreadTotals] {
+        let rows = try await self.query(
+            "SELECT user_id, total, mentions FROM receipts.unread_totals(\(tenant), \(Array(users)))")
+        var totals: [String: UnreadTotals] = [:]
+        for (user, total, mentions) in try rows.decode((String, Int, Int).self) {
+            totals[user] = UnreadTotals(total: total, mentions: mentions)
+        }
+        return totals
+    }
+
     /// The tenant's events in `(position, through]`, oldest first (what a resuming stream
     /// replays; every event up to `through` has committed).
     public func events(tenant: String, after position: Int64, through: Int64, limit: Int) async throws -> [StoredEvent] {

@@ -70,8 +70,9 @@ struct JSONMemberOrderTests {
                 for event in events {
                     let type = try #require((try JSONSerialization.jsonObject(with: Data(event.utf8)) as? [String: Any])?["type"] as? String)
                     types.append(type)
-                    // A type's own members follow, in the stored object's order (jsonb: shorter names first).
-                    let own = ["message.created": ["mentions", "threadId"], "unread.changed": ["mentions", "unreadCount", "markedUnread"]]
+                    // A type's own members follow, in the stored object's order (jsonb: shorter names first),
+                    // then an unread.changed's user totals.
+                    let own = ["message.created": ["mentions", "threadId"], "unread.changed": ["mentions", "unreadCount", "markedUnread", "total", "badge", "totalMentions", "mentionsBadge"]]
                     #expect(Self.keys(event, depth: 1) == base + (own[type] ?? []), "\(event)")
                 }
                 #expect(Set(types) == ["message.created", "receipt.delivered", "receipt.read", "unread.changed"])

@@ -64,6 +64,32 @@ $$;
 COMMENT ON FUNCTION receipts.unread_counts(text, text) IS
     'A user''s chats with unread messages or marked unread, with their counts, whether the user muted them (muted chats stay out of the total), their unread mentions, and their threads with unread replies ([[thread id, unread, mentions], …], newest first, at most 100; null when none). From psql: SELECT * FROM receipts.unread_counts(''tenant'', ''user'');';
 
+-- The totals of users across all their current chats, as the unread list's top level gives
+-- them: total, the unread messages of the chats they did not mute; mentions, their unread
+-- mentions in every chat, muted ones included. The event hub adds them to unread.changed as
+-- it delivers the event (not when the event is written: a sum over every chat of the user
+-- on each read would cost the write path more than the read itself), and only for events
+-- that a stream or webhook takes. One row per user asked for (zeros when in no chat).
+CREATE OR REPLACE FUNCTION receipts.unread_totals(p_tenant text, p_users text[])
+RETURNS TABLE (user_id text, total integer, mentions integer)
+LANGUAGE plpgsql AS $$
+#variable_conflict use_column
+BEGIN
+    PERFORM receipts.enter_tenant(p_tenant);
+    RETURN QUERY
+    SELECT asked.user_id, coalesce(summed.total, 0)::integer, coalesce(summed.mentions, 0)::integer
+    FROM (SELECT DISTINCT asked.user_id FROM unnest(p_users) AS asked(user_id)) AS asked
+    CROSS JOIN LATERAL (
+        SELECT sum(unread.unread_count) FILTER (WHERE NOT unread.muted) AS total, sum(unread.unread_mentions) AS mentions
+        FROM receipts.member_unread AS unread
+        WHERE unread.tenant_id = p_tenant AND unread.user_id = asked.user_id AND unread.left_at IS NULL
+    ) AS summed
+    ORDER BY asked.user_id;
+END;
+$$;
+COMMENT ON FUNCTION receipts.unread_totals(text, text[]) IS
+    'Each user''s total unread (chats they muted left out) and unread mentions (every chat) over their current chats: the top of the unread list, for unread.changed as it is delivered. From psql: SELECT * FROM receipts.unread_totals(''tenant'', ARRAY[''user'']);';
+
 -- Mutes or unmutes a chat for one of its current members: set | not_member | chat_not_found.
 CREATE OR REPLACE FUNCTION receipts.set_chat_muted(p_tenant text, p_chat text, p_user text, p_muted boolean)
 RETURNS text

@@ -102,7 +102,8 @@ $$;
 COMMENT ON FUNCTION receipts.record_receipts() IS 'Trigger: receipt.read / receipt.delivered events for what a statement appended to receipt chunks.';
 
 -- unread.changed: when a member's own action changed their count or mark (a read, marking
--- unread, leaving), to that user's devices, with the new count and unread mentions
+-- unread, leaving) or their total (muting or unmuting the chat), to that user's devices,
+-- with the new count and unread mentions
 -- (receipts.member_unread, by key: the statement's changes are visible to its AFTER trigger).
 CREATE OR REPLACE FUNCTION receipts.record_unread_changes() RETURNS trigger
 LANGUAGE plpgsql SET enable_nestloop = off SET enable_mergejoin = off SET enable_hashjoin = on SET jit = off AS $$
@@ -125,6 +126,7 @@ BEGIN
            OR after.marked_unread <> before.marked_unread
            OR after.last_read_at IS DISTINCT FROM before.last_read_at
            OR (after.left_at IS NOT NULL AND before.left_at IS NULL)
+           OR after.muted <> before.muted
         ORDER BY after.tenant_id, after.chat_id, after.user_id
         OFFSET 0
     ) AS changed;

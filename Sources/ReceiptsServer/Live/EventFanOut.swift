@@ -60,6 +60,7 @@ struct EventFanOut {
             }
         }
         self.feeds[start.tenant, default: EventHub.Feed(coveredFrom: cursor ?? start.position)].subscribers[id] = subscriber
+        self.feeds[start.tenant]!.viewers.insert(principal.tokenUser)
         if self.isShuttingDown { wake.finish() }
         return Key(tenant: start.tenant, id: id)
     }
@@ -82,7 +83,9 @@ struct EventFanOut {
     /// Forgets a subscriber, and its tenant's feed with its last one.
     mutating func unsubscribe(_ subscription: Key) {
         self.feeds[subscription.tenant]?.leaveLive(subscription.id)
-        self.feeds[subscription.tenant]?.subscribers[subscription.id] = nil
+        if let removed = self.feeds[subscription.tenant]?.subscribers.removeValue(forKey: subscription.id) {
+            self.feeds[subscription.tenant]!.viewers.remove(removed.principal.tokenUser)
+        }
         if self.feeds[subscription.tenant]?.subscribers.isEmpty == true {
             self.feeds[subscription.tenant] = nil
         }
@@ -134,6 +137,9 @@ struct EventFanOut {
 
     /// Whether `tenant` has open streams (its events are worth encoding).
     func isStreamed(_ tenant: String) -> Bool { self.feeds[tenant] != nil }
+
+    /// Whether some subscriber of `tenant` sees the events of `user`.
+    func isStreamed(_ tenant: String, user: String) -> Bool { self.feeds[tenant]?.viewers.see(user) ?? false }
 
     /// Adds events to the feeds of their tenants (those in `encoded`, made outside the lock,
     /// or encoded here), closes subscribers that fell too far behind, and returns the

@@ -414,8 +414,11 @@ public final class EventHub: Service, Sendable {
             // Moved meanwhile (the database went on to another history, or the subscription
             // ended): the next pull says where it is.
             guard moved else { return Batch(events: [], isUpToDate: false) }
+            var totals = UnreadTotalsOfPage()
+            try await totals.read(totals.missing(in: stored) { _, user in subscription.principal.tokenUser.map { $0 == user } ?? true }, from: self.store)
             return Batch(
-                events: shown(stored.map { LiveEvent($0, history: history) }, committedBefore: committedBefore), isUpToDate: false)
+                events: shown(stored.map { LiveEvent($0, history: history, totals: totals[$0]) }, committedBefore: committedBefore),
+                isUpToDate: false)
         }
     }
 
@@ -448,23 +451,37 @@ public final class EventHub: Service, Sendable {
                     self.follow(try await self.store.eventHistory())
                     return .waiting
                 }
-                // JSON-encoded once, outside the lock, for the tenants that have streams.
-                let streamed = self.state.withLockedValue { state in
-                    Set(page.events.lazy.map(\.tenantId).filter(state.fanOut.isStreamed))
-                }
+                // JSON-encoded once, outside the lock, for the tenants that have streams; an
+                // unread.changed that a stream sees with its user's totals, read first.
+                var totals = UnreadTotalsOfPage()
                 var encoded: [Int64: LiveEvent] = [:]
-                for event in page.events where streamed.contains(event.tenantId) {
-                    encoded[event.id] = LiveEvent(event, history: history)
-                }
                 var deliveries = LiveDeliveries()
-                let (wakes, cursor) = self.state.withLockedValue { state -> ([SubscriberWake], EventLogCursor?) in
-                    // Another refresh (tests call it directly) may have moved on meanwhile.
-                    guard let (accepted, cursor) = state.log.accept(page, readAfter: from) else { return ([], nil) }
-                    // Settled in the history the database went on to: the feeds serve again
-                    // from where the cursor began in it.
-                    let resumed = cursor.isReady ? state.fanOut.resume(from: from) : []
-                    return (resumed + state.fanOut.append(accepted, encoded: encoded, history: history, deliveries: &deliveries), cursor)
+                var appended: (wakes: [SubscriberWake], cursor: EventLogCursor?)?
+                for attempt in 1...3 {
+                    let (streamed, missing) = self.state.withLockedValue { state in
+                        (Set(page.events.lazy.map(\.tenantId).filter(state.fanOut.isStreamed)),
+                         totals.missing(in: page.events, isStreamed: state.fanOut.isStreamed(_:user:)))
+                    }
+                    try await totals.read(missing, from: self.store)
+                    for event in page.events where streamed.contains(event.tenantId) && encoded[event.id]?.hasTotals != true {
+                        encoded[event.id] = LiveEvent(event, history: history, totals: totals[event])
+                    }
+                    appended = self.state.withLockedValue { state -> (wakes: [SubscriberWake], cursor: EventLogCursor?)? in
+                        // A stream that came meanwhile and sees a user whose totals were not
+                        // read: read them too, before anything is appended (at most twice more).
+                        if attempt < 3, !totals.missing(in: page.events, isStreamed: state.fanOut.isStreamed(_:user:)).isEmpty {
+                            return nil
+                        }
+                        // Another refresh (tests call it directly) may have moved on meanwhile.
+                        guard let (accepted, cursor) = state.log.accept(page, readAfter: from) else { return ([], nil) }
+                        // Settled in the history the database went on to: the feeds serve again
+                        // from where the cursor began in it.
+                        let resumed = cursor.isReady ? state.fanOut.resume(from: from) : []
+                        return (resumed + state.fanOut.append(accepted, encoded: encoded, history: history, deliveries: &deliveries), cursor)
+                    }
+                    if appended != nil { break }
                 }
+                let (wakes, cursor) = appended ?? ([], nil)
                 // After the lock, and before any stream woken now can write: a live
                 // subscriber's events reach its event loop in order, ahead of its close.
                 deliveries.send { [weak self] subscriber, period, position in

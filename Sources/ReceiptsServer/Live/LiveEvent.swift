@@ -1,4 +1,5 @@
 import Foundation
+import ReceiptsCore
 import ReceiptsStore
 
 /// An event as streams send it: JSON encoded once, however many devices get it.
@@ -18,20 +19,26 @@ struct LiveEvent: Sendable {
     let userId: String?
     /// The JSON object of one WebSocket text frame or SSE `data:` line.
     let json: String
+    /// Whether `json` carries its user's unread totals (an `unread.changed` only).
+    let hasTotals: Bool
     /// About how much memory the event takes while the hub keeps it (the JSON, and each
     /// audience member with a `Set` entry's and a `String`'s overhead): what the hub's byte
     /// budget for recent events counts.
     let estimatedBytes: Int
 
-    init(_ event: StoredEvent, history: EventHistory) {
+    /// An event to stream; `totals`, for an `unread.changed`, are its user's totals as the hub
+    /// delivers it (`EventHub.unreadTotals(for:)`).
+    init(_ event: StoredEvent, history: EventHistory, totals: UnreadTotals? = nil) {
         self.id = event.id
         self.eventId = history.eventId(event.id)
         self.transactionId = event.transactionId
         self.type = event.type
         self.audience = Set(event.audience)
         self.userId = event.userId
+        self.hasTotals = totals != nil
         // The members in the documented order (`JSONResponse`): id, type, chatId, userId,
-        // messageIds, at, then the type's own (`unreadCount`, `markedUnread`). Written by hand,
+        // messageIds, at, then the type's own (`unreadCount`, `markedUnread`; then an
+        // `unread.changed`'s user totals). Written by hand,
         // the one object that is: the type's own members are the stored `data` object's, spliced
         // in as PostgreSQL wrote them, which an `Encodable` could only do by parsing them first.
         var json = JSONWriter(capacity: 160 + event.messageIds.count * 24)
@@ -56,6 +63,16 @@ struct LiveEvent: Sendable {
         json.raw(#","at":"#)
         json.timestamp(event.occurredAt)
         json.members(of: event.data)
+        if let totals {
+            json.raw(#","total":"#)
+            json.integer(totals.total)
+            json.raw(#","badge":"#)
+            json.string(UnreadBadge.text(for: totals.total))
+            json.raw(#","totalMentions":"#)
+            json.integer(totals.mentions)
+            json.raw(#","mentionsBadge":"#)
+            json.string(UnreadBadge.text(for: totals.mentions))
+        }
         json.raw("}")
         self.json = json.text
         self.estimatedBytes = 144 + self.json.utf8.count + self.audience.reduce(0) { $0 + 48 + $1.utf8.count }
