@@ -191,6 +191,56 @@ struct ThreadTests {
         }
     }
 
+    @Test("unread.changed after a read in one thread carries that thread's new counts; a read of the main timeline, or across threads, carries none")
+    func threadCountsInEvents() async throws {
+        try await TestService.run { client in
+            let tenant = try await client.createTenant()
+            try await tenant.createChat("g", members: ["a", "b"])
+            let first = try await tenant.send(in: "g", from: "a", text: "first")
+            let second = try await tenant.send(in: "g", from: "a", text: "second")
+            let plain = try await reply(tenant, to: first, from: "a", text: "f1")
+            let mention = try await tenant.client.request(
+                .post, "/v1/chats/g/messages", as: tenant.apiKey,
+                json: ["senderId": "a", "text": "@b", "threadId": first, "mentions": ["b"]])
+            #expect(mention.status == .created)
+            _ = try await reply(tenant, to: second, from: "a", text: "s1")
+
+            try await StreamClients.withWebSocket(port: client.port, credential: try await tenant.token(for: "b")) { device, _ in
+                /// The members of b's next unread.changed that name a thread, and whether it names one.
+                func nextUnreadChanged() async -> [String: Any]? {
+                    while let event = await device.next() {
+                        if event["type"] as? String == "unread.changed" { return event }
+                    }
+                    return nil
+                }
+                func thread(_ event: [String: Any]?) -> [String?] {
+                    [event?["threadId"] as? String, (event?["threadUnreadCount"] as? Int).map(String.init),
+                     (event?["threadMentions"] as? Int).map(String.init)]
+                }
+                // One reply by id: its thread, one unread left there, and that one mentions b.
+                try await tenant.read(in: "g", by: "b", ["messageIds": [plain.id]])
+                var event = await nextUnreadChanged()
+                #expect(thread(event) == [first, "1", "1"])
+                #expect(event?["unreadCount"] as? Int == 4)
+                // The main timeline: no thread's count changed.
+                try await tenant.read(in: "g", by: "b", ["thread": "main"])
+                event = await nextUnreadChanged()
+                #expect(thread(event) == [nil, nil, nil])
+                #expect(event?["unreadCount"] as? Int == 2)
+                // The rest of the first thread.
+                try await tenant.read(in: "g", by: "b", ["thread": first])
+                event = await nextUnreadChanged()
+                #expect(thread(event) == [first, "0", "0"])
+                // The whole chat, with replies in two threads: no single thread to name.
+                _ = try await reply(tenant, to: first, from: "a", text: "f3")
+                try await tenant.read(in: "g", by: "b")
+                event = await nextUnreadChanged()
+                #expect(thread(event) == [nil, nil, nil])
+                #expect(event?["unreadCount"] as? Int == 0)
+            }
+        }
+    }
+
     /// Sends a reply in chat g; the message as answered.
     private func reply(_ tenant: TestTenant, to root: String, from sender: String, text: String) async throws -> TestMessage {
         let response = try await tenant.client.request(

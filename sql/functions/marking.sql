@@ -122,6 +122,8 @@ DECLARE
     v_no_thread boolean[];
     v_search_from bigint[];
     v_marked integer[];
+    -- Per request: the thread whose replies it marked, when they were of one (else null).
+    v_threads text[];
 BEGIN
     PERFORM receipts.enter_tenant(p_tenant);
     IF cardinality(p_chats) <> cardinality(p_users) OR cardinality(p_chats) <> cardinality(p_messages)
@@ -185,7 +187,7 @@ BEGIN
     -- The messages each request names: by id (each once), or the range above the watermark.
     named AS (
         SELECT DISTINCT target.request, target.chat, target.reader, target.chunk, target.visible, target.period_after_seq,
-                        message.seq, message.sender_id
+                        message.seq, message.sender_id, message.thread_id
         FROM target
         JOIN item ON item.chat = target.chat AND item.reader = target.reader
         JOIN receipts.messages AS message
@@ -193,7 +195,7 @@ BEGIN
         WHERE NOT target.through
         UNION ALL
         SELECT target.request, target.chat, target.reader, target.chunk, target.visible, target.period_after_seq,
-               message.seq, message.sender_id
+               message.seq, message.sender_id, message.thread_id
         FROM target
         JOIN receipts.messages AS message
             ON message.tenant_id = p_tenant AND message.chat_id = target.chat
@@ -204,7 +206,7 @@ BEGIN
     -- Of those of the other requests, the ones the reader has to read: from others, sent
     -- while a member (at once when above the start of their newest period), not read yet.
     eligible AS (
-        SELECT named.request, named.chat, named.seq, named.chunk, named.reader, named.visible,
+        SELECT named.request, named.chat, named.seq, named.chunk, named.thread_id, named.reader, named.visible,
                NOT (named.reader = ANY (receipt.delivered_to)) AS undelivered
         FROM named
         JOIN receipts.receipt_chunks AS receipt
@@ -217,22 +219,22 @@ BEGIN
                    ELSE named.seq <@ receipts.membership_seqs(p_tenant, named.chat, named.reader) END
     ),
     per_chunk AS (
-        SELECT chat, seq, chunk,
+        SELECT chat, seq, chunk, thread_id,
                coalesce(array_agg(reader) FILTER (WHERE visible), '{}') AS visible_readers,
                coalesce(array_agg(reader) FILTER (WHERE NOT visible), '{}') AS hidden_readers,
                coalesce(array_agg(reader) FILTER (WHERE undelivered), '{}') AS receivers,
                array_agg(reader) AS readers
-        FROM eligible GROUP BY chat, seq, chunk
+        FROM eligible GROUP BY chat, seq, chunk, thread_id
     ),
     -- What each chunk row gets: the readers gathered for it (per_chunk), or the one reader of
     -- a request alone on its rows, sent by others and while a member, whom the guard checks
     -- against the row itself (reader not null).
     appends AS (
-        SELECT per_chunk.chat, per_chunk.seq, per_chunk.chunk, NULL::text AS reader, NULL::boolean AS visible,
+        SELECT per_chunk.chat, per_chunk.seq, per_chunk.chunk, per_chunk.thread_id, NULL::text AS reader, NULL::boolean AS visible,
                per_chunk.visible_readers, per_chunk.hidden_readers, per_chunk.receivers, per_chunk.readers
         FROM per_chunk
         UNION ALL
-        SELECT named.chat, named.seq, named.chunk, named.reader, named.visible, NULL, NULL, NULL, ARRAY[named.reader::text]
+        SELECT named.chat, named.seq, named.chunk, named.thread_id, named.reader, named.visible, NULL, NULL, NULL, ARRAY[named.reader::text]
         FROM named
         WHERE named.request IN (SELECT alone.request FROM alone)
           AND named.sender_id <> named.reader
@@ -266,13 +268,15 @@ BEGIN
           -- newest version of a row another reader changed meanwhile).
           AND NOT (receipt.read_by && appends.readers) AND NOT (receipt.hidden_read_by && appends.readers)
           AND (appends.reader IS NOT NULL OR NOT (receipt.delivered_to && appends.receivers))
-        RETURNING appends.chat, appends.reader, appends.readers
+        RETURNING appends.chat, appends.thread_id, appends.reader, appends.readers
     ),
+    -- How many each reader got, and the thread when the replies among them are of one.
     marked AS (
-        SELECT each.chat, each.reader, count(*)::integer AS marked
-        FROM (SELECT updated.chat, updated.reader FROM updated WHERE updated.reader IS NOT NULL
+        SELECT each.chat, each.reader, count(*)::integer AS marked,
+               CASE WHEN min(each.thread_id) = max(each.thread_id) THEN min(each.thread_id) END AS thread
+        FROM (SELECT updated.chat, updated.thread_id, updated.reader FROM updated WHERE updated.reader IS NOT NULL
               UNION ALL
-              SELECT updated.chat, gathered.reader
+              SELECT updated.chat, updated.thread_id, gathered.reader
               FROM updated, unnest(updated.readers) AS gathered(reader) WHERE updated.reader IS NULL) AS each
         GROUP BY each.chat, each.reader
     )
@@ -287,8 +291,9 @@ BEGIN
                           ELSE target.read_seq END
                      ORDER BY request.request),
            array_agg(coalesce(marked.marked, 0) ORDER BY request.request),
-           array_agg(coalesce(target.no_thread, false) ORDER BY request.request)
-    INTO v_requests, v_chats, v_readers, v_found, v_search_from, v_marked, v_no_thread
+           array_agg(coalesce(target.no_thread, false) ORDER BY request.request),
+           array_agg(marked.thread ORDER BY request.request)
+    INTO v_requests, v_chats, v_readers, v_found, v_search_from, v_marked, v_no_thread, v_threads
     FROM request
     LEFT JOIN target ON target.request = request.request
     LEFT JOIN marked ON marked.chat = request.chat AND marked.reader = request.reader;
@@ -301,15 +306,17 @@ BEGIN
                            FROM receipts.messages_to_read(p_tenant, member.chat_id, member.user_id, member.read_seq,
                                                           moved.new_read_seq, member.period_after_seq) AS passed),
         marked_unread = false,
-        last_read_at  = CASE WHEN moved.marked > 0 THEN now() ELSE member.last_read_at END
+        last_read_at  = CASE WHEN moved.marked > 0 THEN now() ELSE member.last_read_at END,
+        last_read_thread = CASE WHEN moved.marked > 0 THEN moved.thread ELSE member.last_read_thread END
     FROM (
-        SELECT done.chat, done.reader, done.marked,
+        SELECT done.chat, done.reader, done.marked, done.thread,
                coalesce((SELECT first.seq
                          FROM receipts.first_unmarked_seq(p_tenant, done.chat, done.reader, current.receipt_chunk,
                                                           done.search_from, chat.last_seq, current.period_after_seq, true)
                          AS first) - 1,
                         chat.last_seq) AS new_read_seq
-        FROM unnest(v_chats, v_readers, v_found, v_search_from, v_marked) AS done(chat, reader, found, search_from, marked)
+        FROM unnest(v_chats, v_readers, v_found, v_search_from, v_marked, v_threads)
+            AS done(chat, reader, found, search_from, marked, thread)
         JOIN receipts.chat_members AS current
             ON current.tenant_id = p_tenant AND current.chat_id = done.chat AND current.user_id = done.reader
            AND current.left_at IS NULL

@@ -14,6 +14,51 @@ $$;
 COMMENT ON FUNCTION receipts.unread_count(text, text, text) IS
     'Unread messages of one chat for a user: from others, sent while a member, not read; at least 1 while marked unread. Constant cost: arithmetic on the read watermark.';
 
+-- A member's threads with unread replies in one chat: each thread's unread replies, how many
+-- of them mention the user, and the newest one's seq. The unread list's rule for threads, in
+-- one place (receipts.unread_counts, and the unread.changed trigger for one thread): replies
+-- above the watermark, from others, sent while a member, not read out of order (looked at only
+-- when something was: reads_above > 0). SQL, so each caller inlines it, and a condition on
+-- thread_id reaches the scan. The member's columns come from receipts.member_unread.
+CREATE OR REPLACE FUNCTION receipts.unread_threads(
+    p_tenant text, p_chat text, p_user text, p_read_seq bigint, p_reads_above bigint, p_period_after_seq bigint,
+    p_chunk integer)
+RETURNS TABLE (thread_id text, unread integer, mentions integer, newest bigint)
+LANGUAGE sql STABLE AS $$
+    SELECT reply.thread_id::text, count(*)::integer, count(*) FILTER (WHERE p_user = ANY (reply.mentions) OR reply.mentions_all)::integer,
+           max(reply.seq)
+    FROM receipts.messages AS reply
+    WHERE reply.tenant_id = p_tenant AND reply.chat_id = p_chat AND reply.seq > p_read_seq
+      AND reply.thread_id IS NOT NULL AND reply.sender_id <> p_user
+      AND CASE WHEN reply.seq > p_period_after_seq THEN true
+               ELSE reply.seq <@ receipts.membership_seqs(p_tenant, p_chat, p_user) END
+      AND (p_reads_above = 0
+           OR NOT EXISTS (SELECT FROM receipts.receipt_chunks AS receipt
+                          WHERE receipt.tenant_id = p_tenant AND receipt.chat_id = p_chat
+                            AND receipt.seq = reply.seq AND receipt.chunk = p_chunk
+                            AND (p_user = ANY (receipt.read_by) OR p_user = ANY (receipt.hidden_read_by))))
+    GROUP BY reply.thread_id;
+$$;
+COMMENT ON FUNCTION receipts.unread_threads(text, text, text, bigint, bigint, bigint, integer) IS
+    'A member''s threads with unread replies in a chat (given the member''s read_seq, reads_above, period_after_seq and receipt_chunk): unread replies, those that mention the user, the newest reply''s seq.';
+
+-- One thread's unread replies for a member, and how many of them mention the user (zeros when
+-- none is unread, or the user is no member): what unread.changed carries after a read in that
+-- thread (sql/triggers/events.sql). A function of its own, planned with nested loops on: the
+-- trigger turns them off, and the thread's lookups by key need them.
+CREATE OR REPLACE FUNCTION receipts.unread_in_thread(p_tenant text, p_chat text, p_user text, p_thread text)
+RETURNS TABLE (unread integer, mentions integer)
+LANGUAGE sql STABLE SET enable_nestloop = on AS $$
+    SELECT coalesce(sum(counts.unread), 0)::integer, coalesce(sum(counts.mentions), 0)::integer
+    FROM receipts.chat_members AS member
+    CROSS JOIN LATERAL receipts.unread_threads(member.tenant_id, member.chat_id, member.user_id, member.read_seq,
+                                               member.reads_above, member.period_after_seq, member.receipt_chunk) AS counts
+    WHERE member.tenant_id = p_tenant AND member.chat_id = p_chat AND member.user_id = p_user
+      AND member.left_at IS NULL AND counts.thread_id = p_thread;
+$$;
+COMMENT ON FUNCTION receipts.unread_in_thread(text, text, text, text) IS
+    'A member''s unread replies in one thread and those that mention them (zeros when none): the counts unread.changed carries after a read in that thread.';
+
 CREATE OR REPLACE FUNCTION receipts.unread_counts(p_tenant text, p_user text)
 RETURNS TABLE (chat_id text, unread_count integer, marked_unread boolean, muted boolean, mentions integer, threads jsonb)
 LANGUAGE plpgsql AS $$
@@ -23,9 +68,8 @@ BEGIN
     -- The count of every current chat of the user, as one query: at most two index lookups
     -- per chat, however long the chats' histories and however much is unread. Then, for the
     -- chats listed that have a reply above the watermark (chats.last_reply_seq), their threads
-    -- with unread replies as [[thread id, unread, mentions], …]: newest first, at most 100,
-    -- read from the unread part of the chat only (above the watermark; what was read out of
-    -- order looked at only when some was). A subquery in a CASE: a chat without unread
+    -- with unread replies (receipts.unread_threads) as [[thread id, unread, mentions], …]:
+    -- newest first, at most 100. A subquery in a CASE: a chat without unread
     -- replies runs none of it (as a join, each chat paid for an empty aggregate: 1,000 chats,
     -- 2.5 ms).
     RETURN QUERY
@@ -33,20 +77,10 @@ BEGIN
            CASE WHEN counted.unread_count > 0 AND counted.last_reply_seq > counted.read_seq THEN (
                SELECT jsonb_agg(jsonb_build_array(thread.thread_id, thread.unread, thread.mentions) ORDER BY thread.newest DESC)
                FROM (
-                   SELECT reply.thread_id, count(*) AS unread, max(reply.seq) AS newest,
-                          count(*) FILTER (WHERE p_user = ANY (reply.mentions) OR reply.mentions_all) AS mentions
-                   FROM receipts.messages AS reply
-                   WHERE reply.tenant_id = p_tenant AND reply.chat_id = counted.chat_id AND reply.seq > counted.read_seq
-                     AND reply.thread_id IS NOT NULL AND reply.sender_id <> p_user
-                     AND CASE WHEN reply.seq > counted.period_after_seq THEN true
-                              ELSE reply.seq <@ receipts.membership_seqs(p_tenant, counted.chat_id, p_user) END
-                     AND (counted.reads_above = 0
-                          OR NOT EXISTS (SELECT FROM receipts.receipt_chunks AS receipt
-                                         WHERE receipt.tenant_id = p_tenant AND receipt.chat_id = counted.chat_id
-                                           AND receipt.seq = reply.seq AND receipt.chunk = counted.receipt_chunk
-                                           AND (p_user = ANY (receipt.read_by) OR p_user = ANY (receipt.hidden_read_by))))
-                   GROUP BY reply.thread_id
-                   ORDER BY max(reply.seq) DESC
+                   SELECT counts.thread_id, counts.unread, counts.mentions, counts.newest
+                   FROM receipts.unread_threads(p_tenant, counted.chat_id, p_user, counted.read_seq, counted.reads_above,
+                                                counted.period_after_seq, counted.receipt_chunk) AS counts
+                   ORDER BY counts.newest DESC
                    LIMIT 100
                ) AS thread)
            END

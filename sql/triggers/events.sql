@@ -104,22 +104,32 @@ COMMENT ON FUNCTION receipts.record_receipts() IS 'Trigger: receipt.read / recei
 -- unread.changed: when a member's own action changed their count or mark (a read, marking
 -- unread, leaving) or their total (muting or unmuting the chat), to that user's devices,
 -- with the new count and unread mentions
--- (receipts.member_unread, by key: the statement's changes are visible to its AFTER trigger).
+-- (receipts.member_unread, by key: the statement's changes are visible to its AFTER trigger),
+-- and for a read whose replies were of one thread (chat_members.last_read_thread), that
+-- thread's new counts.
 CREATE OR REPLACE FUNCTION receipts.record_unread_changes() RETURNS trigger
 LANGUAGE plpgsql SET enable_nestloop = off SET enable_mergejoin = off SET enable_hashjoin = on SET jit = off AS $$
 BEGIN
     INSERT INTO receipts.events (tenant_id, event_id, transaction_id, type, chat_id, user_id, data, audience)
     SELECT changed.tenant_id, nextval('receipts.event_ids'), pg_current_xact_id(), 'unread.changed',
            changed.chat_id, changed.user_id,
-           -- One subquery by key (no join: this function turns nested loops off).
+           -- One subquery by key (no join: this function turns nested loops off); for a read
+           -- in one thread, that thread's counts (receipts.unread_in_thread).
            (SELECT jsonb_build_object('unreadCount', unread.unread_count, 'mentions', unread.unread_mentions,
                                       'markedUnread', changed.marked_unread)
             FROM receipts.member_unread AS unread
             WHERE unread.tenant_id = changed.tenant_id AND unread.chat_id = changed.chat_id
-              AND unread.user_id = changed.user_id),
+              AND unread.user_id = changed.user_id)
+           || CASE WHEN changed.read_thread IS NULL THEN '{}'::jsonb ELSE (
+                  SELECT jsonb_build_object('threadId', changed.read_thread, 'threadUnreadCount', thread.unread,
+                                            'threadMentions', thread.mentions)
+                  FROM receipts.unread_in_thread(changed.tenant_id, changed.chat_id, changed.user_id, changed.read_thread)
+                      AS thread) END,
            ARRAY[changed.user_id::text]
     FROM (
-        SELECT after.tenant_id, after.chat_id, after.user_id, after.marked_unread
+        -- last_read_thread: the thread of a read that marked something (last_read_at moved).
+        SELECT after.tenant_id, after.chat_id, after.user_id, after.marked_unread,
+               CASE WHEN after.last_read_at IS DISTINCT FROM before.last_read_at THEN after.last_read_thread END AS read_thread
         FROM updated_after AS after
         JOIN updated_before AS before USING (tenant_id, chat_id, user_id)
         WHERE after.read_seq <> before.read_seq
