@@ -13,8 +13,9 @@ public struct ReceiptsEvent: Sendable, Hashable {
         case receiptDelivered
         /// A marking request read `messageIDs` by `userID` (never for hidden reads).
         case receiptRead
-        /// `userID`'s unread count of the chat changed by their own action
-        /// (`unreadMentions`: how many of their unread messages there mention them).
+        /// `userID`'s unread count of the chat, or their total, changed by their own action
+        /// (`unreadMentions`: how many of their unread messages there mention them;
+        /// `threadID` and `threadCounts` after a read in one thread; `totals`: their badges).
         case unreadChanged(unreadCount: Int, markedUnread: Bool)
         /// `messageIDs` were deleted from the chat; `userID` had sent them: the one deleted,
         /// or a thread's root followed by its replies, which go with it.
@@ -49,15 +50,49 @@ public struct ReceiptsEvent: Sendable, Hashable {
     /// `messageCreated`: the message mentioned every member but its sender.
     public var mentionsAll: Bool
     /// `messageCreated`: the root of the thread the message replies in; nil for a message
-    /// of the main timeline (and for other kinds).
+    /// of the main timeline. `unreadChanged`: the thread the read was in, when its replies
+    /// were all of one (then `threadCounts` are that thread's). Nil for other kinds.
     public var threadID: String?
     /// `unreadChanged`: how many of the user's unread messages in the chat mention them
     /// (0 for other kinds).
     public var unreadMentions: Int
+    /// `unreadChanged` with a `threadID`: the user's unread replies left in that thread.
+    public var threadCounts: Counts?
+    /// `unreadChanged`: the user's totals over every chat, as the service delivered the
+    /// event (so the current ones, also on a replay): what an app icon shows.
+    public var totals: Totals?
+
+    /// Unread messages, and how many of them mention the user.
+    public struct Counts: Sendable, Hashable {
+        public var unread: Int
+        public var mentions: Int
+
+        public init(unread: Int, mentions: Int) {
+            self.unread = unread
+            self.mentions = mentions
+        }
+    }
+
+    /// The top of `ReceiptsClient.unread(for:)`: `total` and `badge` leave muted chats out;
+    /// `mentions` and `mentionsBadge` count every chat.
+    public struct Totals: Sendable, Hashable {
+        public var total: Int
+        public var badge: String
+        public var mentions: Int
+        public var mentionsBadge: String
+
+        public init(total: Int, badge: String, mentions: Int, mentionsBadge: String) {
+            self.total = total
+            self.badge = badge
+            self.mentions = mentions
+            self.mentionsBadge = mentionsBadge
+        }
+    }
 
     public init(
         id: String, kind: Kind, chatID: String? = nil, userID: String? = nil, messageIDs: [String] = [], at: Date? = nil,
-        mentions: [String] = [], mentionsAll: Bool = false, threadID: String? = nil, unreadMentions: Int = 0
+        mentions: [String] = [], mentionsAll: Bool = false, threadID: String? = nil, unreadMentions: Int = 0,
+        threadCounts: Counts? = nil, totals: Totals? = nil
     ) {
         self.id = id
         self.kind = kind
@@ -69,6 +104,8 @@ public struct ReceiptsEvent: Sendable, Hashable {
         self.mentionsAll = mentionsAll
         self.threadID = threadID
         self.unreadMentions = unreadMentions
+        self.threadCounts = threadCounts
+        self.totals = totals
     }
 
     /// The `Event` JSON of the contract. Decoded leniently by type name rather than with
@@ -87,6 +124,12 @@ public struct ReceiptsEvent: Sendable, Hashable {
         var mentions: Mentions?
         var mentionsAll: Bool?
         var threadId: String?
+        var threadUnreadCount: Int?
+        var threadMentions: Int?
+        var total: Int?
+        var badge: String?
+        var totalMentions: Int?
+        var mentionsBadge: String?
     }
 
     /// `mentions` is a list of ids on `message.created` and a number on `unread.changed`.
@@ -126,6 +169,10 @@ public struct ReceiptsEvent: Sendable, Hashable {
             id: wire.id, kind: kind, chatID: wire.chatId, userID: wire.userId, messageIDs: wire.messageIds ?? [],
             at: wire.at.flatMap { try? Date($0, strategy: .iso8601.year().month().day().time(includingFractionalSeconds: true)) },
             mentions: wire.mentions?.named ?? [], mentionsAll: wire.mentionsAll ?? false, threadID: wire.threadId,
-            unreadMentions: wire.mentions?.unread ?? 0)
+            unreadMentions: wire.mentions?.unread ?? 0,
+            threadCounts: wire.threadUnreadCount.map { Counts(unread: $0, mentions: wire.threadMentions ?? 0) },
+            totals: wire.total.map {
+                Totals(total: $0, badge: wire.badge ?? "", mentions: wire.totalMentions ?? 0, mentionsBadge: wire.mentionsBadge ?? "")
+            })
     }
 }

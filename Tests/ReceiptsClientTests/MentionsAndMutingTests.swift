@@ -89,7 +89,7 @@ struct MentionsAndMutingTests {
         #expect(named.threadID == nil && everyone.threadID == nil && read.threadID == nil)
     }
 
-    @Test("message.created of a reply carries its threadId; unread.changed carries the unread mentions as a count")
+    @Test("message.created of a reply carries its threadId; unread.changed carries the unread mentions as a count, the thread's counts and the user's totals")
     func threadAndUnreadEvents() async throws {
         let receipts = ReceiptsClient(baseURL: Self.baseURL, credential: "key", transport: MentionTransport())
         var events = try await receipts.events().makeAsyncIterator()
@@ -99,7 +99,10 @@ struct MentionsAndMutingTests {
         #expect(reply.mentions == ["alice"] && reply.unreadMentions == 0)
         let unread = try #require(try await events.next())
         #expect(unread.kind == .unreadChanged(unreadCount: 3, markedUnread: false) && unread.userID == "bob")
-        #expect(unread.unreadMentions == 2 && unread.mentions == [] && unread.threadID == nil)
+        #expect(unread.unreadMentions == 2 && unread.mentions == [] && unread.threadID == "m2")
+        #expect(unread.threadCounts == .init(unread: 1, mentions: 1))
+        #expect(unread.totals == .init(total: 7, badge: "7", mentions: 2, mentionsBadge: "2"))
+        #expect(reply.threadCounts == nil && reply.totals == nil)
         #expect(events.lastEventID == "1054")
     }
 }
@@ -154,7 +157,7 @@ final class MentionTransport: ClientTransport, Sendable {
         data: {"id":"1053","type":"message.created","chatId":"team","userId":"bob","messageIds":["r1"],"at":"2025-11-24T17:47:00.000Z","mentions":["alice"],"threadId":"m2"}
 
         id: 1054
-        data: {"id":"1054","type":"unread.changed","chatId":"team","userId":"bob","messageIds":[],"at":"2025-11-24T17:48:00.000Z","mentions":2,"unreadCount":3,"markedUnread":false}
+        data: {"id":"1054","type":"unread.changed","chatId":"team","userId":"bob","messageIds":[],"at":"2025-11-24T17:48:00.000Z","mentions":2,"threadId":"m2","unreadCount":3,"markedUnread":false,"threadMentions":1,"threadUnreadCount":1,"total":7,"badge":"7","totalMentions":2,"mentionsBadge":"2"}
 
 
         """

@@ -23,9 +23,14 @@ extension Components {
         /// of [A-Za-z0-9._:-]), in stream order: store the last one and send it back to resume,
         /// never compare ids (after a database failover they name its new history, e.g.
         /// `4711.3fa9c01b77e2`; no id ever names two events). `resync.required` says: reload what
-        /// you show, the stream goes on after its `id`. `unread.changed` also carries
-        /// `mentions` (the number of the user's unread messages in the chat that mention them),
-        /// `unreadCount` and `markedUnread`.
+        /// you show, the stream goes on after its `id`. `unread.changed` (a read, marking
+        /// unread, leaving, muting or unmuting) also carries `mentions` (the number of the
+        /// user's unread messages in the chat that mention them), `unreadCount` and
+        /// `markedUnread`; after a read whose replies were all in one thread, `threadId`,
+        /// `threadUnreadCount` and `threadMentions` (that thread's new counts); then the user's
+        /// totals over every chat, as the top of the unread list gives them: `total`, `badge`,
+        /// `totalMentions`, `mentionsBadge`. The totals are read as the event is delivered, so
+        /// they are the user's current ones (a replay carries those of the replay).
         /// `message.created` also carries `mentions`, the members the message named (`[]` for
         /// none), `threadId` (the thread's root for a reply, null on the main timeline), and,
         /// only for a message that mentioned everyone (`mentionsAll`), `mentionsAll:
@@ -116,11 +121,36 @@ extension Components {
             /// - Remark: Generated from `#/components/schemas/Event/mentions`.
             public var mentions: Components.Schemas.Event.MentionsPayload?
             /// `message.created`: the root of the thread the message replies in, or null for a
-            /// message of the main timeline.
+            /// message of the main timeline. `unread.changed`: the thread a read was in (absent
+            /// when it was in none or in several).
             ///
             ///
             /// - Remark: Generated from `#/components/schemas/Event/threadId`.
             public var threadId: Swift.String?
+            /// `unread.changed` with `threadId`: the user's unread replies left in that thread.
+            ///
+            /// - Remark: Generated from `#/components/schemas/Event/threadUnreadCount`.
+            public var threadUnreadCount: Swift.Int?
+            /// `unread.changed` with `threadId`: how many of them mention the user.
+            ///
+            /// - Remark: Generated from `#/components/schemas/Event/threadMentions`.
+            public var threadMentions: Swift.Int?
+            /// `unread.changed`: the user's unread messages in every chat they did not mute (as the unread list's `total`).
+            ///
+            /// - Remark: Generated from `#/components/schemas/Event/total`.
+            public var total: Swift.Int?
+            /// `unread.changed`: `total` as text for an app icon (`"99+"` above 99, `""` for 0).
+            ///
+            /// - Remark: Generated from `#/components/schemas/Event/badge`.
+            public var badge: Swift.String?
+            /// `unread.changed`: the user's unread mentions in every chat, muted ones included (the unread list's `mentions`).
+            ///
+            /// - Remark: Generated from `#/components/schemas/Event/totalMentions`.
+            public var totalMentions: Swift.Int?
+            /// `unread.changed`: `totalMentions` in the form of `badge`.
+            ///
+            /// - Remark: Generated from `#/components/schemas/Event/mentionsBadge`.
+            public var mentionsBadge: Swift.String?
             /// `message.created`, only for a message that mentioned every member: `true`.
             ///
             ///
@@ -139,6 +169,12 @@ extension Components {
             ///   - markedUnread:
             ///   - mentions: `message.created`: the members the message named (`[]` for none); not every
             ///   - threadId: `message.created`: the root of the thread the message replies in, or null for a
+            ///   - threadUnreadCount: `unread.changed` with `threadId`: the user's unread replies left in that thread.
+            ///   - threadMentions: `unread.changed` with `threadId`: how many of them mention the user.
+            ///   - total: `unread.changed`: the user's unread messages in every chat they did not mute (as the unread list's `total`).
+            ///   - badge: `unread.changed`: `total` as text for an app icon (`"99+"` above 99, `""` for 0).
+            ///   - totalMentions: `unread.changed`: the user's unread mentions in every chat, muted ones included (the unread list's `mentions`).
+            ///   - mentionsBadge: `unread.changed`: `totalMentions` in the form of `badge`.
             ///   - mentionsAll: `message.created`, only for a message that mentioned every member: `true`.
             public init(
                 id: Swift.String,
@@ -151,6 +187,12 @@ extension Components {
                 markedUnread: Swift.Bool? = nil,
                 mentions: Components.Schemas.Event.MentionsPayload? = nil,
                 threadId: Swift.String? = nil,
+                threadUnreadCount: Swift.Int? = nil,
+                threadMentions: Swift.Int? = nil,
+                total: Swift.Int? = nil,
+                badge: Swift.String? = nil,
+                totalMentions: Swift.Int? = nil,
+                mentionsBadge: Swift.String? = nil,
                 mentionsAll: Swift.Bool? = nil
             ) {
                 self.id = id
@@ -163,6 +205,12 @@ extension Components {
                 self.markedUnread = markedUnread
                 self.mentions = mentions
                 self.threadId = threadId
+                self.threadUnreadCount = threadUnreadCount
+                self.threadMentions = threadMentions
+                self.total = total
+                self.badge = badge
+                self.totalMentions = totalMentions
+                self.mentionsBadge = mentionsBadge
                 self.mentionsAll = mentionsAll
             }
             public enum CodingKeys: String, CodingKey {
@@ -176,6 +224,12 @@ extension Components {
                 case markedUnread
                 case mentions
                 case threadId
+                case threadUnreadCount
+                case threadMentions
+                case total
+                case badge
+                case totalMentions
+                case mentionsBadge
                 case mentionsAll
             }
         }
