@@ -95,6 +95,12 @@ struct BenchScenarios {
         results.add("read-to-sender latency, idle", latencies: latencies.delivered, target: "p50 ≤ 2, p99 ≤ 5")
         results.add("… the read request's own answer", latencies: latencies.answered, target: "",
                     note: "n=\(latencies.answered.count); the rest is the way to the sender")
+        // As chat apps run: the reader's own device is connected too, so the hub reads the
+        // reader's unread totals for their unread.changed before it relays the page.
+        let withReader = try await self.measureReadToSender(
+            chat: "latency-reader", samples: self.count(300, minimum: 20), readerConnected: true)
+        results.add("read-to-sender latency, idle, the reader's device connected", latencies: withReader.delivered, target: "",
+                    note: "n=\(withReader.delivered.count); its unread.changed carries the reader's totals")
         let requests = after.count - before.count
         try await self.idlePathHops(
             serviceMilliseconds: requests > 0 ? (after.seconds - before.seconds) / requests * 1000 : nil, into: &results)
@@ -103,10 +109,13 @@ struct BenchScenarios {
     /// Reads one message at a time in a direct chat and times each until the sender's
     /// WebSocket has it, and until the read request itself was answered; returns
     /// milliseconds (the first 20 are warm-up and not returned).
-    func measureReadToSender(chat: String, samples: Int) async throws -> (delivered: [Double], answered: [Double]) {
+    func measureReadToSender(
+        chat: String, samples: Int, readerConnected: Bool = false
+    ) async throws -> (delivered: [Double], answered: [Double]) {
         let key = self.tenant.apiKey
         try await self.client.expect(201, .PUT, "/v1/chats/\(chat)", as: key, body: ["kind": "direct", "members": ["alice", "bob"]])
         let token = try await self.client.expect(201, .POST, "/v1/tokens", as: key, body: ["userId": "alice"])["token"] as! String
+        let readerToken = try await self.client.expect(201, .POST, "/v1/tokens", as: key, body: ["userId": "bob"])["token"] as! String
         // The reader stamps each receipt as it arrives; the loop below waits for it without
         // spinning (a busy wait would take one of the machine's two cores from the service).
         let (arrivals, arrive) = AsyncStream.makeStream(of: (ids: [String], at: ContinuousClock.Instant).self)
@@ -129,7 +138,18 @@ struct BenchScenarios {
                     }
                 }
             }
-            while !opened.withLockedValue({ $0 }) { try await Task.sleep(for: .milliseconds(5)) }
+            let readerOpened = NIOLockedValueBox(!readerConnected)
+            if readerConnected {
+                // The reader's device: takes its events (unread.changed among them) and drops them.
+                let readerURL = self.client.baseURL.replacingOccurrences(of: "http://", with: "ws://") + "/v1/stream?token=\(readerToken)"
+                group.addTask {
+                    try await WebSocketClient.connect(url: readerURL, logger: Logger(label: "bench-ws-reader")) { inbound, _, _ in
+                        readerOpened.withLockedValue { $0 = true }
+                        for try await _ in inbound.messages(maxSize: 1 << 20) {}
+                    }
+                }
+            }
+            while !opened.withLockedValue({ $0 }) || !readerOpened.withLockedValue({ $0 }) { try await Task.sleep(for: .milliseconds(5)) }
             var inbox: [String: ContinuousClock.Instant] = [:]
             var receipts = arrivals.makeAsyncIterator()
             for index in 0..<(samples + 20) {
