@@ -451,43 +451,24 @@ public final class EventHub: Service, Sendable {
                     self.follow(try await self.store.eventHistory())
                     return .waiting
                 }
-                // JSON-encoded once, outside the lock, for the tenants that have streams; an
-                // unread.changed that a stream sees with its user's totals, read first.
-                var totals = UnreadTotalsOfPage()
-                var encoded: [Int64: LiveEvent] = [:]
-                var deliveries = LiveDeliveries()
-                var appended: (wakes: [SubscriberWake], cursor: EventLogCursor?)?
-                for attempt in 1...3 {
-                    let (streamed, missing) = self.state.withLockedValue { state in
-                        (Set(page.events.lazy.map(\.tenantId).filter(state.fanOut.isStreamed)),
-                         totals.missing(in: page.events, isStreamed: state.fanOut.isStreamed(_:user:)))
-                    }
-                    try await totals.read(missing, from: self.store)
-                    for event in page.events where streamed.contains(event.tenantId) && encoded[event.id]?.hasTotals != true {
-                        encoded[event.id] = LiveEvent(event, history: history, totals: totals[event])
-                    }
-                    appended = self.state.withLockedValue { state -> (wakes: [SubscriberWake], cursor: EventLogCursor?)? in
-                        // A stream that came meanwhile and sees a user whose totals were not
-                        // read: read them too, before anything is appended (at most twice more).
-                        if attempt < 3, !totals.missing(in: page.events, isStreamed: state.fanOut.isStreamed(_:user:)).isEmpty {
-                            return nil
-                        }
-                        // Another refresh (tests call it directly) may have moved on meanwhile.
-                        guard let (accepted, cursor) = state.log.accept(page, readAfter: from) else { return ([], nil) }
-                        // Settled in the history the database went on to: the feeds serve again
-                        // from where the cursor began in it.
-                        let resumed = cursor.isReady ? state.fanOut.resume(from: from) : []
-                        return (resumed + state.fanOut.append(accepted, encoded: encoded, history: history, deliveries: &deliveries), cursor)
-                    }
-                    if appended != nil { break }
+                // The events before the first unread.changed that needs its user's totals go
+                // out at once, the rest once those are read: a sender's receipt.read does not
+                // wait for the reader's totals. Each part is taken as a read of its own, with
+                // the page's snapshot (the cursor looks at ids in order either way).
+                let split = self.state.withLockedValue { state in
+                    UnreadTotalsOfPage.firstNeedingTotals(in: page.events, isStreamed: state.fanOut.isStreamed(_:user:))
                 }
-                let (wakes, cursor) = appended ?? ([], nil)
-                // After the lock, and before any stream woken now can write: a live
-                // subscriber's events reach its event loop in order, ahead of its close.
-                deliveries.send { [weak self] subscriber, period, position in
-                    self?.fellBehind(subscriber, period: period, at: position)
+                var parts = [page.events[...]]
+                if let split, split > 0 { parts = [page.events[..<split], page.events[split...]] }
+                var cursor: EventLogCursor?
+                var readAfter = from
+                for part in parts {
+                    let read = EventLogPage(history: page.history, snapshot: page.snapshot, events: Array(part))
+                    cursor = try await self.append(read, readAfter: readAfter, history: history)
+                    // Stopped before the part's end (at a gap): the rest waits for the next read.
+                    guard let reached = cursor?.position, let last = part.last?.id, reached == last else { break }
+                    readAfter = reached
                 }
-                for wake in wakes { wake.yield() }
                 guard let cursor else { return .waiting }
                 var writers: EventWriters?
                 if cursor.needsRunningTransactions {
@@ -512,6 +493,50 @@ public final class EventHub: Service, Sendable {
             self.logger.log(level: level, "reading the event log failed", metadata: ["error": "\(error)"])
             return .failed
         }
+    }
+
+    /// Takes a read of the log into the feeds (`refresh()`): JSON-encoded once, outside the
+    /// lock, for the tenants that have streams, each `unread.changed` that a stream sees with
+    /// its user's totals, read first (`UnreadTotalsOfPage`); then the subscribers it concerns
+    /// are handed their events or woken.
+    ///
+    /// - Returns: the cursor after it; nil when another refresh moved on meanwhile.
+    private func append(_ page: EventLogPage, readAfter from: Int64, history: EventHistory) async throws -> EventLogCursor? {
+        var totals = UnreadTotalsOfPage()
+        var encoded: [Int64: LiveEvent] = [:]
+        var deliveries = LiveDeliveries()
+        var appended: (wakes: [SubscriberWake], cursor: EventLogCursor?)?
+        for attempt in 1...3 {
+            let (streamed, missing) = self.state.withLockedValue { state in
+                (Set(page.events.lazy.map(\.tenantId).filter(state.fanOut.isStreamed)),
+                 totals.missing(in: page.events, isStreamed: state.fanOut.isStreamed(_:user:)))
+            }
+            try await totals.read(missing, from: self.store)
+            for event in page.events where streamed.contains(event.tenantId) && encoded[event.id]?.hasTotals != true {
+                encoded[event.id] = LiveEvent(event, history: history, totals: totals[event])
+            }
+            appended = self.state.withLockedValue { state -> (wakes: [SubscriberWake], cursor: EventLogCursor?)? in
+                // A stream that came meanwhile and sees a user whose totals were not read:
+                // read them too, before anything is appended (at most twice more).
+                if attempt < 3, !totals.missing(in: page.events, isStreamed: state.fanOut.isStreamed(_:user:)).isEmpty {
+                    return nil
+                }
+                // Another refresh (tests call it directly) may have moved on meanwhile.
+                guard let (accepted, cursor) = state.log.accept(page, readAfter: from) else { return ([], nil) }
+                // Settled in the history the database went on to: the feeds serve again from
+                // where the cursor began in it.
+                let resumed = cursor.isReady ? state.fanOut.resume(from: from) : []
+                return (resumed + state.fanOut.append(accepted, encoded: encoded, history: history, deliveries: &deliveries), cursor)
+            }
+            if appended != nil { break }
+        }
+        // After the lock, and before any stream woken now can write: a live subscriber's
+        // events reach its event loop in order, ahead of its close.
+        deliveries.send { [weak self] subscriber, period, position in
+            self?.fellBehind(subscriber, period: period, at: position)
+        }
+        for wake in appended?.wakes ?? [] { wake.yield() }
+        return appended?.cursor
     }
 
     /// Ends a wait at a missing event id that has lasted `Options.abandonGapsAfter`

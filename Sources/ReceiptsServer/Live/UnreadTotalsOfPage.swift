@@ -35,6 +35,15 @@ struct UnreadTotalsOfPage {
         return missing
     }
 
+    /// The index of the first `unread.changed` in `events` that `isStreamed` says someone
+    /// sees (whose totals have to be read before it goes out); nil when there is none.
+    static func firstNeedingTotals(in events: [StoredEvent], isStreamed: (_ tenant: String, _ user: String) -> Bool) -> Int? {
+        events.firstIndex { event in
+            guard event.type == Self.eventType, let user = event.userId else { return false }
+            return isStreamed(event.tenantId, user)
+        }
+    }
+
     /// Reads the totals of `users`: one query per tenant.
     mutating func read(_ users: Set<User>, from store: ReceiptsStore) async throws {
         for (tenant, users) in Dictionary(grouping: users, by: \.tenant) {
