@@ -39,6 +39,22 @@ struct EventFanOutTests {
         return events.map(\.id)
     }
 
+    @Test("whose unread totals the hub reads: users a token stream of theirs sees, every user while a tenant-key stream is open")
+    func streamViewers() {
+        var fanOut = self.fanOut()
+        #expect(!fanOut.isStreamed("t", user: "b"))
+        let phone = self.subscribe(&fanOut, .user(tenant: "t", user: "b"), at: 10)
+        let laptop = self.subscribe(&fanOut, .user(tenant: "t", user: "b"), at: 10)
+        #expect(fanOut.isStreamed("t", user: "b") && !fanOut.isStreamed("t", user: "a") && !fanOut.isStreamed("u", user: "b"))
+        fanOut.unsubscribe(phone.key)
+        #expect(fanOut.isStreamed("t", user: "b"))
+        let backend = self.subscribe(&fanOut, .tenant("t"), at: 10)
+        #expect(fanOut.isStreamed("t", user: "a"))
+        fanOut.unsubscribe(laptop.key)
+        fanOut.unsubscribe(backend.key)
+        #expect(!fanOut.isStreamed("t", user: "a") && !fanOut.isStreamed("t", user: "b"))
+    }
+
     @Test("events are appended once per tenant and each subscriber of that tenant is handed them once, in order")
     func fromMemory() {
         var fanOut = self.fanOut()

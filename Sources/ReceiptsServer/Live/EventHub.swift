@@ -407,6 +407,11 @@ public final class EventHub: Service, Sendable {
                 return Batch(events: [], isUpToDate: false, resync: current.map { Resync(position: $0, eventId: history.eventId($0)) })
             }
             let stored = page.events
+            // The totals of its unread.changed, read before the subscription moves past these
+            // events: a failed read leaves it where it was.
+            var totals = UnreadTotalsOfPage()
+            let sees = { (_: String, user: String) in subscription.principal.tokenUser.map { $0 == user } ?? true }
+            try await totals.read(totals.missing(in: stored, isStreamed: sees), from: self.store)
             let reached = stored.count < self.options.pageSize ? through : stored[stored.count - 1].id
             let moved = self.state.withLockedValue { state in
                 state.log.isIn(history.currentId) && state.fanOut.move(subscription.key, from: position, to: reached, restarting: false)
@@ -414,8 +419,6 @@ public final class EventHub: Service, Sendable {
             // Moved meanwhile (the database went on to another history, or the subscription
             // ended): the next pull says where it is.
             guard moved else { return Batch(events: [], isUpToDate: false) }
-            var totals = UnreadTotalsOfPage()
-            try await totals.read(totals.missing(in: stored) { _, user in subscription.principal.tokenUser.map { $0 == user } ?? true }, from: self.store)
             return Batch(
                 events: shown(stored.map { LiveEvent($0, history: history, totals: totals[$0]) }, committedBefore: committedBefore),
                 isUpToDate: false)

@@ -27,7 +27,7 @@ struct LiveEvent: Sendable {
     let estimatedBytes: Int
 
     /// An event to stream; `totals`, for an `unread.changed`, are its user's totals as the hub
-    /// delivers it (`EventHub.unreadTotals(for:)`).
+    /// delivers it (`UnreadTotalsOfPage`).
     init(_ event: StoredEvent, history: EventHistory, totals: UnreadTotals? = nil) {
         self.id = event.id
         self.eventId = history.eventId(event.id)
