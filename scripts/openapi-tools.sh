@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# The Python tools that check openapi.yaml, in a virtual environment under .receipts/:
-# openapi-spec-validator (the linter, run by the test suite) and schemathesis (run against a
-# live receiptsd by scripts/schemathesis.sh). Versions are pinned so that a run is
+# The Python tools the tests use, in a virtual environment under .receipts/:
+# openapi-spec-validator (the linter, run by the test suite), schemathesis (run against a
+# live receiptsd by scripts/schemathesis.sh) and standardwebhooks (the Standard Webhooks
+# reference verifier, which StandardWebhooksTests runs on real deliveries). Versions are pinned so that a run is
 # reproducible; raise them here.
 #
 # `source scripts/openapi-tools.sh` defines ensure_openapi_tools and OPENAPI_TOOLS (the
@@ -10,7 +11,7 @@
 # from PyPI, and fails (status 1) when they cannot be installed.
 
 OPENAPI_TOOLS="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)/.receipts/openapi-tools"
-OPENAPI_TOOLS_REQUIREMENTS=(openapi-spec-validator==0.9.0 schemathesis==4.32.5)
+OPENAPI_TOOLS_REQUIREMENTS=(openapi-spec-validator==0.9.0 schemathesis==4.32.5 standardwebhooks==1.1.0)
 
 ensure_openapi_tools() {
     local stamp="$OPENAPI_TOOLS/.installed"

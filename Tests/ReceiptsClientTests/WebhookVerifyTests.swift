@@ -37,4 +37,33 @@ struct WebhookVerifyTests {
             }
         }
     }
+
+    /// The example of the Standard Webhooks specification, which its reference library signs so.
+    static let standardHeaders = [
+        "Webhook-Id": "msg_p5jXN8AQM9LWM0D4loKWxJek", "Webhook-Timestamp": "1614265330",
+        "Webhook-Signature": "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=",
+    ]
+    static let standardSecret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+    static let standardBody = Data(#"{"test": 2432232314}"#.utf8)
+    static let standardSignedAt = Date(timeIntervalSince1970: 1_614_265_330)
+
+    @Test("the Standard Webhooks headers: the specification's example is accepted, also beside another signature; refusals say why")
+    func standardHeaders() throws {
+        try Webhook.verify(body: Self.standardBody, headers: Self.standardHeaders, secret: Self.standardSecret, now: Self.standardSignedAt)
+        var rotating = Self.standardHeaders
+        rotating["Webhook-Signature"] = "v1,bm90IGl0 " + Self.standardHeaders["Webhook-Signature"]!
+        try Webhook.verify(body: Self.standardBody, headers: rotating, secret: Self.standardSecret, now: Self.standardSignedAt)
+        #expect(throws: Webhook.VerificationError.signatureMismatch) {
+            try Webhook.verify(body: Self.standardBody, headers: Self.standardHeaders, secret: Self.secret, now: Self.standardSignedAt)
+        }
+        #expect(throws: Webhook.VerificationError.outsideTolerance) {
+            try Webhook.verify(
+                body: Self.standardBody, headers: Self.standardHeaders, secret: Self.standardSecret, now: Self.standardSignedAt.addingTimeInterval(301))
+        }
+        var missing = Self.standardHeaders
+        missing["Webhook-Id"] = nil
+        #expect(throws: Webhook.VerificationError.malformedHeader) {
+            try Webhook.verify(body: Self.standardBody, headers: missing, secret: Self.standardSecret, now: Self.standardSignedAt)
+        }
+    }
 }

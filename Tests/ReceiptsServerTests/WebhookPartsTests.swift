@@ -16,6 +16,41 @@ struct WebhookPartsTests {
         #expect(WebhookSignature.hex([0x00, 0x0f, 0xa5, 0xff]) == "000fa5ff")
     }
 
+    @Test("webhook-signature is v1,<base64 HMAC-SHA256(key, \"<id>.<t>.<body>\")>: the Standard Webhooks example, and a plain secret keyed by its bytes")
+    func standardSignature() {
+        // The example of the Standard Webhooks specification (the reference library signs it so).
+        let headers = WebhookSignature.standardHeaders(
+            id: "msg_p5jXN8AQM9LWM0D4loKWxJek", timestamp: 1_614_265_330, body: Array(#"{"test": 2432232314}"#.utf8),
+            secrets: ["whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"])
+        #expect(headers.map(\.name) == ["webhook-id", "webhook-timestamp", "webhook-signature"])
+        #expect(headers.map(\.value) == ["msg_p5jXN8AQM9LWM0D4loKWxJek", "1614265330", "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE="])
+        // A secret not of the whsec_ form keys the HMAC with its UTF-8 bytes (the reference
+        // library: Webhook(b"a plain secret of 24 chars").sign("m", 1614265330, "{}")).
+        let plain = WebhookSignature.standardHeaders(id: "m", timestamp: 1_614_265_330, body: Array("{}".utf8), secrets: ["a plain secret of 24 chars"])
+        #expect(plain.last?.value == "v1,o8DSLEXsF45tquqnUtUWcVbQg+42LJcY19azg1nH3Is=")
+        // Two secrets (a rotation): both signatures, space-separated.
+        let both = WebhookSignature.standardHeaders(
+            id: "m", timestamp: 1_614_265_330, body: Array("{}".utf8), secrets: ["a plain secret of 24 chars", "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"])
+        #expect(both.last?.value.split(separator: " ").count == 2)
+        #expect(both.last?.value.hasPrefix("v1,o8DSLEXsF45tquqnUtUWcVbQg+42LJcY19azg1nH3Is= v1,") == true)
+    }
+
+    @Test("generated secrets are whsec_ and 32 random bytes; a whsec_ secret keys with its bytes (padded or not), any other with its UTF-8")
+    func secrets() {
+        let generated = WebhookSecret.generated()
+        #expect(generated.hasPrefix("whsec_") && generated.count == 50)
+        #expect(WebhookSecret.standardKey(of: generated).count == 32)
+        #expect(WebhookSecret.generated() != generated)
+        #expect(WebhookSecret.standardKey(of: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw").count == 24)
+        #expect(WebhookSecret.standardKey(of: String(generated.dropLast())) == WebhookSecret.standardKey(of: generated))
+        // Not base64, or too short a key: the text itself.
+        #expect(WebhookSecret.standardKey(of: "whsec_not base64 at all!") == Array("whsec_not base64 at all!".utf8))
+        #expect(WebhookSecret.standardKey(of: "whsec_AAAA") == Array("whsec_AAAA".utf8))
+        #expect(WebhookSecret.standardKey(of: "0123456789abcdef") == Array("0123456789abcdef".utf8))
+        #expect(WebhookSignature.standardId(webhook: "w", firstEventId: "7", lastEventId: "9", startsWithResync: false) == "w_7_9")
+        #expect(WebhookSignature.standardId(webhook: "w", firstEventId: "9", lastEventId: "9", startsWithResync: true) == "w_9_9_resync")
+    }
+
     @Test("loopback, private, link-local, multicast, unspecified and mapped forms of them are refused; public addresses pass")
     func addressPolicy() throws {
         let refused = [

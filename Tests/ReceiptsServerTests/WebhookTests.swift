@@ -259,11 +259,11 @@ struct WebhookTests {
             #expect(!next.isSigned(with: Self.secret))
             #expect(next.events.map { $0["type"] as? String } == ["receipt.read"])
 
-            // Without a secret, one is generated (URL-safe, at least 32 bytes).
+            // Without a secret, one is generated in the Standard Webhooks form: whsec_ and 32 random bytes.
             let generated = try await Self.putWebhook("other", url: receiver.url, secret: nil, tenant: tenant)
             let secret = try #require(generated.json["secret"] as? String)
-            #expect(secret.count >= 43)
-            #expect(secret.allSatisfy { $0.isLetter || $0.isNumber || $0 == "-" || $0 == "_" })
+            #expect(secret.hasPrefix("whsec_"))
+            #expect(Data(base64Encoded: String(secret.dropFirst(6)))?.count == 32)
             #expect(try await client.request(.delete, "/v1/webhooks/other", as: tenant.apiKey).status == .noContent)
 
             // DELETE: nothing more is sent.

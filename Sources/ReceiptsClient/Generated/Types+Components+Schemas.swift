@@ -1889,8 +1889,10 @@ extension Components {
             ///
             /// - Remark: Generated from `#/components/schemas/PutWebhookRequest/events`.
             public var events: [Components.Schemas.WebhookEventType]?
-            /// The key of the `Receipts-Signature` HMAC, 16–128 characters (no NUL); when absent
-            /// one is generated (32 random bytes, base64url).
+            /// The signing secret, 16–128 characters (no NUL); when absent one is generated in
+            /// the Standard Webhooks form, `whsec_` and the base64 of 32 random bytes. It keys
+            /// `Receipts-Signature` with its UTF-8 bytes, and `webhook-signature` with the decoded
+            /// bytes of a `whsec_` secret (24–64 of them), else with its UTF-8 bytes.
             ///
             ///
             /// - Remark: Generated from `#/components/schemas/PutWebhookRequest/secret`.
@@ -1900,7 +1902,7 @@ extension Components {
             /// - Parameters:
             ///   - url: Where batches are POSTed; `http` or `https`, at most 2048 characters.
             ///   - events: The event types delivered (by default the four receipt types; edits, deletes and erasures only when named); no repeats.
-            ///   - secret: The key of the `Receipts-Signature` HMAC, 16–128 characters (no NUL); when absent
+            ///   - secret: The signing secret, 16–128 characters (no NUL); when absent one is generated in
             public init(
                 url: Swift.String,
                 events: [Components.Schemas.WebhookEventType]? = nil,
@@ -2100,8 +2102,12 @@ extension Components {
             }
         }
         /// What a webhook's receiver gets: `POST <url>` with `Content-Type: application/json`,
-        /// `Receipts-Webhook-Id: <webhookId>` and `Receipts-Signature: t=<unix seconds>,v1=<lowercase
-        /// hex HMAC-SHA256(secret, "<t>.<raw body>")>`. The events are exactly as the tenant key's
+        /// `Receipts-Webhook-Id: <webhookId>`, `Receipts-Signature: t=<unix seconds>,v1=<lowercase
+        /// hex HMAC-SHA256(secret, "<t>.<raw body>")>`, and the Standard Webhooks headers, which
+        /// its verifier libraries check: `webhook-id` (the batch's: the same for every attempt of
+        /// it, another for every other batch), `webhook-timestamp` (unix seconds) and
+        /// `webhook-signature: v1,<base64 HMAC-SHA256(key, "<webhook-id>.<webhook-timestamp>.<raw
+        /// body>")>` (the key as `PutWebhookRequest.secret` says). The events are exactly as the tenant key's
         /// stream carries them (same ids), 1–100 in stream order; a receiver sees each at least once
         /// and drops repeats by `id`.
         ///

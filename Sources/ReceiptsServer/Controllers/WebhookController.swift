@@ -37,7 +37,7 @@ struct WebhookController {
                 "url points at a loopback, private, link-local, multicast or unspecified address, which webhooks may not reach")
         }
         let events = try Self.events(body.events)
-        let secret = try body.secret.map(Self.checkedSecret) ?? Self.generatedSecret()
+        let secret = try body.secret.map(Self.checkedSecret) ?? WebhookSecret.generated()
         // Where the hub stands: every event up to here committed before this request.
         let (position, history) = try await self.hub.readyPosition()
         let outcome = try await self.store.putWebhook(
@@ -108,11 +108,4 @@ struct WebhookController {
         return secret
     }
 
-    /// 32 random bytes from the system's generator, base64url without padding (43 characters).
-    static func generatedSecret() -> String {
-        var random = SystemRandomNumberGenerator()
-        let bytes = (0..<32).map { _ in UInt8.random(in: 0...255, using: &random) }
-        return Data(bytes).base64EncodedString()
-            .replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
-    }
 }

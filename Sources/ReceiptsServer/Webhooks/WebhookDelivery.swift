@@ -104,6 +104,8 @@ final class WebhookDelivery: Sendable {
     struct Entry {
         /// Its position (in `DeliveryLoop.receivedHistory`).
         let id: Int64
+        /// Its `id` as the receiver sees it (`EventHistory.eventId(_:)`).
+        let eventId: String
         let type: String
         let json: String
     }
@@ -213,10 +215,11 @@ final class WebhookDelivery: Sendable {
                 let subscription = try await self.subscribed(committedBefore: current.committedBefore)
                 let batch = try await self.delivery.hub.nextEvents(for: subscription)
                 if let resync = batch.resync {
-                    self.pending.append(Entry(id: resync.position, type: WebhookEventTypes.resyncRequired, json: resync.json))
+                    self.pending.append(
+                        Entry(id: resync.position, eventId: resync.eventId, type: WebhookEventTypes.resyncRequired, json: resync.json))
                 }
                 for event in batch.events {
-                    self.pending.append(Entry(id: event.id, type: event.type, json: event.json))
+                    self.pending.append(Entry(id: event.id, eventId: event.eventId, type: event.type, json: event.json))
                 }
                 self.received = self.delivery.hub.position(of: subscription) ?? self.received
                 self.hubHasMore = !batch.isUpToDate
@@ -257,7 +260,8 @@ final class WebhookDelivery: Sendable {
                 // The position is no longer retained, or of a history the database lost: the
                 // next batch starts with resync.required (`acknowledged` stays as it is until
                 // that batch is acknowledged, so a restart before says it again).
-                self.pending.append(Entry(id: resync.position, type: WebhookEventTypes.resyncRequired, json: resync.json))
+                self.pending.append(
+                        Entry(id: resync.position, eventId: resync.eventId, type: WebhookEventTypes.resyncRequired, json: resync.json))
             } else {
                 // The same position in the history the hub is in.
                 self.acknowledged = start.position
@@ -397,9 +401,15 @@ final class WebhookDelivery: Sendable {
                 headers.add(name: "Content-Type", value: "application/json")
                 headers.add(name: "User-Agent", value: "receiptsd")
                 headers.add(name: "Receipts-Webhook-Id", value: self.key.webhook)
-                headers.add(
-                    name: WebhookSignature.headerName,
-                    value: WebhookSignature.header(secret: current.secret, timestamp: Int64(Date().timeIntervalSince1970), body: body))
+                let timestamp = Int64(Date().timeIntervalSince1970)
+                headers.add(name: WebhookSignature.headerName, value: WebhookSignature.header(secret: current.secret, timestamp: timestamp, body: body))
+                let first = attempt.entries[0]
+                let batchId = WebhookSignature.standardId(
+                    webhook: self.key.webhook, firstEventId: first.eventId, lastEventId: attempt.entries[attempt.entries.count - 1].eventId,
+                    startsWithResync: first.type == WebhookEventTypes.resyncRequired)
+                for (name, value) in WebhookSignature.standardHeaders(id: batchId, timestamp: timestamp, body: body, secrets: [current.secret]) {
+                    headers.add(name: name, value: value)
+                }
                 let started = ContinuousClock.now
                 self.lastAttempt = (started, attempt.entries.count)
                 self.sentThrough = max(self.sentThrough, attempt.through)
