@@ -35,6 +35,8 @@ public struct WebhookAttemptSettings: Sendable {
     public let url: String
     public let events: [String]
     public let secret: String
+    /// The secret a rotation replaced, while it still signs beside `secret` (its overlap).
+    public let previousSecret: String?
     /// The acknowledged position in the database.
     public let position: Int64
     /// The event history `position` was written in.
@@ -50,12 +52,13 @@ public struct WebhookAttemptSettings: Sendable {
     public let recorded: Bool
 
     public init(
-        url: String, events: [String], secret: String, position: Int64, positionHistory: String,
+        url: String, events: [String], secret: String, previousSecret: String? = nil, position: Int64, positionHistory: String,
         committedBefore: TransactionSnapshot, failures: Int, nextAttemptAt: Date?, recorded: Bool = true
     ) {
         self.url = url
         self.events = events
         self.secret = secret
+        self.previousSecret = previousSecret
         self.position = position
         self.positionHistory = positionHistory
         self.recorded = recorded
@@ -112,6 +115,14 @@ extension ReceiptsStore {
         }
     }
 
+    /// Gives the webhook the new `secret`; the one it had goes on signing beside it for
+    /// `overlap`. Returns when that ends; nil when the tenant has no such webhook.
+    public func rotateWebhookSecret(tenant: String, webhook: String, secret: String, overlap: Duration) async throws -> Date? {
+        try await self.query(
+            "SELECT receipts.rotate_webhook_secret(\(tenant), \(webhook), \(secret), make_interval(secs => \(overlap.seconds)))"
+        ).scalar(Date?.self)
+    }
+
     /// Deletes a webhook; false when there was none.
     public func deleteWebhook(tenant: String, webhook: String) async throws -> Bool {
         try await self.query("SELECT receipts.delete_webhook(\(tenant), \(webhook))").scalar(Bool.self)
@@ -136,7 +147,8 @@ extension ReceiptsStore {
     public func beginWebhookAttempt(_ key: WebhookKey, owner: String, lease: Duration) async throws -> WebhookAttemptSettings? {
         let rows = try await self.query(
             """
-            SELECT url, events, secret, delivered_through, position_history, committed_before, failures, next_attempt_at, recorded
+            SELECT url, events, secret, previous_secret, delivered_through, position_history, committed_before, failures, next_attempt_at,
+                   recorded
             FROM receipts.begin_webhook_attempt(\(key.tenant), \(key.webhook), \(owner), make_interval(secs => \(lease.seconds)))
             """
         )
@@ -153,7 +165,8 @@ extension ReceiptsStore {
     ) async throws -> WebhookAttemptSettings? {
         let rows = try await self.query(
             """
-            SELECT url, events, secret, delivered_through, position_history, committed_before, failures, next_attempt_at, recorded
+            SELECT url, events, secret, previous_secret, delivered_through, position_history, committed_before, failures, next_attempt_at,
+                   recorded
             FROM receipts.acknowledge_webhook_batch(\(key.tenant), \(key.webhook), \(owner), \(position), \(history), \(delivered), make_interval(secs => \(lease.seconds)))
             """
         )
@@ -178,13 +191,14 @@ extension WebhookAttemptSettings {
     /// Decodes `url, events, secret, delivered_through, position_history, committed_before, failures,
     /// next_attempt_at, recorded`.
     init(row: PostgresRow, function: String) throws {
-        let (url, events, secret, position, positionHistory, committedBefore, failures, nextAttemptAt, recorded) =
-            try row.decode((String, [String], String, Int64, String, String, Int32, Date?, Bool).self)
+        let (url, events, secret, previousSecret, position, positionHistory, committedBefore, failures, nextAttemptAt, recorded) =
+            try row.decode((String, [String], String, String?, Int64, String, String, Int32, Date?, Bool).self)
         guard let snapshot = TransactionSnapshot(committedBefore) else {
             throw PostgresError(code: .invalidValue, message: "receipts.\(function) returned no snapshot")
         }
         self.init(
-            url: url, events: events, secret: secret, position: position, positionHistory: positionHistory, committedBefore: snapshot,
+            url: url, events: events, secret: secret, previousSecret: previousSecret, position: position, positionHistory: positionHistory,
+            committedBefore: snapshot,
             failures: Int(failures), nextAttemptAt: nextAttemptAt, recorded: recorded)
     }
 }

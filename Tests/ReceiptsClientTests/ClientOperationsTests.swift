@@ -143,9 +143,11 @@ struct ClientOperationsTests {
             let hook = try await receipts.generated.putWebhook(
                 path: .init(webhookId: "backend"), body: .json(.init(url: "https://hooks.example.com/receipts"))
             ).created.body.json
-            #expect(hook.id == "backend" && hook.events.count == 4 && hook.secret.count >= 43)
+            #expect(hook.id == "backend" && hook.events.count == 4 && hook.secret.hasPrefix("whsec_"))
             #expect(try await receipts.generated.getWebhook(path: .init(webhookId: "backend")).ok.body.json.delivery.failures == 0)
             #expect(try await receipts.generated.listWebhooks().ok.body.json.webhooks.map(\.id) == ["backend"])
+            let rotated = try await receipts.generated.rotateWebhookSecret(path: .init(webhookId: "backend")).ok.body.json
+            #expect(rotated.secret.hasPrefix("whsec_") && rotated.secret != hook.secret && rotated.previousExpiresAt > Date())
             _ = try await receipts.generated.deleteWebhook(path: .init(webhookId: "backend")).noContent
 
             let ran = Set(recorder.operations)

@@ -1,5 +1,6 @@
 import Foundation
 import HTTPTypes
+import Postgres
 import TestSupport
 import Testing
 
@@ -82,6 +83,61 @@ struct StandardWebhooksTests {
             let later = try #require(requests.dropFirst(before).first)
             #expect(try Self.verify(later, secret: WebhookTests.secret) == "verified")
             #expect(try Self.verify(later, secret: generated).hasPrefix("refused"))
+        }
+    }
+}
+
+extension StandardWebhooksTests {
+    @Test("a rotation under continuous deliveries: a receiver with the old secret verifies every delivery, one that switched verifies every delivery after the first under the new; then the old one expires")
+    func rotation() async throws {
+        try #require(FileManager.default.isExecutableFile(atPath: Self.python.path), "the Python tools are not installed: scripts/test.sh installs them")
+        let receiver = try await WebhookReceiver.start()
+        defer { Task { await receiver.stop() } }
+        try await WebhookTests.withService { client, databaseURL in
+            let tenant = try await client.createTenant()
+            let old = try #require(try await WebhookTests.putWebhook("rotating", url: receiver.url, secret: nil, tenant: tenant).json["secret"] as? String)
+            try await tenant.createChat("team", members: ["alice", "bob"])
+            // Deliveries keep going while the secret rotates.
+            for index in 0..<10 { try await tenant.send(in: "team", from: "alice", text: "before \(index)") }
+            let rotated = try await client.request(.post, "/v1/webhooks/rotating/secret/rotate", as: tenant.apiKey)
+            #expect(rotated.status == .ok)
+            let new = try #require(rotated.json["secret"] as? String)
+            #expect(new.hasPrefix("whsec_") && new != old)
+            let expires = try #require((rotated.json["previousExpiresAt"] as? String).flatMap { try? Date($0, strategy: .iso8601) })
+            #expect(abs(expires.timeIntervalSinceNow - 24 * 3600) < 60)
+            for index in 0..<10 { try await tenant.send(in: "team", from: "alice", text: "after \(index)") }
+            _ = await receiver.waitForEvents(20)
+
+            var switched = false
+            for request in receiver.requests {
+                // The receiver that kept the old secret: every delivery verifies.
+                #expect(try Self.verify(request, secret: old) == "verified")
+                // The one that switched to the new secret at the first delivery signed with it:
+                // every later delivery verifies (each attempt reads the secret as it starts).
+                let underNew = try Self.verify(request, secret: new) == "verified"
+                #expect(underNew || !switched)
+                switched = switched || underNew
+                #expect(request.isSigned(with: underNew ? new : old), "Receipts-Signature: the current secret")
+            }
+            #expect(switched)
+
+            // The overlap ends (as 24 h later): the old secret no longer signs.
+            let connection = try await PostgresConnection.connect(to: PostgresConfiguration(connectionString: databaseURL), logger: TestDatabase.logger)
+            _ = try await connection.query(
+                "UPDATE receipts.webhooks SET previous_secret_expires_at = now() - interval '1 second' WHERE tenant_id = $1", [tenant.id])
+            await connection.close()
+            let before = receiver.requests.count
+            try await tenant.send(in: "team", from: "bob", text: "after the overlap")
+            _ = await receiver.waitForEvents(21)
+            let last = try #require(receiver.requests.dropFirst(before).last)
+            #expect(try Self.verify(last, secret: new) == "verified")
+            #expect(try Self.verify(last, secret: old).hasPrefix("refused"))
+            #expect(last.headers["webhook-signature"]?.split(separator: " ").count == 1)
+
+            // Only with the tenant key; an unknown webhook is 404.
+            let token = try await tenant.token(for: "alice")
+            #expect(try await client.request(.post, "/v1/webhooks/rotating/secret/rotate", as: token).status == .forbidden)
+            #expect(try await client.request(.post, "/v1/webhooks/nope/secret/rotate", as: tenant.apiKey).status == .notFound)
         }
     }
 }

@@ -1981,6 +1981,31 @@ extension Components {
                 case createdAt
             }
         }
+        /// - Remark: Generated from `#/components/schemas/RotatedWebhookSecret`.
+        public struct RotatedWebhookSecret: Codable, Hashable, Sendable {
+            /// The new signing secret (`whsec_` and the base64 of 32 random bytes), shown in this answer only.
+            ///
+            /// - Remark: Generated from `#/components/schemas/RotatedWebhookSecret/secret`.
+            public var secret: Swift.String
+            /// - Remark: Generated from `#/components/schemas/RotatedWebhookSecret/previousExpiresAt`.
+            public var previousExpiresAt: Components.Schemas.Timestamp
+            /// Creates a new `RotatedWebhookSecret`.
+            ///
+            /// - Parameters:
+            ///   - secret: The new signing secret (`whsec_` and the base64 of 32 random bytes), shown in this answer only.
+            ///   - previousExpiresAt:
+            public init(
+                secret: Swift.String,
+                previousExpiresAt: Components.Schemas.Timestamp
+            ) {
+                self.secret = secret
+                self.previousExpiresAt = previousExpiresAt
+            }
+            public enum CodingKeys: String, CodingKey {
+                case secret
+                case previousExpiresAt
+            }
+        }
         /// - Remark: Generated from `#/components/schemas/Webhook`.
         public struct Webhook: Codable, Hashable, Sendable {
             /// - Remark: Generated from `#/components/schemas/Webhook/id`.

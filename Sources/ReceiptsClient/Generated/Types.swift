@@ -402,6 +402,18 @@ public protocol APIProtocol: Sendable {
     /// - Remark: HTTP `DELETE /v1/webhooks/{webhookId}`.
     /// - Remark: Generated from `#/paths//v1/webhooks/{webhookId}/delete(deleteWebhook)`.
     func deleteWebhook(_ input: Operations.DeleteWebhook.Input) async throws -> Operations.DeleteWebhook.Output
+    /// Rotate a webhook's secret, the old one signing beside it for 24 h
+    ///
+    /// Gives the webhook a new generated secret (`whsec_…`, shown in this answer only). Until
+    /// `previousExpiresAt` (24 h) every delivery is signed with both: `webhook-signature`
+    /// carries a `v1` signature under each, so a receiver that knows either verifies every
+    /// delivery; `Receipts-Signature` is under the new one. Then the old one is dropped; a
+    /// second rotation within the 24 h drops the oldest at once.
+    ///
+    ///
+    /// - Remark: HTTP `POST /v1/webhooks/{webhookId}/secret/rotate`.
+    /// - Remark: Generated from `#/paths//v1/webhooks/{webhookId}/secret/rotate/post(rotateWebhookSecret)`.
+    func rotateWebhookSecret(_ input: Operations.RotateWebhookSecret.Input) async throws -> Operations.RotateWebhookSecret.Output
     /// Live events over WebSocket
     ///
     /// Upgrades to a WebSocket that carries one event (an `Event` JSON object) per text
@@ -1119,6 +1131,26 @@ extension APIProtocol {
         headers: Operations.DeleteWebhook.Input.Headers = .init()
     ) async throws -> Operations.DeleteWebhook.Output {
         try await deleteWebhook(Operations.DeleteWebhook.Input(
+            path: path,
+            headers: headers
+        ))
+    }
+    /// Rotate a webhook's secret, the old one signing beside it for 24 h
+    ///
+    /// Gives the webhook a new generated secret (`whsec_…`, shown in this answer only). Until
+    /// `previousExpiresAt` (24 h) every delivery is signed with both: `webhook-signature`
+    /// carries a `v1` signature under each, so a receiver that knows either verifies every
+    /// delivery; `Receipts-Signature` is under the new one. Then the old one is dropped; a
+    /// second rotation within the 24 h drops the oldest at once.
+    ///
+    ///
+    /// - Remark: HTTP `POST /v1/webhooks/{webhookId}/secret/rotate`.
+    /// - Remark: Generated from `#/paths//v1/webhooks/{webhookId}/secret/rotate/post(rotateWebhookSecret)`.
+    public func rotateWebhookSecret(
+        path: Operations.RotateWebhookSecret.Input.Path,
+        headers: Operations.RotateWebhookSecret.Input.Headers = .init()
+    ) async throws -> Operations.RotateWebhookSecret.Output {
+        try await rotateWebhookSecret(Operations.RotateWebhookSecret.Input(
             path: path,
             headers: headers
         ))

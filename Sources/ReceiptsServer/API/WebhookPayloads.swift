@@ -73,3 +73,10 @@ struct WebhookListResponse: JSONResponse {
 
     var estimatedJSONBytes: Int { 64 + self.webhooks.count * 512 }
 }
+
+/// `POST /v1/webhooks/{webhookId}/secret/rotate`: `{"secret","previousExpiresAt"}`, the new
+/// secret (shown here only) and when the one it replaced stops signing.
+struct RotatedWebhookSecretResponse: JSONResponse {
+    let secret: String
+    let previousExpiresAt: Date
+}

@@ -8,6 +8,8 @@ struct WebhookController {
     /// an HTTP client on the instance that holds it.
     static let maximumPerTenant = 10
     static let secretLengths = 16...128
+    /// How long the secret a rotation replaced goes on signing beside the new one.
+    static let rotationOverlap = Duration.seconds(24 * 3600)
 
     let store: ReceiptsStore
     let hub: EventHub
@@ -19,6 +21,7 @@ struct WebhookController {
         group.put("webhooks/:webhookId", use: self.put)
         group.get("webhooks/:webhookId", use: self.get)
         group.delete("webhooks/:webhookId", use: self.delete)
+        group.post("webhooks/:webhookId/secret/rotate", use: self.rotateSecret)
     }
 
     /// Creates (201) or replaces (200) a webhook. A new one delivers the events committed
@@ -73,6 +76,20 @@ struct WebhookController {
         let principal = try context.requirePrincipal()
         try principal.requireTenantKey(for: "managing webhooks")
         return WebhookListResponse(try await self.store.webhooks(tenant: principal.tenantId), history: self.hub.history)
+    }
+
+    /// Gives a webhook a new generated secret; for `rotationOverlap` every delivery is signed
+    /// with the old one too (`webhook-signature` carries both; `Receipts-Signature` the new
+    /// one), so a receiver that knows either verifies every delivery meanwhile.
+    @Sendable func rotateSecret(_ request: Request, context: ReceiptsRequestContext) async throws -> RotatedWebhookSecretResponse {
+        let principal = try context.requirePrincipal()
+        let webhookId = try Validation.pathId("webhookId", in: context)
+        try principal.requireTenantKey(for: "managing webhooks")
+        let secret = WebhookSecret.generated()
+        guard let expires = try await self.store.rotateWebhookSecret(
+            tenant: principal.tenantId, webhook: webhookId, secret: secret, overlap: Self.rotationOverlap)
+        else { throw APIError.notFound("no such webhook") }
+        return RotatedWebhookSecretResponse(secret: secret, previousExpiresAt: expires)
     }
 
     /// Deletes a webhook: deliveries stop within 5 s on every instance (at once on this one).

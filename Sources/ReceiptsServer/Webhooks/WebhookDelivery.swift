@@ -407,7 +407,9 @@ final class WebhookDelivery: Sendable {
                 let batchId = WebhookSignature.standardId(
                     webhook: self.key.webhook, firstEventId: first.eventId, lastEventId: attempt.entries[attempt.entries.count - 1].eventId,
                     startsWithResync: first.type == WebhookEventTypes.resyncRequired)
-                for (name, value) in WebhookSignature.standardHeaders(id: batchId, timestamp: timestamp, body: body, secrets: [current.secret]) {
+                // During a rotation's overlap, signed with the secret it replaced too.
+                let secrets = [current.secret] + (current.previousSecret.map { [$0] } ?? [])
+                for (name, value) in WebhookSignature.standardHeaders(id: batchId, timestamp: timestamp, body: body, secrets: secrets) {
                     headers.add(name: name, value: value)
                 }
                 let started = ContinuousClock.now
