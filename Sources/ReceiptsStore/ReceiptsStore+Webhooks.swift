@@ -17,6 +17,9 @@ public struct WebhookRecord: Sendable {
     public let lastError: String?
     public let lastAttemptAt: Date?
     public let nextAttemptAt: Date?
+    /// The receiver answered 410 Gone (`lastError` says so): nothing is delivered until a
+    /// `PUT` enables it again.
+    public let disabled: Bool
 }
 
 /// What creating or replacing a webhook did.
@@ -102,16 +105,17 @@ extension ReceiptsStore {
         let rows = try await self.query(
             """
             SELECT webhook_id, url, events, created_at, delivered_through, position_history, pending, failures, last_error,
-                   last_attempt_at, next_attempt_at
+                   last_attempt_at, next_attempt_at, disabled
             FROM receipts.webhooks_of(\(tenant), \(webhook))
             """
         )
         return try rows.map { row in
-            let (id, url, events, createdAt, position, positionHistory, pending, failures, lastError, lastAttemptAt, nextAttemptAt) =
-                try row.decode((String, String, [String], Date, Int64, String, Int64, Int32, String?, Date?, Date?).self)
+            let (id, url, events, createdAt, position, positionHistory, pending, failures, lastError, lastAttemptAt, nextAttemptAt, disabled) =
+                try row.decode((String, String, [String], Date, Int64, String, Int64, Int32, String?, Date?, Date?, Bool).self)
             return WebhookRecord(
                 id: id, url: url, events: events, createdAt: createdAt, position: position, positionHistory: positionHistory,
-                pending: pending, failures: Int(failures), lastError: lastError, lastAttemptAt: lastAttemptAt, nextAttemptAt: nextAttemptAt)
+                pending: pending, failures: Int(failures), lastError: lastError, lastAttemptAt: lastAttemptAt, nextAttemptAt: nextAttemptAt,
+                disabled: disabled)
         }
     }
 
@@ -121,6 +125,12 @@ extension ReceiptsStore {
         try await self.query(
             "SELECT receipts.rotate_webhook_secret(\(tenant), \(webhook), \(secret), make_interval(secs => \(overlap.seconds)))"
         ).scalar(Date?.self)
+    }
+
+    /// Disables a webhook whose receiver answered 410 Gone (for the lease holder, which gives
+    /// the lease up): no instance delivers it until a `PUT` enables it again.
+    public func disableWebhook(_ key: WebhookKey, owner: String, error: String) async throws {
+        _ = try await self.query("SELECT receipts.disable_webhook(\(key.tenant), \(key.webhook), \(owner), \(error))")
     }
 
     /// Deletes a webhook; false when there was none.

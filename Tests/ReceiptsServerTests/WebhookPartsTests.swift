@@ -51,6 +51,20 @@ struct WebhookPartsTests {
         #expect(WebhookSignature.standardId(webhook: "w", firstEventId: "9", lastEventId: "9", startsWithResync: true) == "w_9_9_resync")
     }
 
+    @Test("Retry-After: delay-seconds or an HTTP-date, at most an hour; anything else is no Retry-After")
+    func retryAfter() {
+        let now = Date(timeIntervalSince1970: 1_764_000_000)  // Mon, 24 Nov 2025 16:00:00 GMT
+        #expect(WebhookSender.retryAfter("120", now: now) == .seconds(120))
+        #expect(WebhookSender.retryAfter(" 0 ", now: now) == .zero)
+        #expect(WebhookSender.retryAfter("86400", now: now) == .seconds(3600))
+        #expect(WebhookSender.retryAfter("Mon, 24 Nov 2025 16:01:30 GMT", now: now) == .seconds(90))
+        #expect(WebhookSender.retryAfter("Mon, 24 Nov 2025 15:00:00 GMT", now: now) == .zero)
+        #expect(WebhookSender.retryAfter("Tue, 25 Nov 2025 16:00:00 GMT", now: now) == .seconds(3600))
+        for bad in ["-5", "soon", "", "1.5"] {
+            #expect(WebhookSender.retryAfter(bad, now: now) == nil, "\(bad)")
+        }
+    }
+
     @Test("loopback, private, link-local, multicast, unspecified and mapped forms of them are refused; public addresses pass")
     func addressPolicy() throws {
         let refused = [

@@ -5599,7 +5599,9 @@ public struct Client: APIProtocol {
     /// (a new `url`, `events` or `secret` applies from the next attempt). Any 2xx answered
     /// within 10 s acknowledges a batch; anything else is retried with exponential backoff
     /// from 1 s doubling to 5 min (with jitter), and nothing after a batch is sent before
-    /// it is acknowledged. When the next event is no longer retained, a batch starts with
+    /// it is acknowledged. A 429 or 503 with `Retry-After` (seconds or an HTTP date, at most
+    /// an hour) is tried again after that wait instead; 410 Gone disables the webhook
+    /// (`disabled`) until a `PUT` enables it again at its position. When the next event is no longer retained, a batch starts with
     /// `resync.required`. A `url` that is a literal loopback, private, link-local, multicast
     /// or unspecified address is 400 (names are checked on the address connected to)
     /// unless the server sets `RECEIPTS_WEBHOOK_ALLOW_PRIVATE_NETWORKS=true`. A tenant may

@@ -2016,6 +2016,12 @@ extension Components {
             public var events: [Components.Schemas.WebhookEventType]
             /// - Remark: Generated from `#/components/schemas/Webhook/createdAt`.
             public var createdAt: Components.Schemas.Timestamp
+            /// The receiver answered 410 Gone (`delivery.lastError` says so): nothing is delivered
+            /// until a `PUT` enables the webhook again, at its position.
+            ///
+            ///
+            /// - Remark: Generated from `#/components/schemas/Webhook/disabled`.
+            public var disabled: Swift.Bool
             /// - Remark: Generated from `#/components/schemas/Webhook/delivery`.
             public var delivery: Components.Schemas.WebhookDelivery
             /// Creates a new `Webhook`.
@@ -2025,18 +2031,21 @@ extension Components {
             ///   - url:
             ///   - events:
             ///   - createdAt:
+            ///   - disabled: The receiver answered 410 Gone (`delivery.lastError` says so): nothing is delivered
             ///   - delivery:
             public init(
                 id: Components.Schemas.Id,
                 url: Swift.String,
                 events: [Components.Schemas.WebhookEventType],
                 createdAt: Components.Schemas.Timestamp,
+                disabled: Swift.Bool,
                 delivery: Components.Schemas.WebhookDelivery
             ) {
                 self.id = id
                 self.url = url
                 self.events = events
                 self.createdAt = createdAt
+                self.disabled = disabled
                 self.delivery = delivery
             }
             public enum CodingKeys: String, CodingKey {
@@ -2044,6 +2053,7 @@ extension Components {
                 case url
                 case events
                 case createdAt
+                case disabled
                 case delivery
             }
         }

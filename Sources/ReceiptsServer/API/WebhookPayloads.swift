@@ -28,7 +28,7 @@ struct PutWebhookResponse: JSONResponse {
     let createdAt: Date
 }
 
-/// A webhook as `GET` shows it: `{"id","url","events","createdAt","delivery":{"lastEventId",
+/// A webhook as `GET` shows it: `{"id","url","events","createdAt","disabled","delivery":{"lastEventId",
 /// "pending","failures","lastError","lastAttemptAt","nextAttemptAt"}}`, never the secret.
 /// `lastEventId` is the position delivery has reached (every event up to it acknowledged, or
 /// not of a type the webhook takes): a stream resumed from it (`after`, `Last-Event-ID`)
@@ -49,6 +49,8 @@ struct WebhookResponse: JSONResponse {
     let url: String
     let events: [String]
     let createdAt: Date
+    /// The receiver answered 410 Gone (`delivery.lastError`): nothing goes out until a `PUT`.
+    let disabled: Bool
     let delivery: Delivery
 
     init(_ webhook: WebhookRecord, history: EventHistory?) {
@@ -56,6 +58,7 @@ struct WebhookResponse: JSONResponse {
         self.url = webhook.url
         self.events = webhook.events
         self.createdAt = webhook.createdAt
+        self.disabled = webhook.disabled
         self.delivery = Delivery(
             lastEventId: history?.eventId(webhook.position, currentIn: webhook.positionHistory) ?? String(webhook.position),
             pending: webhook.pending, failures: webhook.failures, lastError: webhook.lastError,

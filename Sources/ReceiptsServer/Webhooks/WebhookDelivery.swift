@@ -437,9 +437,21 @@ final class WebhookDelivery: Sendable {
                         await self.refreshLag(force: false)
                         return settings
                     }
-                case .failed(let failure, let message):
+                case .failed(.gone, let message, _):
+                    // The receiver asked for no more: disabled (and its lease given up) until a
+                    // PUT enables it again, at its position.
+                    self.delivery.metrics.recordAttempt(outcome: WebhookSender.Failure.gone.rawValue, events: attempt.entries.count, duration: .now - started)
+                    self.logger.notice("webhook: the receiver answered 410 Gone; disabled until a PUT enables it")
+                    do {
+                        try await self.store.disableWebhook(self.key, owner: self.owner, error: message)
+                    } catch {
+                        self.logger.notice("webhook: disabling it could not be recorded", metadata: ["error": "\(error)"])
+                    }
+                    return nil
+                case .failed(let failure, let message, let retryAfter):
                     self.delivery.metrics.recordAttempt(outcome: failure.rawValue, events: attempt.entries.count, duration: .now - started)
-                    let delay = self.delivery.settings.backoff.delay(afterFailures: current.failures + 1)
+                    // A 429 or 503 with Retry-After says when; otherwise the backoff does.
+                    let delay = retryAfter ?? self.delivery.settings.backoff.delay(afterFailures: current.failures + 1)
                     self.logger.info(
                         "webhook: delivery failed; trying again later",
                         metadata: ["error": "\(message)", "receipts.retry_in": "\(delay)"])

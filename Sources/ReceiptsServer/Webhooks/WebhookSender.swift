@@ -20,13 +20,16 @@ final class WebhookSender {
     enum Outcome: Sendable, Equatable {
         /// A 2xx answer: the batch is acknowledged.
         case acknowledged
-        case failed(Failure, String)
+        /// `retryAfter`: a 429 or 503 said when to try again (`Retry-After`, at most an hour).
+        case failed(Failure, String, retryAfter: Duration? = nil)
     }
 
     /// Why an attempt failed: the `outcome` label of `receipts_webhook_deliveries_total`.
     enum Failure: String, Sendable {
-        /// An answer other than 2xx.
+        /// An answer other than 2xx (and 410).
         case status = "http_status"
+        /// 410 Gone: the receiver asks for no more deliveries (the webhook is disabled).
+        case gone
         /// No answer within the attempt's time.
         case timeout
         /// No connection, or it broke.
@@ -37,6 +40,8 @@ final class WebhookSender {
 
     /// How long a resolution of the host is kept.
     static let resolutionLifetime = Duration.seconds(30)
+    /// The longest wait a `Retry-After` is followed for; a longer one counts as this.
+    static let longestRetryAfter = Duration.seconds(3600)
     /// The most of an answer's body read (to keep the connection); the rest is dropped.
     static let maximumAnswerBytes = 64 * 1024
 
@@ -77,9 +82,20 @@ final class WebhookSender {
                 let response = try await client.execute(prepared, deadline: .now() + TimeAmount(timeout), logger: logger)
                 // Read (a bounded part of) the answer, so that the connection can carry the next batch.
                 _ = try? await response.body.collect(upTo: Self.maximumAnswerBytes)
-                return response.status
+                return (response.status, response.headers.first(name: "Retry-After"))
             }
-            outcome = (200..<300).contains(status.code) ? .acknowledged : .failed(.status, "the receiver answered \(status.code)")
+            switch status.0.code {
+            case 200..<300:
+                outcome = .acknowledged
+            case 410:
+                outcome = .failed(.gone, "the receiver answered 410 Gone: the webhook is disabled until a PUT enables it")
+            case 429, 503:
+                let wait = status.1.flatMap { Self.retryAfter($0, now: Date()) }
+                outcome = .failed(
+                    .status, "the receiver answered \(status.0.code)" + (wait.map { ", Retry-After \($0)" } ?? ""), retryAfter: wait)
+            default:
+                outcome = .failed(.status, "the receiver answered \(status.0.code)")
+            }
         } catch is TimedOut {
             outcome = .failed(.timeout, "no answer within \(timeout)")
         } catch let error as HTTPClientError where error == .deadlineExceeded || error == .readTimeout || error == .connectTimeout {
@@ -89,6 +105,25 @@ final class WebhookSender {
         }
         if outcome != .acknowledged { self.resolved = nil }
         return outcome
+    }
+
+    /// How long a `Retry-After` value asks to wait: delay-seconds or an HTTP-date, at most
+    /// `longestRetryAfter` (a date in the past: no wait); nil when it is neither.
+    static func retryAfter(_ value: String, now: Date) -> Duration? {
+        let text = value.trimmingCharacters(in: .whitespaces)
+        let seconds: Double
+        if let delay = Int64(text) {
+            guard delay >= 0 else { return nil }
+            seconds = Double(delay)
+        } else {
+            let format = DateFormatter()
+            format.locale = Locale(identifier: "en_US_POSIX")
+            format.timeZone = TimeZone(identifier: "GMT")
+            format.dateFormat = "EEE, dd MMM yyyy HH:mm:ss 'GMT'"
+            guard let date = format.date(from: text) else { return nil }
+            seconds = max(0, date.timeIntervalSince(now))
+        }
+        return min(.milliseconds(Int64(min(seconds, 3600 * 2) * 1000)), Self.longestRetryAfter)
     }
 
     /// Ends the client's connections.

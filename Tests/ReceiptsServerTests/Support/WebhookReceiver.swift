@@ -12,6 +12,8 @@ final class WebhookReceiver: Sendable {
     /// How the receiver answers a request.
     enum Answer: Sendable {
         case status(Int)
+        /// A status with a `Retry-After` header of this value.
+        case retryAfter(Int, String)
         /// No answer at all (the sender's attempt times out).
         case silence
         /// 200, after a pause.
@@ -155,6 +157,8 @@ final class WebhookReceiver: Sendable {
                 for (name, value) in self.head?.headers ?? [:] { headers[name.lowercased()] = value }
                 let answer = self.receiver.received(Request(headers: headers, body: self.body, receivedAt: .now))
                 switch answer {
+                case .retryAfter(let code, let value):
+                    self.respond(code, context: context, retryAfter: value)
                 case .status(let code):
                     self.respond(code, context: context)
                 case .silence:
@@ -169,9 +173,10 @@ final class WebhookReceiver: Sendable {
             }
         }
 
-        func respond(_ code: Int, context: ChannelHandlerContext) {
+        func respond(_ code: Int, context: ChannelHandlerContext, retryAfter: String? = nil) {
             var responseHeaders = HTTPHeaders()
             responseHeaders.add(name: "Content-Length", value: "2")
+            if let retryAfter { responseHeaders.add(name: "Retry-After", value: retryAfter) }
             let head = HTTPResponseHead(version: .http1_1, status: HTTPResponseStatus(statusCode: code), headers: responseHeaders)
             context.write(self.wrapOutboundOut(.head(head)), promise: nil)
             context.write(self.wrapOutboundOut(.body(.byteBuffer(ByteBuffer(string: "ok")))), promise: nil)
