@@ -22,6 +22,35 @@ public struct WebhookRecord: Sendable {
     public let disabled: Bool
 }
 
+/// One attempt at a webhook batch, as its log keeps it (`receipts.webhook_attempts`).
+public struct WebhookAttempt: Sendable {
+    /// The batch's `webhook-id`.
+    public let messageId: String
+    public let firstEventId: String
+    public let lastEventId: String
+    public let events: Int
+    public let attemptedAt: Date
+    /// The receiver's status; nil when no answer came.
+    public let status: Int?
+    public let durationMilliseconds: Int
+    /// Why it failed (nil when acknowledged), at most 256 characters kept.
+    public let error: String?
+
+    public init(
+        messageId: String, firstEventId: String, lastEventId: String, events: Int, attemptedAt: Date, status: Int?,
+        durationMilliseconds: Int, error: String?
+    ) {
+        self.messageId = messageId
+        self.firstEventId = firstEventId
+        self.lastEventId = lastEventId
+        self.events = events
+        self.attemptedAt = attemptedAt
+        self.status = status
+        self.durationMilliseconds = durationMilliseconds
+        self.error = error
+    }
+}
+
 /// What creating or replacing a webhook did.
 public enum PutWebhookOutcome: Sendable, Equatable {
     case created(Date)
@@ -131,6 +160,34 @@ extension ReceiptsStore {
     /// the lease up): no instance delivers it until a `PUT` enables it again.
     public func disableWebhook(_ key: WebhookKey, owner: String, error: String) async throws {
         _ = try await self.query("SELECT receipts.disable_webhook(\(key.tenant), \(key.webhook), \(owner), \(error))")
+    }
+
+    /// Adds an attempt to the webhook's log (the newest 100 are kept).
+    public func recordWebhookAttempt(_ key: WebhookKey, _ attempt: WebhookAttempt) async throws {
+        let status = attempt.status.map(Int32.init)
+        let duration = Int32(clamping: attempt.durationMilliseconds)
+        let events = Int32(attempt.events)
+        _ = try await self.query(
+            """
+            SELECT receipts.record_webhook_attempt(\(key.tenant), \(key.webhook), \(attempt.messageId), \(attempt.firstEventId),
+                                                   \(attempt.lastEventId), \(events), \(status), \(duration), \(attempt.error))
+            """)
+    }
+
+    /// The webhook's newest attempts, newest first, at most `limit`.
+    public func webhookAttempts(_ key: WebhookKey, limit: Int) async throws -> [WebhookAttempt] {
+        let rows = try await self.query(
+            """
+            SELECT webhook_message_id, first_event_id, last_event_id, events, attempted_at, status, duration_ms, error
+            FROM receipts.webhook_attempts_of(\(key.tenant), \(key.webhook), \(Int32(limit)))
+            """)
+        return try rows.map { row in
+            let (messageId, first, last, events, attemptedAt, status, duration, error) =
+                try row.decode((String, String, String, Int32, Date, Int32?, Int32, String?).self)
+            return WebhookAttempt(
+                messageId: messageId, firstEventId: first, lastEventId: last, events: Int(events), attemptedAt: attemptedAt,
+                status: status.map(Int.init), durationMilliseconds: Int(duration), error: error)
+        }
     }
 
     /// Deletes a webhook; false when there was none.

@@ -148,6 +148,7 @@ struct ClientOperationsTests {
             #expect(try await receipts.generated.listWebhooks().ok.body.json.webhooks.map(\.id) == ["backend"])
             let rotated = try await receipts.generated.rotateWebhookSecret(path: .init(webhookId: "backend")).ok.body.json
             #expect(rotated.secret.hasPrefix("whsec_") && rotated.secret != hook.secret && rotated.previousExpiresAt > Date())
+            #expect(try await receipts.generated.listWebhookAttempts(path: .init(webhookId: "backend")).ok.body.json.attempts.count <= 100)
             _ = try await receipts.generated.deleteWebhook(path: .init(webhookId: "backend")).noContent
 
             let ran = Set(recorder.operations)

@@ -306,6 +306,10 @@ LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
     ended AS (
         DELETE FROM receipts.audience_periods AS period WHERE period.left_at < now() - p_retention - interval '1 day'
     ),
+    -- The webhooks' attempt logs go with the events they tried to deliver.
+    attempts AS (
+        DELETE FROM receipts.webhook_attempts AS attempt WHERE attempt.attempted_at < now() - p_retention
+    ),
     recorded AS (
         INSERT INTO receipts.event_retention AS retention (tenant_id, pruned_through)
         SELECT tenant_id, max(event_id) FROM pruned GROUP BY tenant_id
@@ -316,7 +320,7 @@ LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
     SELECT count(*) FROM pruned;
 $$;
 COMMENT ON FUNCTION receipts.prune_events(interval) IS
-    'Deletes events older than the retention period (default 7 days in the service), and the audience periods that ended a day before it; records, per tenant, the newest id it deleted; returns how many events.';
+    'Deletes events older than the retention period (default 7 days in the service), the webhook attempts as old, and the audience periods that ended a day before it; records, per tenant, the newest id it deleted; returns how many events.';
 REVOKE ALL ON FUNCTION receipts.prune_events(interval) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION receipts.prune_events(interval) TO receipts_service;
 

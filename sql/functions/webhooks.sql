@@ -314,6 +314,49 @@ $$;
 COMMENT ON FUNCTION receipts.disable_webhook(text, text, text, text) IS
     'Disables a webhook whose receiver answered 410 Gone and gives its lease up (lease holder only; false otherwise). A PUT enables it again.';
 
+-- The attempt log (sql/migrations/0020_webhook_attempts.sql): records one attempt and keeps
+-- the webhook's newest 100.
+CREATE OR REPLACE FUNCTION receipts.record_webhook_attempt(
+    p_tenant text, p_webhook text, p_message_id text, p_first_event text, p_last_event text, p_events integer,
+    p_status integer, p_duration_ms integer, p_error text)
+RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM receipts.enter_tenant(p_tenant);
+    INSERT INTO receipts.webhook_attempts
+        (tenant_id, webhook_id, webhook_message_id, first_event_id, last_event_id, events, status, duration_ms, error)
+    SELECT p_tenant, p_webhook, p_message_id, p_first_event, p_last_event, p_events, p_status, p_duration_ms, left(p_error, 256)
+    WHERE EXISTS (SELECT FROM receipts.webhooks AS webhook WHERE webhook.tenant_id = p_tenant AND webhook.webhook_id = p_webhook);
+    DELETE FROM receipts.webhook_attempts AS attempt
+    WHERE attempt.tenant_id = p_tenant AND attempt.webhook_id = p_webhook
+      AND attempt.attempt_id <= (SELECT kept.attempt_id FROM receipts.webhook_attempts AS kept
+                                 WHERE kept.tenant_id = p_tenant AND kept.webhook_id = p_webhook
+                                 ORDER BY kept.attempt_id DESC OFFSET 100 LIMIT 1);
+END;
+$$;
+COMMENT ON FUNCTION receipts.record_webhook_attempt(text, text, text, text, text, integer, integer, integer, text) IS
+    'Adds an attempt to a webhook''s log (its error cut to 256 characters) and keeps the newest 100.';
+
+-- A webhook's newest attempts, newest first (at most p_limit).
+CREATE OR REPLACE FUNCTION receipts.webhook_attempts_of(p_tenant text, p_webhook text, p_limit integer)
+RETURNS TABLE (webhook_message_id text, first_event_id text, last_event_id text, events integer, attempted_at timestamptz,
+               status integer, duration_ms integer, error text)
+LANGUAGE plpgsql AS $$
+#variable_conflict use_column
+BEGIN
+    PERFORM receipts.enter_tenant(p_tenant);
+    RETURN QUERY
+    SELECT attempt.webhook_message_id, attempt.first_event_id, attempt.last_event_id, attempt.events, attempt.attempted_at,
+           attempt.status, attempt.duration_ms, attempt.error
+    FROM receipts.webhook_attempts AS attempt
+    WHERE attempt.tenant_id = p_tenant AND attempt.webhook_id = p_webhook
+    ORDER BY attempt.attempt_id DESC
+    LIMIT p_limit;
+END;
+$$;
+COMMENT ON FUNCTION receipts.webhook_attempts_of(text, text, integer) IS
+    'A webhook''s newest attempts, newest first: the batch (webhook-id, first and last event ids, how many), when, the status (null: no answer), how long, why it failed. From psql: SELECT * FROM receipts.webhook_attempts_of(''tenant'', ''webhook'', 20);';
+
 CREATE OR REPLACE FUNCTION receipts.webhook_pending(p_tenant text, p_webhook text)
 RETURNS bigint
 LANGUAGE plpgsql AS $$

@@ -1981,6 +1981,86 @@ extension Components {
                 case createdAt
             }
         }
+        /// - Remark: Generated from `#/components/schemas/WebhookAttemptList`.
+        public struct WebhookAttemptList: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/WebhookAttemptList/attempts`.
+            public var attempts: [Components.Schemas.WebhookAttempt]
+            /// Creates a new `WebhookAttemptList`.
+            ///
+            /// - Parameters:
+            ///   - attempts:
+            public init(attempts: [Components.Schemas.WebhookAttempt]) {
+                self.attempts = attempts
+            }
+            public enum CodingKeys: String, CodingKey {
+                case attempts
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/WebhookAttempt`.
+        public struct WebhookAttempt: Codable, Hashable, Sendable {
+            /// The attempt's `webhook-id` header (the batch's, the same on every attempt of it).
+            ///
+            /// - Remark: Generated from `#/components/schemas/WebhookAttempt/webhookMessageId`.
+            public var webhookMessageId: Swift.String
+            /// - Remark: Generated from `#/components/schemas/WebhookAttempt/firstEventId`.
+            public var firstEventId: Swift.String
+            /// - Remark: Generated from `#/components/schemas/WebhookAttempt/lastEventId`.
+            public var lastEventId: Swift.String
+            /// - Remark: Generated from `#/components/schemas/WebhookAttempt/events`.
+            public var events: Swift.Int
+            /// - Remark: Generated from `#/components/schemas/WebhookAttempt/attemptedAt`.
+            public var attemptedAt: Components.Schemas.Timestamp
+            /// The receiver's HTTP status; null when no answer came.
+            ///
+            /// - Remark: Generated from `#/components/schemas/WebhookAttempt/status`.
+            public var status: Swift.Int?
+            /// - Remark: Generated from `#/components/schemas/WebhookAttempt/durationMs`.
+            public var durationMs: Swift.Int
+            /// Why the attempt failed, in the service's words; null when it was acknowledged.
+            ///
+            /// - Remark: Generated from `#/components/schemas/WebhookAttempt/error`.
+            public var error: Swift.String?
+            /// Creates a new `WebhookAttempt`.
+            ///
+            /// - Parameters:
+            ///   - webhookMessageId: The attempt's `webhook-id` header (the batch's, the same on every attempt of it).
+            ///   - firstEventId:
+            ///   - lastEventId:
+            ///   - events:
+            ///   - attemptedAt:
+            ///   - status: The receiver's HTTP status; null when no answer came.
+            ///   - durationMs:
+            ///   - error: Why the attempt failed, in the service's words; null when it was acknowledged.
+            public init(
+                webhookMessageId: Swift.String,
+                firstEventId: Swift.String,
+                lastEventId: Swift.String,
+                events: Swift.Int,
+                attemptedAt: Components.Schemas.Timestamp,
+                status: Swift.Int? = nil,
+                durationMs: Swift.Int,
+                error: Swift.String? = nil
+            ) {
+                self.webhookMessageId = webhookMessageId
+                self.firstEventId = firstEventId
+                self.lastEventId = lastEventId
+                self.events = events
+                self.attemptedAt = attemptedAt
+                self.status = status
+                self.durationMs = durationMs
+                self.error = error
+            }
+            public enum CodingKeys: String, CodingKey {
+                case webhookMessageId
+                case firstEventId
+                case lastEventId
+                case events
+                case attemptedAt
+                case status
+                case durationMs
+                case error
+            }
+        }
         /// - Remark: Generated from `#/components/schemas/RotatedWebhookSecret`.
         public struct RotatedWebhookSecret: Codable, Hashable, Sendable {
             /// The new signing secret (`whsec_` and the base64 of 32 random bytes), shown in this answer only.

@@ -9104,6 +9104,288 @@ public enum Operations {
             }
         }
     }
+    /// A webhook's newest delivery attempts
+    ///
+    /// Every attempt at a batch, newest first: the newest 100 are kept a webhook, for as long
+    /// as events are retained. `status` is null when no answer came; `error` is the
+    /// service's reason (at most 256 characters), never the receiver's body.
+    ///
+    ///
+    /// - Remark: HTTP `GET /v1/webhooks/{webhookId}/attempts`.
+    /// - Remark: Generated from `#/paths//v1/webhooks/{webhookId}/attempts/get(listWebhookAttempts)`.
+    public enum ListWebhookAttempts {
+        public static let id: Swift.String = "listWebhookAttempts"
+        public struct Input: Sendable, Hashable {
+            /// - Remark: Generated from `#/paths/v1/webhooks/{webhookId}/attempts/GET/path`.
+            public struct Path: Sendable, Hashable {
+                /// The webhook's id (chosen by the tenant).
+                ///
+                /// - Remark: Generated from `#/paths/v1/webhooks/{webhookId}/attempts/GET/path/webhookId`.
+                public var webhookId: Components.Parameters.WebhookId
+                /// Creates a new `Path`.
+                ///
+                /// - Parameters:
+                ///   - webhookId: The webhook's id (chosen by the tenant).
+                public init(webhookId: Components.Parameters.WebhookId) {
+                    self.webhookId = webhookId
+                }
+            }
+            public var path: Operations.ListWebhookAttempts.Input.Path
+            /// - Remark: Generated from `#/paths/v1/webhooks/{webhookId}/attempts/GET/query`.
+            public struct Query: Sendable, Hashable {
+                /// How many attempts (default 20).
+                ///
+                /// - Remark: Generated from `#/paths/v1/webhooks/{webhookId}/attempts/GET/query/limit`.
+                public var limit: Swift.Int?
+                /// Creates a new `Query`.
+                ///
+                /// - Parameters:
+                ///   - limit: How many attempts (default 20).
+                public init(limit: Swift.Int? = nil) {
+                    self.limit = limit
+                }
+            }
+            public var query: Operations.ListWebhookAttempts.Input.Query
+            /// - Remark: Generated from `#/paths/v1/webhooks/{webhookId}/attempts/GET/header`.
+            public struct Headers: Sendable, Hashable {
+                public var accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.ListWebhookAttempts.AcceptableContentType>]
+                /// Creates a new `Headers`.
+                ///
+                /// - Parameters:
+                ///   - accept:
+                public init(accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.ListWebhookAttempts.AcceptableContentType>] = .defaultValues()) {
+                    self.accept = accept
+                }
+            }
+            public var headers: Operations.ListWebhookAttempts.Input.Headers
+            /// Creates a new `Input`.
+            ///
+            /// - Parameters:
+            ///   - path:
+            ///   - query:
+            ///   - headers:
+            public init(
+                path: Operations.ListWebhookAttempts.Input.Path,
+                query: Operations.ListWebhookAttempts.Input.Query = .init(),
+                headers: Operations.ListWebhookAttempts.Input.Headers = .init()
+            ) {
+                self.path = path
+                self.query = query
+                self.headers = headers
+            }
+        }
+        @frozen public enum Output: Sendable, Hashable {
+            public struct Ok: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/webhooks/{webhookId}/attempts/GET/responses/200/content`.
+                @frozen public enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/v1/webhooks/{webhookId}/attempts/GET/responses/200/content/application\/json`.
+                    case json(Components.Schemas.WebhookAttemptList)
+                    /// The associated value of the enum case if `self` is `.json`.
+                    ///
+                    /// - Throws: An error if `self` is not `.json`.
+                    /// - SeeAlso: `.json`.
+                    public var json: Components.Schemas.WebhookAttemptList {
+                        get throws {
+                            switch self {
+                            case let .json(body):
+                                return body
+                            }
+                        }
+                    }
+                }
+                /// Received HTTP response body
+                public var body: Operations.ListWebhookAttempts.Output.Ok.Body
+                /// Creates a new `Ok`.
+                ///
+                /// - Parameters:
+                ///   - body: Received HTTP response body
+                public init(body: Operations.ListWebhookAttempts.Output.Ok.Body) {
+                    self.body = body
+                }
+            }
+            /// The attempts, newest first.
+            ///
+            /// - Remark: Generated from `#/paths//v1/webhooks/{webhookId}/attempts/get(listWebhookAttempts)/responses/200`.
+            ///
+            /// HTTP response code: `200 ok`.
+            case ok(Operations.ListWebhookAttempts.Output.Ok)
+            /// The associated value of the enum case if `self` is `.ok`.
+            ///
+            /// - Throws: An error if `self` is not `.ok`.
+            /// - SeeAlso: `.ok`.
+            public var ok: Operations.ListWebhookAttempts.Output.Ok {
+                get throws {
+                    switch self {
+                    case let .ok(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "ok",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Invalid request (`invalid_request`): bad JSON, a bad id, too many ids, wrong
+            /// types, or a value out of range. Nothing was changed.
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/webhooks/{webhookId}/attempts/get(listWebhookAttempts)/responses/400`.
+            ///
+            /// HTTP response code: `400 badRequest`.
+            case badRequest(Components.Responses.BadRequest)
+            /// The associated value of the enum case if `self` is `.badRequest`.
+            ///
+            /// - Throws: An error if `self` is not `.badRequest`.
+            /// - SeeAlso: `.badRequest`.
+            public var badRequest: Components.Responses.BadRequest {
+                get throws {
+                    switch self {
+                    case let .badRequest(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "badRequest",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// A wrong or missing credential (`unauthorized`). To a browser it carries
+            /// `Access-Control-Allow-Origin` whatever its origin, so that a web client can tell
+            /// an expired token from a network failure.
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/webhooks/{webhookId}/attempts/get(listWebhookAttempts)/responses/401`.
+            ///
+            /// HTTP response code: `401 unauthorized`.
+            case unauthorized(Components.Responses.Unauthorized)
+            /// The associated value of the enum case if `self` is `.unauthorized`.
+            ///
+            /// - Throws: An error if `self` is not `.unauthorized`.
+            /// - SeeAlso: `.unauthorized`.
+            public var unauthorized: Components.Responses.Unauthorized {
+                get throws {
+                    switch self {
+                    case let .unauthorized(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "unauthorized",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The credential may not do this (`forbidden`): a user token naming another user
+            /// or a chat it is not a member of, a user token where the tenant key is needed,
+            /// a named user who is not a member of the chat, or a browser's request from an
+            /// origin the credential's tenant does not allow.
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/webhooks/{webhookId}/attempts/get(listWebhookAttempts)/responses/403`.
+            ///
+            /// HTTP response code: `403 forbidden`.
+            case forbidden(Components.Responses.Forbidden)
+            /// The associated value of the enum case if `self` is `.forbidden`.
+            ///
+            /// - Throws: An error if `self` is not `.forbidden`.
+            /// - SeeAlso: `.forbidden`.
+            public var forbidden: Components.Responses.Forbidden {
+                get throws {
+                    switch self {
+                    case let .forbidden(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "forbidden",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Not found (`not_found`). Another tenant's chat looks exactly like a chat that
+            /// does not exist.
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/webhooks/{webhookId}/attempts/get(listWebhookAttempts)/responses/404`.
+            ///
+            /// HTTP response code: `404 notFound`.
+            case notFound(Components.Responses.NotFound)
+            /// The associated value of the enum case if `self` is `.notFound`.
+            ///
+            /// - Throws: An error if `self` is not `.notFound`.
+            /// - SeeAlso: `.notFound`.
+            public var notFound: Components.Responses.NotFound {
+                get throws {
+                    switch self {
+                    case let .notFound(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "notFound",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// PostgreSQL is unreachable or did not answer within `RECEIPTS_DATABASE_TIMEOUT_SECONDS`
+            /// (`unavailable`). Nothing is known to have changed; retry (idempotent requests are
+            /// safe to repeat).
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/webhooks/{webhookId}/attempts/get(listWebhookAttempts)/responses/503`.
+            ///
+            /// HTTP response code: `503 serviceUnavailable`.
+            case serviceUnavailable(Components.Responses.Unavailable)
+            /// The associated value of the enum case if `self` is `.serviceUnavailable`.
+            ///
+            /// - Throws: An error if `self` is not `.serviceUnavailable`.
+            /// - SeeAlso: `.serviceUnavailable`.
+            public var serviceUnavailable: Components.Responses.Unavailable {
+                get throws {
+                    switch self {
+                    case let .serviceUnavailable(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "serviceUnavailable",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Undocumented response.
+            ///
+            /// A response with a code that is not documented in the OpenAPI document.
+            case undocumented(statusCode: Swift.Int, OpenAPIRuntime.UndocumentedPayload)
+        }
+        @frozen public enum AcceptableContentType: AcceptableProtocol {
+            case json
+            case other(Swift.String)
+            public init?(rawValue: Swift.String) {
+                switch rawValue.lowercased() {
+                case "application/json":
+                    self = .json
+                default:
+                    self = .other(rawValue)
+                }
+            }
+            public var rawValue: Swift.String {
+                switch self {
+                case let .other(string):
+                    return string
+                case .json:
+                    return "application/json"
+                }
+            }
+            public static var allCases: [Self] {
+                [
+                    .json
+                ]
+            }
+        }
+    }
     /// Live events over WebSocket
     ///
     /// Upgrades to a WebSocket that carries one event (an `Event` JSON object) per text

@@ -416,6 +416,16 @@ public protocol APIProtocol: Sendable {
     /// - Remark: HTTP `POST /v1/webhooks/{webhookId}/secret/rotate`.
     /// - Remark: Generated from `#/paths//v1/webhooks/{webhookId}/secret/rotate/post(rotateWebhookSecret)`.
     func rotateWebhookSecret(_ input: Operations.RotateWebhookSecret.Input) async throws -> Operations.RotateWebhookSecret.Output
+    /// A webhook's newest delivery attempts
+    ///
+    /// Every attempt at a batch, newest first: the newest 100 are kept a webhook, for as long
+    /// as events are retained. `status` is null when no answer came; `error` is the
+    /// service's reason (at most 256 characters), never the receiver's body.
+    ///
+    ///
+    /// - Remark: HTTP `GET /v1/webhooks/{webhookId}/attempts`.
+    /// - Remark: Generated from `#/paths//v1/webhooks/{webhookId}/attempts/get(listWebhookAttempts)`.
+    func listWebhookAttempts(_ input: Operations.ListWebhookAttempts.Input) async throws -> Operations.ListWebhookAttempts.Output
     /// Live events over WebSocket
     ///
     /// Upgrades to a WebSocket that carries one event (an `Event` JSON object) per text
@@ -1156,6 +1166,26 @@ extension APIProtocol {
     ) async throws -> Operations.RotateWebhookSecret.Output {
         try await rotateWebhookSecret(Operations.RotateWebhookSecret.Input(
             path: path,
+            headers: headers
+        ))
+    }
+    /// A webhook's newest delivery attempts
+    ///
+    /// Every attempt at a batch, newest first: the newest 100 are kept a webhook, for as long
+    /// as events are retained. `status` is null when no answer came; `error` is the
+    /// service's reason (at most 256 characters), never the receiver's body.
+    ///
+    ///
+    /// - Remark: HTTP `GET /v1/webhooks/{webhookId}/attempts`.
+    /// - Remark: Generated from `#/paths//v1/webhooks/{webhookId}/attempts/get(listWebhookAttempts)`.
+    public func listWebhookAttempts(
+        path: Operations.ListWebhookAttempts.Input.Path,
+        query: Operations.ListWebhookAttempts.Input.Query = .init(),
+        headers: Operations.ListWebhookAttempts.Input.Headers = .init()
+    ) async throws -> Operations.ListWebhookAttempts.Output {
+        try await listWebhookAttempts(Operations.ListWebhookAttempts.Input(
+            path: path,
+            query: query,
             headers: headers
         ))
     }

@@ -83,3 +83,34 @@ struct RotatedWebhookSecretResponse: JSONResponse {
     let secret: String
     let previousExpiresAt: Date
 }
+
+/// `GET /v1/webhooks/{webhookId}/attempts`: `{"attempts":[{"webhookMessageId","firstEventId",
+/// "lastEventId","events","attemptedAt","status","durationMs","error"}]}`, newest first.
+struct WebhookAttemptsResponse: JSONResponse {
+    struct Attempt: Encodable {
+        let webhookMessageId: String
+        let firstEventId: String
+        let lastEventId: String
+        let events: Int
+        let attemptedAt: Date
+        /// Null when no answer came.
+        let status: Int?
+        let durationMs: Int
+        let error: String?
+
+        init(_ attempt: WebhookAttempt) {
+            self.webhookMessageId = attempt.messageId
+            self.firstEventId = attempt.firstEventId
+            self.lastEventId = attempt.lastEventId
+            self.events = attempt.events
+            self.attemptedAt = attempt.attemptedAt
+            self.status = attempt.status
+            self.durationMs = attempt.durationMilliseconds
+            self.error = attempt.error
+        }
+    }
+
+    let attempts: [Attempt]
+
+    var estimatedJSONBytes: Int { 32 + self.attempts.count * 400 }
+}

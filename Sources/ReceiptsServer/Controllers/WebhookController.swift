@@ -22,6 +22,7 @@ struct WebhookController {
         group.get("webhooks/:webhookId", use: self.get)
         group.delete("webhooks/:webhookId", use: self.delete)
         group.post("webhooks/:webhookId/secret/rotate", use: self.rotateSecret)
+        group.get("webhooks/:webhookId/attempts", use: self.attempts)
     }
 
     /// Creates (201) or replaces (200) a webhook. A new one delivers the events committed
@@ -90,6 +91,20 @@ struct WebhookController {
             tenant: principal.tenantId, webhook: webhookId, secret: secret, overlap: Self.rotationOverlap)
         else { throw APIError.notFound("no such webhook") }
         return RotatedWebhookSecretResponse(secret: secret, previousExpiresAt: expires)
+    }
+
+    /// The webhook's newest attempts, newest first: `?limit=` 1–100, default 20 (the last 100
+    /// are kept).
+    @Sendable func attempts(_ request: Request, context: ReceiptsRequestContext) async throws -> WebhookAttemptsResponse {
+        let principal = try context.requirePrincipal()
+        let webhookId = try Validation.pathId("webhookId", in: context)
+        try principal.requireTenantKey(for: "managing webhooks")
+        let limit = try ViewQuery(request.uri.queryParameters).integer("limit", in: 1...100) ?? 20
+        guard try await self.store.webhook(tenant: principal.tenantId, webhook: webhookId) != nil else {
+            throw APIError.notFound("no such webhook")
+        }
+        let key = WebhookKey(tenant: principal.tenantId, webhook: webhookId)
+        return WebhookAttemptsResponse(attempts: try await self.store.webhookAttempts(key, limit: limit).map(WebhookAttemptsResponse.Attempt.init))
     }
 
     /// Deletes a webhook: deliveries stop within 5 s on every instance (at once on this one).

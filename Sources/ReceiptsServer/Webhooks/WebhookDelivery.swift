@@ -413,10 +413,17 @@ final class WebhookDelivery: Sendable {
                     headers.add(name: name, value: value)
                 }
                 let started = ContinuousClock.now
+                let attemptedAt = Date()
                 self.lastAttempt = (started, attempt.entries.count)
                 self.sentThrough = max(self.sentThrough, attempt.through)
                 let outcome = await self.sender.send(body, headers: headers, to: target)
                 guard !Task.isCancelled else { return nil }
+                await self.log(
+                    WebhookAttempt(
+                        messageId: batchId, firstEventId: first.eventId, lastEventId: attempt.entries[attempt.entries.count - 1].eventId,
+                        events: attempt.entries.count, attemptedAt: attemptedAt, status: self.sender.lastStatus,
+                        durationMilliseconds: Int((ContinuousClock.now - started) / .milliseconds(1)),
+                        error: { if case .failed(_, let message, _) = outcome { message } else { nil } }()))
                 switch outcome {
                 case .acknowledged:
                     self.delivery.metrics.recordAttempt(outcome: "delivered", events: attempt.entries.count, duration: .now - started)
@@ -466,6 +473,16 @@ final class WebhookDelivery: Sendable {
                 }
             }
             return nil
+        }
+
+        /// Adds an attempt to the webhook's log; a failure to record it is logged, and
+        /// delivery goes on (the log explains, it decides nothing).
+        func log(_ attempt: WebhookAttempt) async {
+            do {
+                try await self.store.recordWebhookAttempt(self.key, attempt)
+            } catch {
+                self.logger.notice("webhook: the attempt could not be logged", metadata: ["error": "\(error)"])
+            }
         }
 
         /// What recording an acknowledged batch came to.

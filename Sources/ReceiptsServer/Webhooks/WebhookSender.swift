@@ -49,6 +49,8 @@ final class WebhookSender {
     private let timeout: Duration
     private let logger: Logger
     private var client: (client: HTTPClient, host: String, pinned: String?)?
+    /// The status the receiver answered the last attempt with; nil when no answer came.
+    private(set) var lastStatus: Int?
     private var resolved: (host: String, address: SocketAddress, at: ContinuousClock.Instant)?
 
     init(policy: WebhookAddressPolicy, timeout: Duration, logger: Logger) {
@@ -69,6 +71,7 @@ final class WebhookSender {
             self.resolved = nil
             return .failed(.connection, "could not resolve \(target.host): \(error)")
         }
+        self.lastStatus = nil
         var request = HTTPClientRequest(url: target.url)
         request.method = .POST
         request.headers = headers
@@ -84,6 +87,7 @@ final class WebhookSender {
                 _ = try? await response.body.collect(upTo: Self.maximumAnswerBytes)
                 return (response.status, response.headers.first(name: "Retry-After"))
             }
+            self.lastStatus = Int(status.0.code)
             switch status.0.code {
             case 200..<300:
                 outcome = .acknowledged
