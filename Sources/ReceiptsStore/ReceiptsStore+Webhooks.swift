@@ -51,6 +51,19 @@ public struct WebhookAttempt: Sendable {
     }
 }
 
+/// What a replay did (`ReceiptsStore.replayWebhook`).
+public enum ReplayWebhookOutcome: String, Sendable {
+    case replayed
+    /// The tenant has no such webhook.
+    case notFound = "not_found"
+    /// Retention deleted the tenant's events up to there.
+    case pruned
+    /// No event of the tenant has that id.
+    case unknownEvent = "unknown_event"
+    /// The database went on to another event history (a failover the hub has not followed).
+    case historyChanged = "history"
+}
+
 /// What creating or replacing a webhook did.
 public enum PutWebhookOutcome: Sendable, Equatable {
     case created(Date)
@@ -82,10 +95,13 @@ public struct WebhookAttemptSettings: Sendable {
     /// False when an acknowledgement moved nothing because the database has gone on to
     /// another event history since the events were read (a failover).
     public let recorded: Bool
+    /// How many times the webhook was replayed (`ReceiptsStore.replayWebhook`): a delivery
+    /// begun at another generation starts again from the position in the database.
+    public let replayGeneration: Int
 
     public init(
         url: String, events: [String], secret: String, previousSecret: String? = nil, position: Int64, positionHistory: String,
-        committedBefore: TransactionSnapshot, failures: Int, nextAttemptAt: Date?, recorded: Bool = true
+        committedBefore: TransactionSnapshot, failures: Int, nextAttemptAt: Date?, recorded: Bool = true, replayGeneration: Int = 0
     ) {
         self.url = url
         self.events = events
@@ -94,6 +110,7 @@ public struct WebhookAttemptSettings: Sendable {
         self.position = position
         self.positionHistory = positionHistory
         self.recorded = recorded
+        self.replayGeneration = replayGeneration
         self.committedBefore = committedBefore
         self.failures = failures
         self.nextAttemptAt = nextAttemptAt
@@ -196,12 +213,27 @@ extension ReceiptsStore {
     }
 
     /// Renews the leases `owner` holds, takes free and expired ones up to `maximum` held in
-    /// all, and returns the webhooks it holds now.
-    public func claimWebhooks(owner: String, lease: Duration, maximum: Int) async throws -> [WebhookKey] {
+    /// all, and returns the webhooks it holds now, each with its replay generation.
+    public func claimWebhooks(owner: String, lease: Duration, maximum: Int) async throws -> [WebhookKey: Int] {
         let rows = try await self.query(
-            "SELECT tenant_id, webhook_id FROM receipts.claim_webhooks(\(owner), make_interval(secs => \(lease.seconds)), \(Int32(maximum)))"
+            """
+            SELECT tenant_id, webhook_id, replay_generation
+            FROM receipts.claim_webhooks(\(owner), make_interval(secs => \(lease.seconds)), \(Int32(maximum)))
+            """
         )
-        return try rows.decode((String, String).self).map { WebhookKey(tenant: $0, webhook: $1) }
+        var held: [WebhookKey: Int] = [:]
+        for (tenant, webhook, generation) in try rows.decode((String, String, Int32).self) {
+            held[WebhookKey(tenant: tenant, webhook: webhook)] = Int(generation)
+        }
+        return held
+    }
+
+    /// Replays the webhook from `position` of event history `history`: every event after it
+    /// is delivered again, in order.
+    public func replayWebhook(tenant: String, webhook: String, after position: Int64, history: String) async throws -> ReplayWebhookOutcome {
+        try Self.outcome(
+            ReplayWebhookOutcome.self,
+            from: try await self.query("SELECT receipts.replay_webhook(\(tenant), \(webhook), \(position), \(history))"))
     }
 
     /// Gives back every lease `owner` holds, so that another instance takes over at once.
@@ -215,7 +247,7 @@ extension ReceiptsStore {
         let rows = try await self.query(
             """
             SELECT url, events, secret, previous_secret, delivered_through, position_history, committed_before, failures, next_attempt_at,
-                   recorded
+                   recorded, replay_generation
             FROM receipts.begin_webhook_attempt(\(key.tenant), \(key.webhook), \(owner), make_interval(secs => \(lease.seconds)))
             """
         )
@@ -226,15 +258,17 @@ extension ReceiptsStore {
     /// batch the receiver acknowledged (`delivered`), or events its filter skips; renews the
     /// lease and reads what the next attempt uses (`recorded` false, nothing moved, when the
     /// database has gone on to another history since). Nil when `owner` lost the lease or the
-    /// webhook is gone: nothing moved.
+    /// webhook is gone: nothing moved. Nothing moves either (`recorded` false) when the webhook
+    /// was replayed since the delivery began at `generation`.
     public func acknowledgeWebhookBatch(
-        _ key: WebhookKey, owner: String, through position: Int64, history: String, delivered: Bool, lease: Duration
+        _ key: WebhookKey, owner: String, through position: Int64, history: String, delivered: Bool, lease: Duration, generation: Int
     ) async throws -> WebhookAttemptSettings? {
         let rows = try await self.query(
             """
             SELECT url, events, secret, previous_secret, delivered_through, position_history, committed_before, failures, next_attempt_at,
-                   recorded
-            FROM receipts.acknowledge_webhook_batch(\(key.tenant), \(key.webhook), \(owner), \(position), \(history), \(delivered), make_interval(secs => \(lease.seconds)))
+                   recorded, replay_generation
+            FROM receipts.acknowledge_webhook_batch(\(key.tenant), \(key.webhook), \(owner), \(position), \(history), \(delivered),
+                                                      make_interval(secs => \(lease.seconds)), \(Int32(generation)))
             """
         )
         return try rows.first.map { try WebhookAttemptSettings(row: $0, function: "acknowledge_webhook_batch") }
@@ -258,15 +292,15 @@ extension WebhookAttemptSettings {
     /// Decodes `url, events, secret, delivered_through, position_history, committed_before, failures,
     /// next_attempt_at, recorded`.
     init(row: PostgresRow, function: String) throws {
-        let (url, events, secret, previousSecret, position, positionHistory, committedBefore, failures, nextAttemptAt, recorded) =
-            try row.decode((String, [String], String, String?, Int64, String, String, Int32, Date?, Bool).self)
+        let (url, events, secret, previousSecret, position, positionHistory, committedBefore, failures, nextAttemptAt, recorded, generation) =
+            try row.decode((String, [String], String, String?, Int64, String, String, Int32, Date?, Bool, Int32).self)
         guard let snapshot = TransactionSnapshot(committedBefore) else {
             throw PostgresError(code: .invalidValue, message: "receipts.\(function) returned no snapshot")
         }
         self.init(
             url: url, events: events, secret: secret, previousSecret: previousSecret, position: position, positionHistory: positionHistory,
             committedBefore: snapshot,
-            failures: Int(failures), nextAttemptAt: nextAttemptAt, recorded: recorded)
+            failures: Int(failures), nextAttemptAt: nextAttemptAt, recorded: recorded, replayGeneration: Int(generation))
     }
 }
 

@@ -149,6 +149,12 @@ struct ClientOperationsTests {
             let rotated = try await receipts.generated.rotateWebhookSecret(path: .init(webhookId: "backend")).ok.body.json
             #expect(rotated.secret.hasPrefix("whsec_") && rotated.secret != hook.secret && rotated.previousExpiresAt > Date())
             #expect(try await receipts.generated.listWebhookAttempts(path: .init(webhookId: "backend")).ok.body.json.attempts.count <= 100)
+            // A replay from an id that is no event of the tenant: 400 in the contract's shape.
+            await #expect(throws: ReceiptsError.self) {
+                do {
+                    _ = try await receipts.generated.replayWebhook(path: .init(webhookId: "backend"), body: .json(.init(after: "0")))
+                } catch let error as ClientError { throw error.underlyingError }
+            }
             _ = try await receipts.generated.deleteWebhook(path: .init(webhookId: "backend")).noContent
 
             let ran = Set(recorder.operations)

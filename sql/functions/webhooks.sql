@@ -114,7 +114,7 @@ COMMENT ON FUNCTION receipts.delete_webhook(text, text) IS 'Deletes a webhook; f
 -- returns the webhooks p_owner now holds. An instance calls it every few seconds: a lease it
 -- stopped renewing (a crash, a freeze) is taken over by another once it has expired.
 CREATE OR REPLACE FUNCTION receipts.claim_webhooks(p_owner text, p_lease interval, p_maximum integer)
-RETURNS TABLE (tenant_id text, webhook_id text)
+RETURNS TABLE (tenant_id text, webhook_id text, replay_generation integer)
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 #variable_conflict use_column
 DECLARE
@@ -135,12 +135,12 @@ BEGIN
         WHERE webhook.tenant_id = claimed.tenant_id AND webhook.webhook_id = claimed.webhook_id;
     END IF;
     RETURN QUERY
-    SELECT webhook.tenant_id::text, webhook.webhook_id::text FROM receipts.webhooks AS webhook
+    SELECT webhook.tenant_id::text, webhook.webhook_id::text, webhook.replay_generation FROM receipts.webhooks AS webhook
     WHERE webhook.lease_owner = p_owner;
 END;
 $$;
 COMMENT ON FUNCTION receipts.claim_webhooks(text, interval, integer) IS
-    'Renews the webhook leases an instance holds, takes free and expired ones (up to p_maximum held), and returns what it holds.';
+    'Renews the webhook leases an instance holds, takes free and expired ones (up to p_maximum held), and returns what it holds, with each one''s replay generation.';
 REVOKE ALL ON FUNCTION receipts.claim_webhooks(text, interval, integer) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION receipts.claim_webhooks(text, interval, integer) TO receipts_service;
 
@@ -198,7 +198,7 @@ COMMENT ON FUNCTION receipts.rotate_webhook_secret(text, text, text, interval) I
 -- No row when the webhook was deleted or another instance holds it.
 CREATE OR REPLACE FUNCTION receipts.begin_webhook_attempt(p_tenant text, p_webhook text, p_owner text, p_lease interval)
 RETURNS TABLE (url text, events text[], secret text, previous_secret text, delivered_through bigint, position_history text,
-               committed_before text, failures integer, next_attempt_at timestamptz, recorded boolean)
+               committed_before text, failures integer, next_attempt_at timestamptz, recorded boolean, replay_generation integer)
 LANGUAGE plpgsql AS $$
 #variable_conflict use_column
 BEGIN
@@ -207,7 +207,7 @@ BEGIN
     SELECT webhook.url, webhook.events, webhook.secret,
            receipts.signing_previous_secret(webhook.previous_secret, webhook.previous_secret_expires_at),
            webhook.delivered_through, webhook.position_history::text,
-           webhook.committed_before::text, webhook.failures, webhook.next_attempt_at, true
+           webhook.committed_before::text, webhook.failures, webhook.next_attempt_at, true, webhook.replay_generation
     FROM receipts.webhooks AS webhook
     WHERE webhook.tenant_id = p_tenant AND webhook.webhook_id = p_webhook AND webhook.lease_owner = p_owner
       AND webhook.lease_expires_at > now() + p_lease / 2;
@@ -220,7 +220,7 @@ BEGIN
     RETURNING webhook.url, webhook.events, webhook.secret,
               receipts.signing_previous_secret(webhook.previous_secret, webhook.previous_secret_expires_at),
               webhook.delivered_through, webhook.position_history::text,
-              webhook.committed_before::text, webhook.failures, webhook.next_attempt_at, true;
+              webhook.committed_before::text, webhook.failures, webhook.next_attempt_at, true, webhook.replay_generation;
 END;
 $$;
 COMMENT ON FUNCTION receipts.begin_webhook_attempt(text, text, text, interval) IS
@@ -240,19 +240,25 @@ COMMENT ON FUNCTION receipts.begin_webhook_attempt(text, text, text, interval) I
 -- and an acknowledgement lost in a crash of PostgreSQL costs only that batch sent again,
 -- which at-least-once delivery allows (receivers drop repeats by event id).
 CREATE OR REPLACE FUNCTION receipts.acknowledge_webhook_batch(
-    p_tenant text, p_webhook text, p_owner text, p_position bigint, p_history text, p_delivered boolean, p_lease interval)
+    p_tenant text, p_webhook text, p_owner text, p_position bigint, p_history text, p_delivered boolean, p_lease interval,
+    p_generation integer)
 RETURNS TABLE (url text, events text[], secret text, previous_secret text, delivered_through bigint, position_history text,
-               committed_before text, failures integer, next_attempt_at timestamptz, recorded boolean)
+               committed_before text, failures integer, next_attempt_at timestamptz, recorded boolean, replay_generation integer)
 LANGUAGE plpgsql AS $$
 #variable_conflict use_column
 BEGIN
     PERFORM receipts.enter_tenant(p_tenant);
-    IF receipts.current_event_history() <> p_history THEN
+    -- A failover since the events were read, or a replay since the delivery began: nothing
+    -- moves, and the delivery starts again from the position in the database.
+    IF receipts.current_event_history() <> p_history
+       OR EXISTS (SELECT FROM receipts.webhooks AS webhook
+                  WHERE webhook.tenant_id = p_tenant AND webhook.webhook_id = p_webhook
+                    AND webhook.replay_generation <> p_generation) THEN
         RETURN QUERY
         SELECT webhook.url, webhook.events, webhook.secret,
                receipts.signing_previous_secret(webhook.previous_secret, webhook.previous_secret_expires_at),
                webhook.delivered_through, webhook.position_history::text,
-               webhook.committed_before::text, webhook.failures, webhook.next_attempt_at, false
+               webhook.committed_before::text, webhook.failures, webhook.next_attempt_at, false, webhook.replay_generation
         FROM receipts.webhooks AS webhook
         WHERE webhook.tenant_id = p_tenant AND webhook.webhook_id = p_webhook AND webhook.lease_owner = p_owner;
         RETURN;
@@ -272,11 +278,11 @@ BEGIN
     RETURNING webhook.url, webhook.events, webhook.secret,
               receipts.signing_previous_secret(webhook.previous_secret, webhook.previous_secret_expires_at),
               webhook.delivered_through, webhook.position_history::text,
-              webhook.committed_before::text, webhook.failures, webhook.next_attempt_at, true;
+              webhook.committed_before::text, webhook.failures, webhook.next_attempt_at, true, webhook.replay_generation;
 END;
 $$;
-COMMENT ON FUNCTION receipts.acknowledge_webhook_batch(text, text, text, bigint, text, boolean, interval) IS
-    'Moves a webhook''s position past an acknowledged (or filtered-out) batch and renews the lease, for the lease holder only; returns what the next attempt uses (recorded false, nothing moved, when the database has gone on to another event history), no row when it lost the lease or the webhook is gone.';
+COMMENT ON FUNCTION receipts.acknowledge_webhook_batch(text, text, text, bigint, text, boolean, interval, integer) IS
+    'Moves a webhook''s position past an acknowledged (or filtered-out) batch and renews the lease, for the lease holder only; returns what the next attempt uses (recorded false, nothing moved, when the database has gone on to another event history or the webhook was replayed since p_generation), no row when it lost the lease or the webhook is gone.';
 
 CREATE OR REPLACE FUNCTION receipts.record_webhook_failure(
     p_tenant text, p_webhook text, p_owner text, p_error text, p_retry_after interval)
@@ -313,6 +319,41 @@ END;
 $$;
 COMMENT ON FUNCTION receipts.disable_webhook(text, text, text, text) IS
     'Disables a webhook whose receiver answered 410 Gone and gives its lease up (lease holder only; false otherwise). A PUT enables it again.';
+
+-- Replays a webhook from event p_position of event history p_history (a retained event of
+-- the tenant): its position moves there, every event after it is delivered again, in order,
+-- and the replay generation counts one more (sql/migrations/0021_webhook_replay.sql).
+-- Events from before the webhook's creation are delivered too. Outcomes: replayed | not_found
+-- (no such webhook) | pruned (retention deleted the tenant's events up to there) | unknown_event
+-- (no event of the tenant has that id) | history (the database is no longer in p_history).
+CREATE OR REPLACE FUNCTION receipts.replay_webhook(p_tenant text, p_webhook text, p_position bigint, p_history text)
+RETURNS text
+LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM receipts.enter_tenant(p_tenant);
+    IF receipts.current_event_history() <> p_history THEN
+        RETURN 'history';
+    ELSIF NOT EXISTS (SELECT FROM receipts.webhooks AS webhook
+                      WHERE webhook.tenant_id = p_tenant AND webhook.webhook_id = p_webhook) THEN
+        RETURN 'not_found';
+    ELSIF NOT EXISTS (SELECT FROM receipts.events AS event WHERE event.tenant_id = p_tenant AND event.event_id = p_position) THEN
+        IF p_position <= coalesce((SELECT retention.pruned_through FROM receipts.event_retention AS retention
+                                   WHERE retention.tenant_id = p_tenant), 0) THEN
+            RETURN 'pruned';
+        END IF;
+        RETURN 'unknown_event';
+    END IF;
+    UPDATE receipts.webhooks AS webhook
+    SET delivered_through = p_position, position_history = p_history, replay_generation = webhook.replay_generation + 1,
+        -- Nothing is held back as committed before the webhook: a replay may reach further back.
+        committed_before = '1:1:'::pg_snapshot,
+        failures = 0, next_attempt_at = NULL
+    WHERE webhook.tenant_id = p_tenant AND webhook.webhook_id = p_webhook;
+    RETURN 'replayed';
+END;
+$$;
+COMMENT ON FUNCTION receipts.replay_webhook(text, text, bigint, text) IS
+    'Moves a webhook''s position back (or on) to a retained event of the tenant, to deliver everything after it again, in order: replayed | not_found | pruned | unknown_event | history.';
 
 -- The attempt log (sql/migrations/0020_webhook_attempts.sql): records one attempt and keeps
 -- the webhook's newest 100.

@@ -1981,6 +1981,33 @@ extension Components {
                 case createdAt
             }
         }
+        /// - Remark: Generated from `#/components/schemas/ReplayWebhookRequest`.
+        public struct ReplayWebhookRequest: Codable, Hashable, Sendable {
+            /// The id of a retained event of the tenant (as streams and webhooks carry it).
+            ///
+            /// - Remark: Generated from `#/components/schemas/ReplayWebhookRequest/after`.
+            public var after: Swift.String
+            /// Creates a new `ReplayWebhookRequest`.
+            ///
+            /// - Parameters:
+            ///   - after: The id of a retained event of the tenant (as streams and webhooks carry it).
+            public init(after: Swift.String) {
+                self.after = after
+            }
+            public enum CodingKeys: String, CodingKey {
+                case after
+            }
+            public init(from decoder: any Swift.Decoder) throws {
+                let container = try decoder.container(keyedBy: CodingKeys.self)
+                self.after = try container.decode(
+                    Swift.String.self,
+                    forKey: .after
+                )
+                try decoder.ensureNoAdditionalProperties(knownKeys: [
+                    "after"
+                ])
+            }
+        }
         /// - Remark: Generated from `#/components/schemas/WebhookAttemptList`.
         public struct WebhookAttemptList: Codable, Hashable, Sendable {
             /// - Remark: Generated from `#/components/schemas/WebhookAttemptList/attempts`.

@@ -416,6 +416,18 @@ public protocol APIProtocol: Sendable {
     /// - Remark: HTTP `POST /v1/webhooks/{webhookId}/secret/rotate`.
     /// - Remark: Generated from `#/paths//v1/webhooks/{webhookId}/secret/rotate/post(rotateWebhookSecret)`.
     func rotateWebhookSecret(_ input: Operations.RotateWebhookSecret.Input) async throws -> Operations.RotateWebhookSecret.Output
+    /// Deliver every retained event after an event id again
+    ///
+    /// Moves the webhook's position to the event `after` (a retained event of the tenant):
+    /// every event after it is delivered again, in order, with the usual guarantees, under
+    /// new `webhook-id`s; then delivery goes on with new events. The instance delivering the
+    /// webhook starts again from there within a few seconds. An id no longer retained is
+    /// 409; an unknown id, or another tenant's, 400.
+    ///
+    ///
+    /// - Remark: HTTP `POST /v1/webhooks/{webhookId}/replay`.
+    /// - Remark: Generated from `#/paths//v1/webhooks/{webhookId}/replay/post(replayWebhook)`.
+    func replayWebhook(_ input: Operations.ReplayWebhook.Input) async throws -> Operations.ReplayWebhook.Output
     /// A webhook's newest delivery attempts
     ///
     /// Every attempt at a batch, newest first: the newest 100 are kept a webhook, for as long
@@ -1167,6 +1179,28 @@ extension APIProtocol {
         try await rotateWebhookSecret(Operations.RotateWebhookSecret.Input(
             path: path,
             headers: headers
+        ))
+    }
+    /// Deliver every retained event after an event id again
+    ///
+    /// Moves the webhook's position to the event `after` (a retained event of the tenant):
+    /// every event after it is delivered again, in order, with the usual guarantees, under
+    /// new `webhook-id`s; then delivery goes on with new events. The instance delivering the
+    /// webhook starts again from there within a few seconds. An id no longer retained is
+    /// 409; an unknown id, or another tenant's, 400.
+    ///
+    ///
+    /// - Remark: HTTP `POST /v1/webhooks/{webhookId}/replay`.
+    /// - Remark: Generated from `#/paths//v1/webhooks/{webhookId}/replay/post(replayWebhook)`.
+    public func replayWebhook(
+        path: Operations.ReplayWebhook.Input.Path,
+        headers: Operations.ReplayWebhook.Input.Headers = .init(),
+        body: Operations.ReplayWebhook.Input.Body
+    ) async throws -> Operations.ReplayWebhook.Output {
+        try await replayWebhook(Operations.ReplayWebhook.Input(
+            path: path,
+            headers: headers,
+            body: body
         ))
     }
     /// A webhook's newest delivery attempts

@@ -28,6 +28,13 @@ struct PutWebhookResponse: JSONResponse {
     let createdAt: Date
 }
 
+/// `POST /v1/webhooks/{webhookId}/replay` body: `{"after":"<event id>"}`.
+struct ReplayWebhookRequest: RequestBody {
+    let after: String
+
+    enum CodingKeys: String, CodingKey, CaseIterable { case after }
+}
+
 /// A webhook as `GET` shows it: `{"id","url","events","createdAt","disabled","delivery":{"lastEventId",
 /// "pending","failures","lastError","lastAttemptAt","nextAttemptAt"}}`, never the secret.
 /// `lastEventId` is the position delivery has reached (every event up to it acknowledged, or

@@ -23,6 +23,7 @@ struct WebhookController {
         group.delete("webhooks/:webhookId", use: self.delete)
         group.post("webhooks/:webhookId/secret/rotate", use: self.rotateSecret)
         group.get("webhooks/:webhookId/attempts", use: self.attempts)
+        group.post("webhooks/:webhookId/replay", use: self.replay)
     }
 
     /// Creates (201) or replaces (200) a webhook. A new one delivers the events committed
@@ -105,6 +106,36 @@ struct WebhookController {
         }
         let key = WebhookKey(tenant: principal.tenantId, webhook: webhookId)
         return WebhookAttemptsResponse(attempts: try await self.store.webhookAttempts(key, limit: limit).map(WebhookAttemptsResponse.Attempt.init))
+    }
+
+    /// Replays a webhook from a retained event of the tenant: 202, and every event after it
+    /// goes out again, in order, with the webhook's usual guarantees (the instance delivering
+    /// it starts again from there at its next lease renewal, within a few seconds; at once on
+    /// this one). An id no longer retained is 409; an unknown one, or another tenant's, 400.
+    @Sendable func replay(_ request: Request, context: ReceiptsRequestContext) async throws -> EditedResponse<WebhookResponse> {
+        let principal = try context.requirePrincipal()
+        let webhookId = try Validation.pathId("webhookId", in: context)
+        try principal.requireTenantKey(for: "managing webhooks")
+        let body = try await request.decode(as: ReplayWebhookRequest.self, context: context)
+        let (_, history) = try await self.hub.readyPosition()
+        let position: Int64
+        switch history.position(of: body.after) {
+        case .position(let found): position = found
+        case .lost: throw APIError.conflict("after names an event a database failover lost: it is no longer retained")
+        case .unknown: throw APIError.invalidRequest("after is no event id of this service")
+        }
+        switch try await self.store.replayWebhook(tenant: principal.tenantId, webhook: webhookId, after: position, history: history.currentId) {
+        case .replayed: break
+        case .notFound: throw APIError.notFound("no such webhook")
+        case .pruned: throw APIError.conflict("after names an event that is no longer retained")
+        case .unknownEvent: throw APIError.invalidRequest("after names no event of this tenant")
+        case .historyChanged: throw APIError(.serviceUnavailable, .unavailable, "the database is switching over; try again")
+        }
+        self.dispatcher.webhooksChanged()
+        guard let webhook = try await self.store.webhook(tenant: principal.tenantId, webhook: webhookId) else {
+            throw APIError.notFound("no such webhook")
+        }
+        return EditedResponse(status: .accepted, response: WebhookResponse(webhook, history: self.hub.history))
     }
 
     /// Deletes a webhook: deliveries stop within 5 s on every instance (at once on this one).

@@ -57,6 +57,9 @@ final class WebhookDelivery: Sendable {
     }
 
     let key: WebhookKey
+    /// The replay generation the webhook had when its lease was claimed: the dispatcher starts
+    /// the delivery again when a replay moved it on.
+    let generation: Int
     private let store: ReceiptsStore
     private let hub: EventHub
     private let settings: Settings
@@ -65,8 +68,9 @@ final class WebhookDelivery: Sendable {
     private let stopRequests: AsyncStream<Void>
     private let requestStop: AsyncStream<Void>.Continuation
 
-    init(key: WebhookKey, store: ReceiptsStore, hub: EventHub, settings: Settings, metrics: WebhookMetrics, logger: Logger) {
+    init(key: WebhookKey, generation: Int, store: ReceiptsStore, hub: EventHub, settings: Settings, metrics: WebhookMetrics, logger: Logger) {
         self.key = key
+        self.generation = generation
         self.store = store
         self.hub = hub
         self.settings = settings
@@ -115,6 +119,9 @@ final class WebhookDelivery: Sendable {
         let delivery: WebhookDelivery
         let sender: WebhookSender
         let lag: Gauge
+        /// The replay generation the delivery runs at (`WebhookAttemptSettings.replayGeneration`):
+        /// its acknowledgements move nothing once the webhook was replayed again.
+        var generation = 0
         /// The webhook's position in the database: everything up to it is acknowledged.
         var acknowledged: Int64 = 0
         /// The event history `acknowledged` is a position of (`EventHistory`).
@@ -164,6 +171,7 @@ final class WebhookDelivery: Sendable {
 
         mutating func run() async {
             guard var current = await self.begin() else { return }
+            self.generation = current.replayGeneration
             self.restart(from: current.position, in: current.positionHistory)
             while !Task.isCancelled {
                 if self.pending.count < WebhookDelivery.maximumBatch, self.pending.isEmpty || self.hubHasMore {
@@ -342,7 +350,7 @@ final class WebhookDelivery: Sendable {
             do {
                 let settings = try await self.store.acknowledgeWebhookBatch(
                     self.key, owner: self.owner, through: position, history: self.receivedHistory, delivered: false,
-                    lease: self.delivery.settings.lease)
+                    lease: self.delivery.settings.lease, generation: self.generation)
                 if settings?.recorded == false {
                     self.followHistoryChange()
                     return true
@@ -366,6 +374,12 @@ final class WebhookDelivery: Sendable {
                 } else {
                     guard let settings = await self.begin() else { return nil }
                     current = settings
+                }
+                if current.replayGeneration != self.generation {
+                    // Replayed since (`ReceiptsStore.replayWebhook`): from its new position.
+                    self.generation = current.replayGeneration
+                    self.restart(from: current.position, in: current.positionHistory)
+                    return current
                 }
                 if current.positionHistory != self.acknowledgedHistory || current.position > self.acknowledged {
                     // Another instance delivered meanwhile (this one's lease lapsed), perhaps in
@@ -406,7 +420,7 @@ final class WebhookDelivery: Sendable {
                 let first = attempt.entries[0]
                 let batchId = WebhookSignature.standardId(
                     webhook: self.key.webhook, firstEventId: first.eventId, lastEventId: attempt.entries[attempt.entries.count - 1].eventId,
-                    startsWithResync: first.type == WebhookEventTypes.resyncRequired)
+                    startsWithResync: first.type == WebhookEventTypes.resyncRequired, replay: self.generation)
                 // During a rotation's overlap, signed with the secret it replaced too.
                 let secrets = [current.secret] + (current.previousSecret.map { [$0] } ?? [])
                 for (name, value) in WebhookSignature.standardHeaders(id: batchId, timestamp: timestamp, body: body, secrets: secrets) {
@@ -503,7 +517,7 @@ final class WebhookDelivery: Sendable {
                 do {
                     let settings = try await self.store.acknowledgeWebhookBatch(
                         self.key, owner: self.owner, through: position, history: self.receivedHistory, delivered: true,
-                        lease: self.delivery.settings.lease)
+                        lease: self.delivery.settings.lease, generation: self.generation)
                     guard let settings else { return .lost }
                     return settings.recorded ? .recorded(settings) : .historyChanged(settings)
                 } catch {

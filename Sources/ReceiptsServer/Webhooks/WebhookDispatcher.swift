@@ -111,7 +111,7 @@ public final class WebhookDispatcher: Service, Sendable {
 
     /// Renews and takes leases, then starts and stops deliveries to match.
     private func claim(in group: inout DiscardingTaskGroup) async {
-        let held: [WebhookKey]
+        let held: [WebhookKey: Int]
         do {
             held = try await self.store.claimWebhooks(owner: self.owner, lease: self.options.lease, maximum: self.options.maximumPerInstance)
         } catch {
@@ -120,14 +120,17 @@ public final class WebhookDispatcher: Service, Sendable {
             self.logger.notice("webhooks: the leases could not be renewed", metadata: ["error": "\(error)"])
             return
         }
-        let wanted = Set(held)
+        let wanted = Set(held.keys)
         let (started, stopped) = self.deliveries.withLockedValue { deliveries -> ([WebhookDelivery], [WebhookDelivery]) in
-            let stopped = deliveries.filter { !wanted.contains($0.key) }.map(\.value)
+            // Those no longer held, and those replayed since they started (they start again
+            // from the new position).
+            let stopped = deliveries.values.filter { delivery in held[delivery.key] != delivery.generation }
             for delivery in stopped { deliveries[delivery.key] = nil }
             var started: [WebhookDelivery] = []
-            for key in held where deliveries[key] == nil {
+            for (key, generation) in held where deliveries[key] == nil {
                 let delivery = WebhookDelivery(
-                    key: key, store: self.store, hub: self.hub, settings: self.deliverySettings, metrics: self.metrics, logger: self.logger)
+                    key: key, generation: generation, store: self.store, hub: self.hub, settings: self.deliverySettings, metrics: self.metrics,
+                    logger: self.logger)
                 deliveries[key] = delivery
                 started.append(delivery)
             }

@@ -34,10 +34,11 @@ enum WebhookSignature {
     /// `webhook-id`: names the batch, the same for every attempt of it and different for
     /// every other batch of any webhook: the webhook, then the ids of the batch's first and
     /// last events (ids name their event history, so a batch after a failover differs too),
-    /// and `_resync` for a batch that begins with `resync.required` (whose id is that of the
-    /// last event the receiver may already have had alone).
-    static func standardId(webhook: String, firstEventId: String, lastEventId: String, startsWithResync: Bool) -> String {
-        "\(webhook)_\(firstEventId)_\(lastEventId)" + (startsWithResync ? "_resync" : "")
+    /// `_resync` for a batch that begins with `resync.required` (whose id is that of the last
+    /// event the receiver may already have had alone), and `_r<n>` for a batch sent again by
+    /// the webhook's n-th replay (a receiver that drops repeats by webhook-id takes it).
+    static func standardId(webhook: String, firstEventId: String, lastEventId: String, startsWithResync: Bool, replay: Int = 0) -> String {
+        "\(webhook)_\(firstEventId)_\(lastEventId)" + (startsWithResync ? "_resync" : "") + (replay > 0 ? "_r\(replay)" : "")
     }
 
     /// The three Standard Webhooks headers of `body`, sent at `timestamp` (unix seconds):
