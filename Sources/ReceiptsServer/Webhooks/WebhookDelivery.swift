@@ -269,7 +269,7 @@ final class WebhookDelivery: Sendable {
                 // next batch starts with resync.required (`acknowledged` stays as it is until
                 // that batch is acknowledged, so a restart before says it again).
                 self.pending.append(
-                        Entry(id: resync.position, eventId: resync.eventId, type: WebhookEventTypes.resyncRequired, json: resync.json))
+                    Entry(id: resync.position, eventId: resync.eventId, type: WebhookEventTypes.resyncRequired, json: resync.json))
             } else {
                 // The same position in the history the hub is in.
                 self.acknowledged = start.position
@@ -416,10 +416,11 @@ final class WebhookDelivery: Sendable {
                 headers.add(name: "User-Agent", value: "receiptsd")
                 headers.add(name: "Receipts-Webhook-Id", value: self.key.webhook)
                 let timestamp = Int64(Date().timeIntervalSince1970)
-                headers.add(name: WebhookSignature.headerName, value: WebhookSignature.header(secret: current.secret, timestamp: timestamp, body: body))
-                let first = attempt.entries[0]
+                headers.add(
+                    name: WebhookSignature.headerName, value: WebhookSignature.header(secret: current.secret, timestamp: timestamp, body: body))
+                let (first, last) = (attempt.entries[0], attempt.entries[attempt.entries.count - 1])
                 let batchId = WebhookSignature.standardId(
-                    webhook: self.key.webhook, firstEventId: first.eventId, lastEventId: attempt.entries[attempt.entries.count - 1].eventId,
+                    webhook: self.key.webhook, firstEventId: first.eventId, lastEventId: last.eventId,
                     startsWithResync: first.type == WebhookEventTypes.resyncRequired, replay: self.generation)
                 // During a rotation's overlap, signed with the secret it replaced too.
                 let secrets = [current.secret] + (current.previousSecret.map { [$0] } ?? [])
@@ -434,7 +435,7 @@ final class WebhookDelivery: Sendable {
                 guard !Task.isCancelled else { return nil }
                 await self.log(
                     WebhookAttempt(
-                        messageId: batchId, firstEventId: first.eventId, lastEventId: attempt.entries[attempt.entries.count - 1].eventId,
+                        messageId: batchId, firstEventId: first.eventId, lastEventId: last.eventId,
                         events: attempt.entries.count, attemptedAt: attemptedAt, status: self.sender.lastStatus,
                         durationMilliseconds: Int((ContinuousClock.now - started) / .milliseconds(1)),
                         error: { if case .failed(_, let message, _) = outcome { message } else { nil } }()))
@@ -461,7 +462,8 @@ final class WebhookDelivery: Sendable {
                 case .failed(.gone, let message, _):
                     // The receiver asked for no more: disabled (and its lease given up) until a
                     // PUT enables it again, at its position.
-                    self.delivery.metrics.recordAttempt(outcome: WebhookSender.Failure.gone.rawValue, events: attempt.entries.count, duration: .now - started)
+                    self.delivery.metrics.recordAttempt(
+                        outcome: WebhookSender.Failure.gone.rawValue, events: attempt.entries.count, duration: .now - started)
                     self.logger.notice("webhook: the receiver answered 410 Gone; disabled until a PUT enables it")
                     do {
                         try await self.store.disableWebhook(self.key, owner: self.owner, error: message)
