@@ -118,11 +118,14 @@ struct WebhookController {
         try principal.requireTenantKey(for: "managing webhooks")
         let body = try await request.decode(as: ReplayWebhookRequest.self, context: context)
         let (_, history) = try await self.hub.readyPosition()
-        let position: Int64
-        switch history.position(of: body.after) {
-        case .position(let found): position = found
-        case .lost: throw APIError.conflict("after names an event a database failover lost: it is no longer retained")
-        case .unknown: throw APIError.invalidRequest("after is no event id of this service")
+        let resolved = history.position(of: body.after)
+        guard case .position(let position) = resolved else {
+            // No webhook is 404 whatever `after` says, as for every other call on it.
+            guard try await self.store.webhook(tenant: principal.tenantId, webhook: webhookId) != nil else {
+                throw APIError.notFound("no such webhook")
+            }
+            if case .lost = resolved { throw APIError.conflict("after names an event a database failover lost: it is no longer retained") }
+            throw APIError.invalidRequest("after is no event id of this service")
         }
         switch try await self.store.replayWebhook(tenant: principal.tenantId, webhook: webhookId, after: position, history: history.currentId) {
         case .replayed: break
