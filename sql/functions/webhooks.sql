@@ -275,6 +275,9 @@ BEGIN
         last_attempt_at = CASE WHEN p_delivered THEN now() ELSE webhook.last_attempt_at END,
         lease_expires_at = now() + p_lease
     WHERE webhook.tenant_id = p_tenant AND webhook.webhook_id = p_webhook AND webhook.lease_owner = p_owner
+      -- A replay that committed after the check above: nothing moves (no row; the delivery
+      -- stops, and starts again from the replayed position).
+      AND webhook.replay_generation = p_generation
     RETURNING webhook.url, webhook.events, webhook.secret,
               receipts.signing_previous_secret(webhook.previous_secret, webhook.previous_secret_expires_at),
               webhook.delivered_through, webhook.position_history::text,
