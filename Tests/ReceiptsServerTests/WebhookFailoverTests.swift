@@ -157,4 +157,47 @@ struct WebhookFailoverTests {
             #expect(try await Self.delivering(survivor) == 1)
         }
     }
+
+    @Test("a replay asked of the instance that does not deliver: the one that does starts again from there, in order; the batch it had out when the replay came moves nothing")
+    func replayAcrossInstances() async throws {
+        let receiver = try await WebhookReceiver.start()
+        defer { Task { await receiver.stop() } }
+        try await TestDatabase.withFreshDatabase { url in
+            let one = try await Self.start(database: url)
+            defer { one.kill() }
+            let other = try await Self.start(database: url)
+            defer { other.kill() }
+            let apiKey = try await Self.tenant(on: one, chats: 2)
+            let put = try await Self.send(.PUT, one.baseURL + "/v1/webhooks/hook", as: apiKey, json: #"{"url":"\#(receiver.url)"}"#)
+            #expect(put.status == 201)
+            try await Self.write(100, chats: 2, through: one, apiKey: apiKey)
+            let delivered = await receiver.waitForEvents(100)
+            try #require(delivered.count == 100)
+            let counts = [try await Self.delivering(one), try await Self.delivering(other)]
+            try #require(counts.sorted() == [0, 1])
+            let (holder, bystander) = counts[0] == 1 ? (one, other) : (other, one)
+
+            // The holder has a batch out, answered only after the holder's next lease renewal
+            // (every 1.1 s with 11 s leases) has seen the replay.
+            receiver.script([.delayed(.seconds(4))])
+            try await Self.write(1, chats: 1, through: holder, apiKey: apiKey)
+            let outstanding = await receiver.wait { $0.flatMap(\.eventIds).count > 100 }
+            let before = outstanding.count
+            let newest = try #require(outstanding.last?.eventIds.last)
+            let replay = try await Self.send(.POST, bystander.baseURL + "/v1/webhooks/hook/replay", as: apiKey, json: #"{"after":"\#(delivered[49])"}"#)
+            #expect(replay.status == 202)
+
+            // From the event after the replayed one to the newest, once, in order; then on.
+            let expected = Array(delivered[50...]) + [newest]
+            let again = await receiver.wait(within: .seconds(20)) { $0.dropFirst(before).flatMap(\.eventIds).count >= expected.count }
+            let replayed = again.dropFirst(before)
+            #expect(replayed.flatMap(\.eventIds) == expected)
+            #expect(replayed.compactMap { $0.headers["webhook-id"] }.allSatisfy { $0.hasSuffix("_r1") })
+            try await Self.write(1, chats: 1, through: bystander, apiKey: apiKey)
+            let all = try await Self.streamIds(on: bystander, apiKey: apiKey, count: 102)
+            let after = await receiver.wait { $0.dropFirst(before).flatMap(\.eventIds).count >= expected.count + 1 }
+            #expect(after.dropFirst(before).flatMap(\.eventIds) == expected + [all[101]])
+            #expect(try await Self.delivering(one) + Self.delivering(other) == 1)
+        }
+    }
 }
