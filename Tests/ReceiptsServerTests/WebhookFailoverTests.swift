@@ -125,18 +125,36 @@ struct WebhookFailoverTests {
         }
     }
 
-    @Test("two instances on one database: each batch is delivered by one of them; killing it moves delivery to the other within 30 s")
-    func twoInstances() async throws {
-        let receiver = try await WebhookReceiver.start()
-        defer { Task { await receiver.stop() } }
+    /// Two instances on a fresh database, a tenant of `chats` chats made through the first,
+    /// and its webhook `hook` to `receiver` put through the second; the body gets both and
+    /// the tenant's API key.
+    static func withTwoInstances(
+        receiver: WebhookReceiver, chats: Int, _ body: (ReceiptsdProcess, ReceiptsdProcess, String) async throws -> Void
+    ) async throws {
         try await TestDatabase.withFreshDatabase { url in
             let one = try await Self.start(database: url)
             defer { one.kill() }
             let other = try await Self.start(database: url)
             defer { other.kill() }
-            let apiKey = try await Self.tenant(on: one, chats: 4)
+            let apiKey = try await Self.tenant(on: one, chats: chats)
             let put = try await Self.send(.PUT, other.baseURL + "/v1/webhooks/hook", as: apiKey, json: #"{"url":"\#(receiver.url)"}"#)
-            #expect(put.status == 201)
+            try #require(put.status == 201)
+            try await body(one, other, apiKey)
+        }
+    }
+
+    /// Which of the two delivers the webhook, and the other.
+    static func holder(of one: ReceiptsdProcess, _ other: ReceiptsdProcess) async throws -> (holder: ReceiptsdProcess, other: ReceiptsdProcess) {
+        let counts = [try await Self.delivering(one), try await Self.delivering(other)]
+        try #require(counts.sorted() == [0, 1])
+        return counts[0] == 1 ? (one, other) : (other, one)
+    }
+
+    @Test("two instances on one database: each batch is delivered by one of them; killing it moves delivery to the other within 30 s")
+    func twoInstances() async throws {
+        let receiver = try await WebhookReceiver.start()
+        defer { Task { await receiver.stop() } }
+        try await Self.withTwoInstances(receiver: receiver, chats: 4) { one, other, apiKey in
             // Writes through both instances.
             try await Self.write(100, chats: 4, through: one, apiKey: apiKey)
             try await Self.write(100, chats: 4, through: other, apiKey: apiKey)
@@ -145,9 +163,7 @@ struct WebhookFailoverTests {
             // Each batch went out once: no event came twice.
             #expect(receiver.eventIds.count == 200)
 
-            let counts = [try await Self.delivering(one), try await Self.delivering(other)]
-            #expect(counts.sorted() == [0, 1])
-            let (holder, survivor) = counts[0] == 1 ? (one, other) : (other, one)
+            let (holder, survivor) = try await Self.holder(of: one, other)
             holder.kill()
             let killed = ContinuousClock.now
             try await Self.write(50, chats: 4, through: survivor, apiKey: apiKey)
@@ -158,24 +174,15 @@ struct WebhookFailoverTests {
         }
     }
 
-    @Test("a replay asked of the instance that does not deliver: the one that does starts again from there, in order; the batch it had out when the replay came moves nothing")
+    @Test("a replay asked of the instance that does not deliver: the one that does starts again from there, in order, though it had a batch out when the replay came")
     func replayAcrossInstances() async throws {
         let receiver = try await WebhookReceiver.start()
         defer { Task { await receiver.stop() } }
-        try await TestDatabase.withFreshDatabase { url in
-            let one = try await Self.start(database: url)
-            defer { one.kill() }
-            let other = try await Self.start(database: url)
-            defer { other.kill() }
-            let apiKey = try await Self.tenant(on: one, chats: 2)
-            let put = try await Self.send(.PUT, one.baseURL + "/v1/webhooks/hook", as: apiKey, json: #"{"url":"\#(receiver.url)"}"#)
-            #expect(put.status == 201)
+        try await Self.withTwoInstances(receiver: receiver, chats: 2) { one, other, apiKey in
             try await Self.write(100, chats: 2, through: one, apiKey: apiKey)
             let delivered = await receiver.waitForEvents(100)
             try #require(delivered.count == 100)
-            let counts = [try await Self.delivering(one), try await Self.delivering(other)]
-            try #require(counts.sorted() == [0, 1])
-            let (holder, bystander) = counts[0] == 1 ? (one, other) : (other, one)
+            let (holder, bystander) = try await Self.holder(of: one, other)
 
             // The holder has a batch out, answered only after the holder's next lease renewal
             // (every 1.1 s with 11 s leases) has seen the replay.
