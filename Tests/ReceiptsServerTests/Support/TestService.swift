@@ -145,7 +145,15 @@ struct APIClient: Sendable {
 
     /// Creates a tenant through the admin API: every test has its own.
     func createTenant(name: String = "Test tenant") async throws -> TestTenant {
-        let response = try await self.request(.post, "/admin/v1/tenants", as: TestService.adminToken, json: ["name": name])
+        var response = try await self.request(.post, "/admin/v1/tenants", as: TestService.adminToken, json: ["name": name])
+        // Often a new service's first database work: while the whole suite starts at once on
+        // two cores, its first connection may not open within the request's 5 s, and the
+        // service answers 503 `unavailable`, which tells a client to retry. Setup retries,
+        // as a client would (a tenant made by an attempt that answered late is left unused).
+        for _ in 0..<2 where response.status == .serviceUnavailable {
+            try await Task.sleep(for: .milliseconds(500))
+            response = try await self.request(.post, "/admin/v1/tenants", as: TestService.adminToken, json: ["name": name])
+        }
         try #require(response.status == .created, "creating a tenant: \(response.status) \(response.body)")
         let tenant = try response.decode(TestTenant.Created.self)
         return TestTenant(id: tenant.id, apiKey: tenant.apiKey, client: self)
