@@ -144,7 +144,9 @@ struct WebhookFailoverTests {
     }
 
     /// Which of the two delivers the webhook, and the other.
-    static func holder(of one: ReceiptsdProcess, _ other: ReceiptsdProcess) async throws -> (holder: ReceiptsdProcess, other: ReceiptsdProcess) {
+    static func holder(
+        of one: ReceiptsdProcess, _ other: ReceiptsdProcess
+    ) async throws -> (holder: ReceiptsdProcess, other: ReceiptsdProcess) {
         let counts = [try await Self.delivering(one), try await Self.delivering(other)]
         try #require(counts.sorted() == [0, 1])
         return counts[0] == 1 ? (one, other) : (other, one)
@@ -191,7 +193,8 @@ struct WebhookFailoverTests {
             let outstanding = await receiver.wait { $0.flatMap(\.eventIds).count > 100 }
             let before = outstanding.count
             let newest = try #require(outstanding.last?.eventIds.last)
-            let replay = try await Self.send(.POST, bystander.baseURL + "/v1/webhooks/hook/replay", as: apiKey, json: #"{"after":"\#(delivered[49])"}"#)
+            let replay = try await Self.send(
+                .POST, bystander.baseURL + "/v1/webhooks/hook/replay", as: apiKey, json: #"{"after":"\#(delivered[49])"}"#)
             #expect(replay.status == 202)
 
             // From the event after the replayed one to the newest, once, in order; then on.

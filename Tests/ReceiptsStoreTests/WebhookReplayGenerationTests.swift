@@ -9,14 +9,14 @@ import Testing
 /// two services: WebhookFailoverTests).
 @Suite("Webhook replay generations")
 struct WebhookReplayGenerationTests {
-    @Test("an acknowledgement of a batch sent before a replay moves nothing; the claim and the next attempt carry the new generation")
+    @Test("an acknowledgement of a batch sent before a replay moves nothing; its answer and the next claim carry the new generation")
     func acknowledgementOfABatchSentBeforeAReplay() async throws {
         try await ErasureLeaseTests.withStore { store in
             let start = try await store.newestEvent()
             let key = WebhookKey(tenant: "t", webhook: "hook")
             guard case .created = try await store.putWebhook(
-                tenant: "t", webhook: "hook", url: "https://receiver.example/hook", events: ["message.created"], secret: "a-secret-of-16-or-more",
-                position: start.id, history: start.history, maximumPerTenant: 10)
+                tenant: "t", webhook: "hook", url: "https://receiver.example/hook", events: ["message.created"],
+                secret: "a-secret-of-16-or-more", position: start.id, history: start.history, maximumPerTenant: 10)
             else {
                 Issue.record("the webhook was not created")
                 return
