@@ -26,10 +26,14 @@
 -- answer. While p_after is at or above the start of the user's newest membership period
 -- (p_newest_period_after: chat_members.period_after_seq), every message above it was sent
 -- while they were a member: one walk, no look at the periods (the common case); else period
--- by period in order, the first period with a hit ending the search. SQL returning a table,
--- so that the statement that reads it inlines it (no call of its own; the branch not taken
--- is never run; with p_read a constant, only one receipt test is left); no SET clause, not
--- STRICT, STABLE: each would stop the inlining.
+-- by period in order, the first period with a hit ending the search. The receipt test is a
+-- subquery of its own (OFFSET 0 keeps it from becoming a join): a lookup of the message's
+-- chunk row by its whole key. As a join, a generic plan may read every chunk row of the chat
+-- for each message (a read took 20 s in a chat of 10,000 unread). Its callers turn sorts off
+-- (a sort of all the candidates would keep the walk from stopping at its first hit). SQL
+-- returning a table, so that the statement that reads it inlines it (no call of its own; the
+-- branch not taken is never run; with p_read a constant, only one receipt test is left); no
+-- SET clause, not STRICT, STABLE: each would stop the inlining.
 CREATE OR REPLACE FUNCTION receipts.first_unmarked_seq(
     p_tenant text, p_chat text, p_user text, p_chunk integer, p_after bigint, p_through bigint, p_newest_period_after bigint,
     p_read boolean)
@@ -56,7 +60,8 @@ LANGUAGE sql STABLE AS $$
                           WHERE receipt.tenant_id = p_tenant AND receipt.chat_id = p_chat
                             AND receipt.seq = message.seq AND receipt.chunk = p_chunk
                             AND CASE WHEN p_read THEN p_user = ANY (receipt.read_by) OR p_user = ANY (receipt.hidden_read_by)
-                                     ELSE p_user = ANY (receipt.delivered_to) END)
+                                     ELSE p_user = ANY (receipt.delivered_to) END
+                          OFFSET 0)
         ORDER BY message.seq
         LIMIT 1
     ) AS span
@@ -103,12 +108,16 @@ COMMENT ON FUNCTION receipts.first_unmarked_seq(text, text, text, integer, bigin
 -- plan made while the tables looked empty read every chunk row of the chat once per message:
 -- a read-all of 10,000 took 15 s instead of 0.1 s); PlanReuseTests checks that work stays
 -- linear. jit off: with a method disabled, a plan that has no other way costs ten billion,
--- which would have PostgreSQL compile the statement on every call.
+-- which would have PostgreSQL compile the statement on every call. enable_sort off: a
+-- generic plan takes a chat for about a row in a database of many tenants (tenant and chat
+-- taken as independent), so sorting every message above a watermark looked as cheap as
+-- walking them in seq order, and receipts.first_unmarked_seq's walk, which stops at its
+-- first hit, read the whole backlog on every read (PlanReuseTests.oneMessageBesideABacklog).
 CREATE OR REPLACE FUNCTION receipts.mark_read_each(
     p_tenant text, p_chats text[], p_users text[], p_messages text[], p_through boolean[], p_scopes text[] DEFAULT NULL)
 RETURNS TABLE (request integer, outcome text, marked integer, unread_count integer)
 LANGUAGE plpgsql
-SET enable_hashjoin = off SET enable_mergejoin = off SET enable_seqscan = off SET jit = off
+SET enable_hashjoin = off SET enable_mergejoin = off SET enable_seqscan = off SET enable_sort = off SET jit = off
 SET plan_cache_mode = force_generic_plan AS $$
 #variable_conflict use_column
 DECLARE
@@ -364,7 +373,7 @@ COMMENT ON FUNCTION receipts.mark_read(text, text, text, text[], text) IS
 CREATE OR REPLACE FUNCTION receipts.mark_delivered(
     p_tenant text, p_chat text, p_user text, p_message_ids text[], p_up_to text, p_scope text DEFAULT NULL)
 RETURNS TABLE (outcome text, marked integer)
-LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $$
+LANGUAGE plpgsql SET enable_sort = off SET plan_cache_mode = force_generic_plan AS $$
 #variable_conflict use_column
 DECLARE
     v_last_seq bigint;
