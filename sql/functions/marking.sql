@@ -165,9 +165,12 @@ BEGIN
     -- The requests of current members, with what their reads need.
     target AS (
         SELECT request.request, request.chat, request.reader, request.through, request.scope,
-               request.scope <> '' AND NOT EXISTS (SELECT FROM receipts.messages AS root
-                                                   WHERE root.tenant_id = p_tenant AND root.chat_id = request.chat
-                                                     AND root.message_id = request.scope AND root.thread_id IS NULL)
+               -- Looked up only for a scope that names a root (a CASE: with AND, a null scope
+               -- still ran the lookup, which a generic plan may make a scan of the chat).
+               CASE WHEN request.scope IS NULL OR request.scope = '' THEN false
+                    ELSE NOT EXISTS (SELECT FROM receipts.messages AS root
+                                     WHERE root.tenant_id = p_tenant AND root.chat_id = request.chat
+                                       AND root.message_id = request.scope AND root.thread_id IS NULL) END
                    AS no_thread,
                member.read_seq, member.period_after_seq, member.receipt_chunk AS chunk,
                coalesce(setting.read_receipts, true) AS visible,
