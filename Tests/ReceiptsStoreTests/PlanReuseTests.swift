@@ -50,18 +50,7 @@ struct PlanReuseTests {
         #expect(try small[0].decode(Int.self, column: 0) == 1)
         let (all, work) = try await session.withTransaction { connection in
             let all = try await connection.query("SELECT marked::int8 FROM receipts.mark_read($1, 'big', 'bob', NULL, NULL)", [tenant])
-            let rows = try await connection.query(
-                """
-                SELECT relname, seq_scan, seq_tup_read, coalesce(idx_tup_fetch, 0) FROM pg_stat_xact_user_tables
-                WHERE schemaname = 'receipts' AND relname IN ('messages', 'receipt_chunks')
-                """)
-            var work: [String: TableWork] = [:]
-            for row in rows {
-                work[try row.decode(String.self, column: 0)] = TableWork(
-                    sequentialScans: try row.decode(Int.self, column: 1), rowsScanned: try row.decode(Int.self, column: 2),
-                    rowsFetchedByIndex: try row.decode(Int.self, column: 3))
-            }
-            return (all, work)
+            return (all, try await Self.work(in: connection))
         }
         await session.close()
 
