@@ -23,7 +23,7 @@ struct BenchResults {
     /// range (single samples on a shared 2-core machine vary by tens of percent).
     mutating func add(_ name: String, unit: String, samples: [Double], target: String, note: String = "") {
         let sorted = samples.sorted()
-        let median = sorted.isEmpty ? .nan : sorted[sorted.count / 2]
+        let median = Self.median(samples)
         let range = sorted.isEmpty ? "" : String(format: "median of %d (%.0f–%.0f)", sorted.count, sorted[0], sorted[sorted.count - 1])
         self.add(name, unit: unit, value: median, target: target, note: [range, note].filter { !$0.isEmpty }.joined(separator: "; "))
     }
@@ -36,6 +36,20 @@ struct BenchResults {
             name: name, unit: "ms", value: percentile(0.5), p50: percentile(0.5), p95: percentile(0.95), p99: percentile(0.99),
             target: target, note: note.isEmpty ? "n=\(sorted.count)" : note
         ))
+    }
+
+    /// The median of repeated measurements, as `add(_:unit:samples:target:note:)` reports it
+    /// (the upper one of an even count).
+    static func median(_ samples: [Double]) -> Double {
+        let sorted = samples.sorted()
+        return sorted.isEmpty ? .nan : sorted[sorted.count / 2]
+    }
+
+    /// The value of the row named `name` added earlier in this run, if there is one: for a
+    /// figure that is judged against another one measured in the same run (the VM's speed
+    /// moves 20–40 % between runs, so only ratios within one run compare).
+    func value(of name: String) -> Double? {
+        self.rows.last { $0.name == name }?.value
     }
 
     func table() -> String {

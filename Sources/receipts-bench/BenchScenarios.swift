@@ -35,6 +35,16 @@ struct BenchScenarios {
         case streams
         case streamsSSE = "streams-sse"
         case threads
+        case tenants
+    }
+
+    /// Names of the rows that rows of later scenarios divide by (`BenchResults.value(of:)`):
+    /// one spelling for the row and its readers.
+    enum Figure {
+        static let http = "HTTP alone: GET /healthz (no database)"
+        static let sends = "send throughput"
+        static let singleMarkReads = "mark-read, one message per request"
+        static let batches = "mark-read in batches of 100"
     }
 
     func run(_ scenarios: Set<Scenario>, into results: inout BenchResults) async throws {
@@ -64,6 +74,8 @@ struct BenchScenarios {
         if scenarios.contains(.markLatency) { try await self.markReadLatency(into: &results) }
         if scenarios.contains(.streams) { try await self.streamsAtScale(.webSocket, into: &results) }
         if scenarios.contains(.streamsSSE) { try await self.streamsAtScale(.serverSentEvents, into: &results) }
+        // Last: its thousand tenants would change the database every later scenario measures.
+        if scenarios.contains(.tenants) { try await self.historyCost(into: &results) }
     }
 
     /// Gives the new database a history and the planner its statistics, as in any database
@@ -183,7 +195,7 @@ struct BenchScenarios {
         let requests = try await self.callsPerSecond(perClient: self.count(20_000, minimum: 100) / self.concurrency + 1) { _, _ in
             try await client.check(200, .GET, "/healthz", as: nil)
         }
-        results.add("HTTP alone: GET /healthz (no database)", unit: "requests/s", value: requests,
+        results.add(Figure.http, unit: "requests/s", value: requests,
                     target: "", note: "\(self.concurrency) clients")
     }
 
@@ -215,7 +227,7 @@ struct BenchScenarios {
         }
         let seconds = Double((ContinuousClock.now - start) / .microseconds(1)) / 1_000_000
         let cost = CPUTimes.note(since: cpu, servicePID: self.servicePID, requests: perClient * self.concurrency)
-        results.add("send throughput", unit: "messages/s", value: Double(perClient * self.concurrency) / seconds, target: "≥ 5,000",
+        results.add(Figure.sends, unit: "messages/s", value: Double(perClient * self.concurrency) / seconds, target: "≥ 5,000",
                     note: ["\(self.concurrency) clients", cost].filter { !$0.isEmpty }.joined(separator: "; "))
         return sent
     }
@@ -240,7 +252,7 @@ struct BenchScenarios {
         }
         let seconds = Double((ContinuousClock.now - start) / .microseconds(1)) / 1_000_000
         let cost = CPUTimes.note(since: cpu, servicePID: self.servicePID, requests: requests)
-        results.add("mark-read, one message per request", unit: "requests/s", value: Double(requests) / seconds, target: "≥ 5,000",
+        results.add(Figure.singleMarkReads, unit: "requests/s", value: Double(requests) / seconds, target: "≥ 5,000",
                     note: ["\(self.concurrency) clients", cost].filter { !$0.isEmpty }.joined(separator: "; "))
     }
 
@@ -275,7 +287,7 @@ struct BenchScenarios {
             return try await group.reduce(0, +)
         }
         let seconds = Double((ContinuousClock.now - start) / .microseconds(1)) / 1_000_000
-        results.add("mark-read in batches of 100", unit: "receipts/s", value: Double(marked) / seconds, target: "≥ 50,000",
+        results.add(Figure.batches, unit: "receipts/s", value: Double(marked) / seconds, target: "≥ 50,000",
                     note: "\(marked) receipts")
     }
 
@@ -285,6 +297,8 @@ struct BenchScenarios {
     /// then the service's whole SQL function for a single mark-read the same way (the
     /// database's share of a request). Both as the table owner, in sessions set up like the
     /// service's (`receipts.notify = off`); the event trigger runs as it does for the service.
+    /// Then the CPU-bound reference beside this fsync-bound one (`selectByKeyReference`), and
+    /// the service's throughputs of this run over the raw UPDATE (`addRatiosToRaw`).
     func rawReference(into results: inout BenchResults) async throws {
         let perClient = self.count(20_000, minimum: 100) / self.concurrency + 1
         for index in 0..<self.concurrency {
@@ -322,6 +336,44 @@ struct BenchScenarios {
         }
         results.add("the service's SQL: receipts.mark_read via libpq", unit: "calls/s", value: calls,
                     target: "", note: "\(self.concurrency) connections")
+        try await self.selectByKeyReference(perClient: perClient, into: &results)
+        Self.addRatiosToRaw(updates, into: &results)
+    }
+
+    /// The CPU-bound reference beside the fsync-bound raw UPDATE: a member row read by its
+    /// key, with the same concurrency, each statement outside any explicit transaction (as
+    /// pgbench's select-only). No write and no commit waiting on the disk: it moves with the
+    /// VM's CPU alone, so a day whose figures all fell with it is a slow day, not slow code.
+    /// (The HTTP stack's own rate, `GET /healthz`, is the `http` scenario's row.)
+    private func selectByKeyReference(perClient: Int, into results: inout BenchResults) async throws {
+        let tenant = self.tenant.id
+        let pool = self.database.servicePool
+        let selects = try await self.callsPerSecond(perClient: perClient) { index, _ in
+            let rows = try await pool.query(
+                "SELECT read_seq FROM receipts.chat_members WHERE tenant_id = $1 AND chat_id = $2 AND user_id = $3",
+                [tenant, "raw\(index)", "r\(index)"])
+            guard rows.count == 1 else { throw BenchFailure("the select by key found \(rows.count) member rows, not 1") }
+        }
+        let http = results.value(of: Figure.http).map { String(format: "GET /healthz in this run: %.0f requests/s", $0) }
+            ?? "GET /healthz: --only http"
+        results.add("CPU-bound reference: select by key via libpq", unit: "statements/s", value: selects, target: "",
+                    note: "\(self.concurrency) connections; \(http)")
+    }
+
+    /// The service's throughputs of this run over the raw guarded UPDATE's, measured minutes
+    /// apart on the same machine (figures of different runs do not compare on this VM); for
+    /// the scenarios among `single`, `batches` and `send` that ran before `raw`.
+    private static func addRatiosToRaw(_ updates: Double, into results: inout BenchResults) {
+        let ratios = [
+            (figure: Figure.singleMarkReads, name: "single mark-reads ÷ raw guarded UPDATE", unit: "requests/s", target: "≥ 1.5"),
+            (figure: Figure.batches, name: "batches of 100 ÷ raw", unit: "receipts/s", target: "≥ 20"),
+            (figure: Figure.sends, name: "sends ÷ raw", unit: "messages/s", target: "≥ 1.5"),
+        ]
+        for ratio in ratios {
+            guard let value = results.value(of: ratio.figure) else { continue }
+            results.add(ratio.name, unit: "×", value: value / updates, target: ratio.target,
+                        note: "\(Int(value.rounded())) \(ratio.unit) ÷ \(Int(updates.rounded())) statements/s")
+        }
     }
 
     /// Runs `call(client, n)` for n in 1…perClient in each of `concurrency` clients at once;
@@ -344,23 +396,63 @@ struct BenchScenarios {
 
     // MARK: - Read all, unread counts
 
-    /// One request marking 10,000 unread messages read, in three chats one after another.
+    /// One request marking 10,000 unread messages read, in three chats one after another;
+    /// each followed by the floor of the storage layout for the same work in a chat like it
+    /// (`readAllFloor`), so that what the service adds to it is judged within the run.
     func readAll(into results: inout BenchResults) async throws {
         let count = self.count(10_000, minimum: 100)
         let chats = ["big1", "big2", "big3"]
-        for chat in chats {
+        let floors = ["floor1", "floor2", "floor3"]
+        for chat in chats + floors {
             try await self.client.expect(201, .PUT, "/v1/chats/\(chat)", as: self.tenant.apiKey, body: ["kind": "direct", "members": ["a", "b"]])
             try await self.insertMessages(chat: chat, sender: "a", count: count)
         }
         try await self.settleDatabase()
         var milliseconds: [Double] = []
-        for chat in chats {
+        var floorMilliseconds: [Double] = []
+        // In pairs, so that the VM's drift hits the read-alls and their floor alike.
+        for (chat, floor) in zip(chats, floors) {
             let start = ContinuousClock.now
             let answer = try await self.client.expect(200, .POST, "/v1/chats/\(chat)/read", as: self.tenant.apiKey, body: ["userId": "b"])
             milliseconds.append(Double((ContinuousClock.now - start) / .microseconds(1)) / 1000)
             guard answer["marked"] as? Int == count else { throw BenchFailure("read-all marked \(answer["marked"] ?? "?"), not \(count)") }
+            floorMilliseconds.append(try await self.readAllFloor(chat: floor, reader: "b", count: count))
         }
         results.add("read all of \(count) unread messages", unit: "ms", samples: milliseconds, target: "≤ 100 (10,000)")
+        results.add("raw read-all floor", unit: "ms", samples: floorMilliseconds, target: "",
+                    note: "one guarded range UPDATE of the \(count) chunk rows and its event trigger, via libpq")
+        let readAll = BenchResults.median(milliseconds)
+        let floor = BenchResults.median(floorMilliseconds)
+        results.add("read-all ÷ raw read-all floor", unit: "×", value: readAll / floor, target: "≤ 1.25",
+                    note: String(format: "medians %.1f ÷ %.1f ms", readAll, floor))
+    }
+
+    /// The floor of the storage layout for a read-all of `count` messages: one bare guarded
+    /// range UPDATE appending `reader` to the receipt rows of messages 1…count (chunk 0: a
+    /// direct chat's members), a transaction of its own with its commit, in a session like the
+    /// service's; its event trigger writes the receipt.read event as for the service. What the
+    /// service adds is all else: the request, the lookups, the member row and its
+    /// unread.changed. Returns milliseconds.
+    ///
+    /// As the raw reference's UPDATE, straight as the bench's login (the tables' owner) with no
+    /// tenant entered: receipt_chunks has FORCE ROW LEVEL SECURITY, which holds for the owner
+    /// too but not for a superuser, as scripts/postgres.sh's role is. Under an owner that is
+    /// not one, both see no rows and fail on the count below.
+    private func readAllFloor(chat: String, reader: String, count: Int) async throws -> Double {
+        let statement = """
+            UPDATE receipts.receipt_chunks AS receipt SET
+                read_by      = receipt.read_by || $3::text,
+                read_at      = receipt.read_at || now(),
+                delivered_to = CASE WHEN $3 = ANY (receipt.delivered_to) THEN receipt.delivered_to ELSE receipt.delivered_to || $3::text END,
+                delivered_at = CASE WHEN $3 = ANY (receipt.delivered_to) THEN receipt.delivered_at ELSE receipt.delivered_at || now() END
+            WHERE receipt.tenant_id = $1 AND receipt.chat_id = $2 AND receipt.chunk = 0 AND receipt.seq BETWEEN 1 AND $4
+              AND NOT ($3 = ANY (receipt.read_by)) AND NOT ($3 = ANY (receipt.hidden_read_by))
+            """
+        let start = ContinuousClock.now
+        let marked = try await self.database.servicePool.execute(statement, [self.tenant.id, chat, reader, count])
+        let milliseconds = Double((ContinuousClock.now - start) / .microseconds(1)) / 1000
+        guard marked == count else { throw BenchFailure("the read-all floor's UPDATE marked \(marked) rows, not \(count)") }
+        return milliseconds
     }
 
     /// `GET /v1/users/{id}/unread` for a user in 1,000 chats with unread messages.

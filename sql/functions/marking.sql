@@ -7,15 +7,34 @@
 -- reader is lost and none is added twice. The member row, locked first, serialises one
 -- user's markings in one chat, so their watermarks and reads_above stay exact.
 --
--- Reads have one implementation, receipts.mark_read_each, for any number of requests (a
--- request is one user's read in one chat: of some messages, of everything up to one, or of
--- everything); receipts.mark_read is one request of it, for psql.
+-- Reads have two statements, both compositions of the same rule functions (who a
+-- message is for, what a scope covers, where a watermark moves, what it passes):
+-- receipts.mark_read_each, for any number of requests (a request is one user's read in one
+-- chat: of some messages, of everything up to one, or of everything), and receipts.mark_read
+-- for exactly one, which the service calls when a batch holds a single request (most of them
+-- when the service is not busy) and psql calls by hand. One request costs mark_read about
+-- half what mark_read_each costs PostgreSQL (a few small plans instead of one of some seventy
+-- nodes started on every call), and mark_read_each is cheaper per request from a few requests
+-- on (one statement and one trigger run for all of them). SingleReadBatchTests runs every
+-- request shape through both on the same data and compares answers, receipts, counts and
+-- events.
 --
 -- A read or delivery up to a message, or of everything, may have a scope (threads,
 -- sql/migrations/0012_threads.sql): null, the whole chat; '' (no id is empty), the main
 -- timeline; else the id of a root, that thread's replies. Messages of the scope are marked
 -- one by one, as reads out of order are: the watermark moves only as far as everything
 -- below it is read, whatever the scope.
+
+-- Whether a message of thread p_thread (null: a message of the main timeline) is in a marking's
+-- scope: null, the whole chat; '' (no id is empty), the main timeline; else the id of a root,
+-- that thread's replies. Inlined by its callers.
+CREATE OR REPLACE FUNCTION receipts.in_scope(p_scope text, p_thread text)
+RETURNS boolean
+LANGUAGE sql IMMUTABLE AS $$
+    SELECT p_scope IS NULL OR (p_scope = '' AND p_thread IS NULL) OR p_thread = p_scope
+$$;
+COMMENT ON FUNCTION receipts.in_scope(text, text) IS
+    'Whether a message of thread p_thread (null: the main timeline) is in the scope p_scope (null: the whole chat; empty: the main timeline; else a root''s replies).';
 
 -- The first message in (p_after, p_through] the user has still to mark: sent while they were
 -- a member, not their own, and not read by them (p_read) or not delivered to them (not
@@ -70,6 +89,22 @@ $$;
 COMMENT ON FUNCTION receipts.first_unmarked_seq(text, text, text, integer, bigint, bigint, bigint, boolean) IS
     'The first message in (p_after, p_through] the user has still to read (p_read) or to receive (not p_read), or no row; p_newest_period_after: chat_members.period_after_seq. Scans only what lies before it.';
 
+-- Where a member's watermark moves after a marking that searched from p_search_from: just
+-- below the first message in (p_search_from, p_last_seq] still to read (p_read) or to receive,
+-- or to the chat's last message when none is. Inlined by its callers.
+CREATE OR REPLACE FUNCTION receipts.watermark_after(
+    p_tenant text, p_chat text, p_user text, p_chunk integer, p_search_from bigint, p_last_seq bigint,
+    p_newest_period_after bigint, p_read boolean)
+RETURNS TABLE (seq bigint)
+LANGUAGE sql STABLE AS $$
+    SELECT coalesce((SELECT first.seq
+                     FROM receipts.first_unmarked_seq(p_tenant, p_chat, p_user, p_chunk, p_search_from, p_last_seq,
+                                                      p_newest_period_after, p_read) AS first) - 1,
+                    p_last_seq)
+$$;
+COMMENT ON FUNCTION receipts.watermark_after(text, text, text, integer, bigint, bigint, bigint, boolean) IS
+    'A read (p_read) or delivery watermark after a marking: just below the first message above p_search_from still to mark, else the chat''s last.';
+
 -- Reads, for any number of requests in one statement. The service gathers a tenant's
 -- concurrent reads into one call (a TenantBatcher): the statements, the trigger runs and the
 -- commit are shared, and each request gets the answer it would get alone.
@@ -79,8 +114,9 @@ COMMENT ON FUNCTION receipts.first_unmarked_seq(text, text, text, integer, bigin
 -- their first item: several items with through false read those messages (an unknown id is
 -- no error: nothing to read); one item with through true reads everything above the user's
 -- watermark up to that message (message_not_found when it is not in the chat), or, with a
--- null message, all of it. A through item is the only item of its request. p_scopes (per item, may be null) limits a through item to a scope (above): a root
--- that is no message of the chat, or a reply, answers thread_not_found.
+-- null message, all of it. A through item is the only item of its request. p_scopes (per
+-- item, may be null) limits a through item to a scope (receipts.in_scope): a root that is no
+-- message of the chat, or a reply, answers thread_not_found.
 --
 -- Locks: the member rows first, all at once in (chat, user) order; under them, which of
 -- these users may still read which message cannot change, so the UPDATE appends exactly the
@@ -93,7 +129,7 @@ COMMENT ON FUNCTION receipts.first_unmarked_seq(text, text, text, integer, bigin
 -- Chunk rows are updated in key order, the same in every call.
 --
 -- The watermark: after a read, read_seq moves to just below the first message still unread
--- (receipts.first_unmarked_seq; after a read of a range, the search starts at its end:
+-- (receipts.watermark_after; after a read of a range, the search starts at its end:
 -- everything up to it is read), and reads_above drops by the messages it passes that were
 -- the reader's to read (receipts.messages_to_read, the rule the unread view counts with).
 -- A request that marked nothing and cleared no mark leaves its member row alone (its
@@ -213,7 +249,7 @@ BEGIN
             ON message.tenant_id = p_tenant AND message.chat_id = target.chat
            AND message.seq > target.read_seq AND message.seq <= target.up_to_seq
         WHERE target.through AND target.no_thread IS NOT TRUE
-          AND (target.scope IS NULL OR (target.scope = '' AND message.thread_id IS NULL) OR message.thread_id = target.scope)
+          AND receipts.in_scope(target.scope, message.thread_id)
     ),
     -- Of those of the other requests, the ones the reader has to read: from others, sent
     -- while a member (at once when above the start of their newest period), not read yet.
@@ -225,17 +261,16 @@ BEGIN
             ON receipt.tenant_id = p_tenant AND receipt.chat_id = named.chat AND receipt.seq = named.seq
            AND receipt.chunk = named.chunk
         WHERE named.request NOT IN (SELECT alone.request FROM alone)
-          AND named.sender_id <> named.reader
+          AND receipts.was_recipient(p_tenant, named.chat, named.reader, named.sender_id, named.seq, named.period_after_seq)
           AND NOT (named.reader = ANY (receipt.read_by)) AND NOT (named.reader = ANY (receipt.hidden_read_by))
-          AND CASE WHEN named.seq > named.period_after_seq THEN true
-                   ELSE named.seq <@ receipts.membership_seqs(p_tenant, named.chat, named.reader) END
     ),
     per_chunk AS (
+        -- In the order of the requests: a row's readers as if the requests had come one by one.
         SELECT chat, seq, chunk, thread_id,
-               coalesce(array_agg(reader) FILTER (WHERE visible), '{}') AS visible_readers,
-               coalesce(array_agg(reader) FILTER (WHERE NOT visible), '{}') AS hidden_readers,
-               coalesce(array_agg(reader) FILTER (WHERE undelivered), '{}') AS receivers,
-               array_agg(reader) AS readers
+               coalesce(array_agg(reader ORDER BY request) FILTER (WHERE visible), '{}') AS visible_readers,
+               coalesce(array_agg(reader ORDER BY request) FILTER (WHERE NOT visible), '{}') AS hidden_readers,
+               coalesce(array_agg(reader ORDER BY request) FILTER (WHERE undelivered), '{}') AS receivers,
+               array_agg(reader ORDER BY request) AS readers
         FROM eligible GROUP BY chat, seq, chunk, thread_id
     ),
     -- What each chunk row gets: the readers gathered for it (per_chunk), or the one reader of
@@ -249,9 +284,7 @@ BEGIN
         SELECT named.chat, named.seq, named.chunk, named.thread_id, named.reader, named.visible, NULL, NULL, NULL, ARRAY[named.reader::text]
         FROM named
         WHERE named.request IN (SELECT alone.request FROM alone)
-          AND named.sender_id <> named.reader
-          AND CASE WHEN named.seq > named.period_after_seq THEN true
-                   ELSE named.seq <@ receipts.membership_seqs(p_tenant, named.chat, named.reader) END
+          AND receipts.was_recipient(p_tenant, named.chat, named.reader, named.sender_id, named.seq, named.period_after_seq)
         ORDER BY 1, 2, 3  -- rows are locked in this order, the same in every call
     ),
     updated AS (
@@ -322,11 +355,9 @@ BEGIN
         last_read_thread = CASE WHEN moved.marked > 0 THEN moved.thread ELSE member.last_read_thread END
     FROM (
         SELECT done.chat, done.reader, done.marked, done.thread,
-               coalesce((SELECT first.seq
-                         FROM receipts.first_unmarked_seq(p_tenant, done.chat, done.reader, current.receipt_chunk,
-                                                          done.search_from, chat.last_seq, current.period_after_seq, true)
-                         AS first) - 1,
-                        chat.last_seq) AS new_read_seq
+               (SELECT watermark.seq
+                FROM receipts.watermark_after(p_tenant, done.chat, done.reader, current.receipt_chunk, done.search_from,
+                                              chat.last_seq, current.period_after_seq, true) AS watermark) AS new_read_seq
         FROM unnest(v_chats, v_readers, v_found, v_search_from, v_marked, v_threads)
             AS done(chat, reader, found, search_from, marked, thread)
         JOIN receipts.chat_members AS current
@@ -359,19 +390,159 @@ $$;
 COMMENT ON FUNCTION receipts.mark_read_each(text, text[], text[], text[], boolean[], text[]) IS
     'Marks messages read for each request of the arrays (items (chat, user, message, through, scope); the items of one chat and user are one request; a scope limits a through item to the main timeline or a thread): one row per request, in order, with marked | not_member | message_not_found | thread_not_found | chat_not_found, how many changed and the new unread count.';
 
--- One request of receipts.mark_read_each: the messages of p_message_ids, or everything up to
--- p_up_to, or everything when both are null.
-CREATE OR REPLACE FUNCTION receipts.mark_read(p_tenant text, p_chat text, p_user text, p_message_ids text[], p_up_to text)
+-- One request, in a few small statements: the messages of p_message_ids, or everything up to
+-- p_up_to, or everything when both are null; p_scope limits a read up to a message, or of
+-- everything, to the main timeline or a thread (receipts.in_scope). It answers, and leaves
+-- behind, what receipts.mark_read_each does for the same request (SingleReadBatchTests), and
+-- is made of the same rules: receipts.was_recipient, receipts.in_scope, the guard,
+-- receipts.watermark_after and receipts.messages_to_read for the member row, and the unread
+-- view. The member row is locked first, as there; the chunk rows are found by key and
+-- updated in the same way as a request alone on its rows there (its guard checked against the
+-- row itself). Its settings and plans as mark_read_each's, for the same reasons, and one more:
+-- a generic plan takes a chat for about a row in a database of many tenants, so any scan of a
+-- chat's rows looks as cheap as a lookup by key, and the planner may walk any index of the
+-- chat. So the messages are fetched in a subquery of their own (not merged into the join), in
+-- the order of the key they are looked up by (by id, one lookup a named id, ORDER BY
+-- message_id; a range, ORDER BY seq): with sorts off, only that key's index gives the order, so
+-- no other index of the chat is walked; and each chunk row is looked up by its whole key with
+-- the chat taken from the message, never from the argument, so that no plan can scan the
+-- chat's chunk rows instead (PlanReuseTests.oneMessageBesideABacklog).
+CREATE OR REPLACE FUNCTION receipts.mark_read(
+    p_tenant text, p_chat text, p_user text, p_message_ids text[], p_up_to text, p_scope text DEFAULT NULL)
 RETURNS TABLE (outcome text, marked integer, unread_count integer)
-LANGUAGE sql AS $$
-    SELECT answer.outcome, answer.marked, answer.unread_count
-    FROM (SELECT CASE WHEN cardinality(p_message_ids) > 0 THEN p_message_ids ELSE ARRAY[p_up_to] END AS messages) AS request,
-    LATERAL receipts.mark_read_each(
-        p_tenant, array_fill(p_chat, ARRAY[cardinality(request.messages)]), array_fill(p_user, ARRAY[cardinality(request.messages)]),
-        request.messages, array_fill(p_message_ids IS NULL, ARRAY[cardinality(request.messages)])) AS answer;
+LANGUAGE plpgsql
+SET enable_hashjoin = off SET enable_mergejoin = off SET enable_seqscan = off SET enable_sort = off SET jit = off
+SET plan_cache_mode = force_generic_plan AS $$
+#variable_conflict use_column
+DECLARE
+    v_read_seq bigint;
+    v_period_after bigint;
+    v_chunk integer;
+    v_last_seq bigint;
+    v_visible boolean;
+    v_up_to_seq bigint;
+    v_marked integer;
+    v_thread text;
+    v_marked_unread boolean;
+    v_search_from bigint;
+BEGIN
+    PERFORM receipts.enter_tenant(p_tenant);
+    SELECT member.read_seq, member.period_after_seq, member.receipt_chunk, member.marked_unread, chat.last_seq,
+           coalesce((SELECT setting.read_receipts FROM receipts.users AS setting
+                     WHERE setting.tenant_id = p_tenant AND setting.user_id = p_user), true)
+    INTO v_read_seq, v_period_after, v_chunk, v_marked_unread, v_last_seq, v_visible
+    FROM receipts.chat_members AS member
+    JOIN receipts.chats AS chat ON chat.tenant_id = p_tenant AND chat.chat_id = p_chat
+    WHERE member.tenant_id = p_tenant AND member.chat_id = p_chat AND member.user_id = p_user AND member.left_at IS NULL
+    FOR UPDATE OF member;
+    IF NOT FOUND THEN
+        RETURN QUERY SELECT CASE WHEN EXISTS (SELECT FROM receipts.chats AS chat
+                                              WHERE chat.tenant_id = p_tenant AND chat.chat_id = p_chat)
+                                 THEN 'not_member' ELSE 'chat_not_found' END, 0, 0;
+        RETURN;
+    END IF;
+
+    IF p_message_ids IS NOT NULL THEN
+        WITH updated AS (
+            UPDATE receipts.receipt_chunks AS receipt SET
+                read_by        = CASE WHEN v_visible THEN receipt.read_by || p_user ELSE receipt.read_by END,
+                read_at        = CASE WHEN v_visible THEN receipt.read_at || now() ELSE receipt.read_at END,
+                hidden_read_by = CASE WHEN v_visible THEN receipt.hidden_read_by ELSE receipt.hidden_read_by || p_user END,
+                delivered_to   = CASE WHEN p_user = ANY (receipt.delivered_to) THEN receipt.delivered_to
+                                      ELSE receipt.delivered_to || p_user END,
+                delivered_at   = CASE WHEN p_user = ANY (receipt.delivered_to) THEN receipt.delivered_at
+                                      ELSE receipt.delivered_at || now() END
+            FROM unnest(p_message_ids) AS item(message_id)
+            CROSS JOIN LATERAL (
+                SELECT message.chat_id, message.seq, message.thread_id
+                FROM receipts.messages AS message
+                WHERE message.tenant_id = p_tenant AND message.chat_id = p_chat AND message.message_id = item.message_id
+                  AND receipts.was_recipient(p_tenant, p_chat, p_user, message.sender_id, message.seq, v_period_after)
+                ORDER BY message.message_id
+                LIMIT 1
+            ) AS message
+            WHERE receipt.tenant_id = p_tenant AND receipt.chat_id = message.chat_id AND receipt.seq = message.seq
+              AND receipt.chunk = v_chunk
+              -- The guard (evaluated again on the newest version of a row another reader changed meanwhile).
+              AND NOT (p_user = ANY (receipt.read_by)) AND NOT (p_user = ANY (receipt.hidden_read_by))
+            RETURNING message.thread_id
+        )
+        SELECT count(*), CASE WHEN min(updated.thread_id) = max(updated.thread_id) THEN min(updated.thread_id) END
+        INTO v_marked, v_thread
+        FROM updated;
+        v_search_from := v_read_seq;
+    ELSE
+        IF p_scope <> '' AND NOT EXISTS (SELECT FROM receipts.messages AS root
+                                         WHERE root.tenant_id = p_tenant AND root.chat_id = p_chat
+                                           AND root.message_id = p_scope AND root.thread_id IS NULL) THEN
+            RETURN QUERY SELECT 'thread_not_found', 0, 0;
+            RETURN;
+        END IF;
+        IF p_up_to IS NULL THEN
+            v_up_to_seq := v_last_seq;
+        ELSE
+            SELECT message.seq INTO v_up_to_seq FROM receipts.messages AS message
+            WHERE message.tenant_id = p_tenant AND message.chat_id = p_chat AND message.message_id = p_up_to;
+            IF NOT FOUND THEN
+                RETURN QUERY SELECT 'message_not_found', 0, 0;
+                RETURN;
+            END IF;
+        END IF;
+        WITH updated AS (
+            UPDATE receipts.receipt_chunks AS receipt SET
+                read_by        = CASE WHEN v_visible THEN receipt.read_by || p_user ELSE receipt.read_by END,
+                read_at        = CASE WHEN v_visible THEN receipt.read_at || now() ELSE receipt.read_at END,
+                hidden_read_by = CASE WHEN v_visible THEN receipt.hidden_read_by ELSE receipt.hidden_read_by || p_user END,
+                delivered_to   = CASE WHEN p_user = ANY (receipt.delivered_to) THEN receipt.delivered_to
+                                      ELSE receipt.delivered_to || p_user END,
+                delivered_at   = CASE WHEN p_user = ANY (receipt.delivered_to) THEN receipt.delivered_at
+                                      ELSE receipt.delivered_at || now() END
+            FROM (
+                SELECT message.chat_id, message.seq, message.thread_id
+                FROM receipts.messages AS message
+                WHERE message.tenant_id = p_tenant AND message.chat_id = p_chat
+                  AND message.seq > v_read_seq AND message.seq <= v_up_to_seq
+                  AND receipts.in_scope(p_scope, message.thread_id)
+                  AND receipts.was_recipient(p_tenant, p_chat, p_user, message.sender_id, message.seq, v_period_after)
+                ORDER BY message.seq
+                OFFSET 0
+            ) AS message
+            WHERE receipt.tenant_id = p_tenant AND receipt.chat_id = message.chat_id AND receipt.seq = message.seq
+              AND receipt.chunk = v_chunk
+              AND NOT (p_user = ANY (receipt.read_by)) AND NOT (p_user = ANY (receipt.hidden_read_by))
+            RETURNING message.thread_id
+        )
+        SELECT count(*), CASE WHEN min(updated.thread_id) = max(updated.thread_id) THEN min(updated.thread_id) END
+        INTO v_marked, v_thread
+        FROM updated;
+        -- Everything up to the message is read only when the read was of the whole chat.
+        v_search_from := CASE WHEN p_scope IS NULL THEN greatest(v_read_seq, v_up_to_seq) ELSE v_read_seq END;
+    END IF;
+
+    -- The member row, as mark_read_each settles it: when the read marked something or cleared a mark.
+    IF v_marked > 0 OR v_marked_unread THEN
+        UPDATE receipts.chat_members AS member SET
+            read_seq      = moved.new_read_seq,
+            delivered_seq = greatest(member.delivered_seq, moved.new_read_seq),
+            reads_above   = member.reads_above + v_marked
+                            - (SELECT passed.messages
+                               FROM receipts.messages_to_read(p_tenant, p_chat, p_user, member.read_seq, moved.new_read_seq,
+                                                              member.period_after_seq) AS passed),
+            marked_unread = false,
+            last_read_at  = CASE WHEN v_marked > 0 THEN now() ELSE member.last_read_at END,
+            last_read_thread = CASE WHEN v_marked > 0 THEN v_thread ELSE member.last_read_thread END
+        FROM (SELECT watermark.seq AS new_read_seq
+              FROM receipts.watermark_after(p_tenant, p_chat, p_user, v_chunk, v_search_from, v_last_seq, v_period_after, true)
+                  AS watermark) AS moved
+        WHERE member.tenant_id = p_tenant AND member.chat_id = p_chat AND member.user_id = p_user;
+    END IF;
+
+    RETURN QUERY SELECT 'marked', v_marked, unread.unread_count FROM receipts.member_unread AS unread
+                 WHERE unread.tenant_id = p_tenant AND unread.chat_id = p_chat AND unread.user_id = p_user;
+END;
 $$;
-COMMENT ON FUNCTION receipts.mark_read(text, text, text, text[], text) IS
-    'Marks messages read by a user (ids, or up to a message, or all when both are null): marked | not_member | message_not_found | chat_not_found, with how many changed and the new unread count.';
+COMMENT ON FUNCTION receipts.mark_read(text, text, text, text[], text, text) IS
+    'Marks messages read by a user (ids, or up to a message, or all when both are null; p_scope: null the whole chat, an empty string the main timeline, else a root''s thread): marked | not_member | message_not_found | thread_not_found | chat_not_found, with how many changed and the new unread count.';
 
 CREATE OR REPLACE FUNCTION receipts.mark_delivered(
     p_tenant text, p_chat text, p_user text, p_message_ids text[], p_up_to text, p_scope text DEFAULT NULL)
@@ -444,7 +615,7 @@ BEGIN
               WHERE message.tenant_id = p_tenant AND message.chat_id = p_chat
                 AND message.seq > v_from_seq AND message.seq <= v_up_to_seq
                 AND message.sender_id <> p_user
-                AND (p_scope IS NULL OR (p_scope = '' AND message.thread_id IS NULL) OR message.thread_id = p_scope)
+                AND receipts.in_scope(p_scope, message.thread_id)
                 AND message.seq <@ v_recipient_of))
           AND NOT (p_user = ANY (receipt.delivered_to));
     END IF;
@@ -453,11 +624,9 @@ BEGIN
         SELECT chat.last_seq INTO v_last_seq FROM receipts.chats AS chat
         WHERE chat.tenant_id = p_tenant AND chat.chat_id = p_chat;
         UPDATE receipts.chat_members AS member
-        SET delivered_seq = coalesce((SELECT first.seq
-                                      FROM receipts.first_unmarked_seq(p_tenant, p_chat, p_user, v_chunk, v_from_seq, v_last_seq,
-                                                                       v_period_after, false)
-                                      AS first) - 1,
-                                     v_last_seq)
+        SET delivered_seq = (SELECT watermark.seq
+                             FROM receipts.watermark_after(p_tenant, p_chat, p_user, v_chunk, v_from_seq, v_last_seq,
+                                                           v_period_after, false) AS watermark)
         WHERE member.tenant_id = p_tenant AND member.chat_id = p_chat AND member.user_id = p_user;
     END IF;
     RETURN QUERY SELECT 'marked', v_marked;

@@ -30,6 +30,21 @@ $$;
 COMMENT ON FUNCTION receipts.membership_seqs(text, text, text) IS
     'The seqs of the messages sent while the user was a member, as one multirange: marking checks each message with seq <@ it.';
 
+-- Whether a message was the user's to receive and read: sent by someone else while the user
+-- was a member. While the message is above the start of the user's newest membership period
+-- (p_newest_period_after: chat_members.period_after_seq), it was (the common case, no look at
+-- the periods). SQL, so that each caller inlines it; no SET clause, not STRICT.
+CREATE OR REPLACE FUNCTION receipts.was_recipient(
+    p_tenant text, p_chat text, p_user text, p_sender text, p_seq bigint, p_newest_period_after bigint)
+RETURNS boolean
+LANGUAGE sql STABLE AS $$
+    SELECT p_sender <> p_user
+           AND CASE WHEN p_seq > p_newest_period_after THEN true
+                    ELSE p_seq <@ receipts.membership_seqs(p_tenant, p_chat, p_user) END
+$$;
+COMMENT ON FUNCTION receipts.was_recipient(text, text, text, text, bigint, bigint) IS
+    'Whether a message (its sender and seq) was the user''s to receive and read: from someone else, sent while they were a member.';
+
 -- How many messages with p_after < seq <= p_through were the user's to read: sent while they
 -- were a member, less their own. Both pieces of an unread count (sql/views/unread.sql) and
 -- what a read's watermark passes (receipts.mark_read_each), written once. While p_after is at
