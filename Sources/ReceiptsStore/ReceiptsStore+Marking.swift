@@ -119,7 +119,7 @@ extension ReceiptsStore {
 extension MarkReadOutcome {
     /// Reads an `outcome, marked, unread_count` row.
     init(row: PostgresRow) throws {
-        self = try MarkFailure.outcome(of: row, from: "receipts.mark_read").withSuccess {
+        self = try MarkFailure.outcome(of: row, from: "receipts.mark_read or mark_read_each").withSuccess {
             (try row.decode(Int.self, column: "marked"), try row.decode(Int.self, column: "unread_count"))
         }
     }

@@ -328,7 +328,7 @@ struct BenchScenarios {
             guard marked == 1 else { throw BenchFailure("the raw UPDATE marked \(marked) rows, not 1") }
         }
         results.add("raw reference: guarded UPDATE … array_append", unit: "statements/s", value: updates,
-                    target: "service ≥ 0.6 × this", note: "\(self.concurrency) connections")
+                    target: "single reads ≥ 1.5 × this", note: "\(self.concurrency) connections")
         let calls = try await self.callsPerSecond(perClient: perClient) { index, message in
             try await pool.query(
                 "SELECT outcome, marked, unread_count FROM receipts.mark_read($1, $2, $3, $4, NULL)",

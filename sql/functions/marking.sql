@@ -36,6 +36,24 @@ $$;
 COMMENT ON FUNCTION receipts.in_scope(text, text) IS
     'Whether a message of thread p_thread (null: the main timeline) is in the scope p_scope (null: the whole chat; empty: the main timeline; else a root''s replies).';
 
+-- A message of a chat by its id (no row when there is none), looked up by its key whatever the
+-- statistics: a generic plan takes a chat for about a row in a database of many tenants, and
+-- then any index of the chat looks as good as the key's, so a lookup by id walked the whole
+-- chat through another index (its thread's or its sender's) and filtered. Ordered by the key's
+-- last column: with sorts off (as every caller runs), only the key's index gives that order.
+-- SQL, so that callers inline it (a lateral call stays a lookup per row).
+CREATE OR REPLACE FUNCTION receipts.message_by_id(p_tenant text, p_chat text, p_message text)
+RETURNS TABLE (chat_id text, seq bigint, sender_id text, thread_id text)
+LANGUAGE sql STABLE AS $$
+    SELECT message.chat_id, message.seq, message.sender_id, message.thread_id
+    FROM receipts.messages AS message
+    WHERE message.tenant_id = p_tenant AND message.chat_id = p_chat AND message.message_id = p_message
+    ORDER BY message.message_id
+    LIMIT 1
+$$;
+COMMENT ON FUNCTION receipts.message_by_id(text, text, text) IS
+    'A message of a chat by its id (chat, seq, sender, thread), or no row; a lookup by the key whatever the statistics.';
+
 -- The first message in (p_after, p_through] the user has still to mark: sent while they were
 -- a member, not their own, and not read by them (p_read) or not delivered to them (not
 -- p_read), by their chunk row (p_chunk: chat_members.receipt_chunk) of each message. No row
@@ -402,9 +420,9 @@ COMMENT ON FUNCTION receipts.mark_read_each(text, text[], text[], text[], boolea
 -- a generic plan takes a chat for about a row in a database of many tenants, so any scan of a
 -- chat's rows looks as cheap as a lookup by key, and the planner may walk any index of the
 -- chat. So the messages are fetched in a subquery of their own (not merged into the join), in
--- the order of the key they are looked up by (by id, one lookup a named id, ORDER BY
--- message_id; a range, ORDER BY seq): with sorts off, only that key's index gives the order, so
--- no other index of the chat is walked; and each chunk row is looked up by its whole key with
+-- the order of the key they are looked up by (by id, receipts.message_by_id for each named id;
+-- a range, ORDER BY seq): with sorts off, only that key's index gives the order, so no other
+-- index of the chat is walked; and each chunk row is looked up by its whole key with
 -- the chat taken from the message, never from the argument, so that no plan can scan the
 -- chat's chunk rows instead (PlanReuseTests.oneMessageBesideABacklog).
 CREATE OR REPLACE FUNCTION receipts.mark_read(
@@ -453,15 +471,9 @@ BEGIN
                 delivered_at   = CASE WHEN p_user = ANY (receipt.delivered_to) THEN receipt.delivered_at
                                       ELSE receipt.delivered_at || now() END
             FROM unnest(p_message_ids) AS item(message_id)
-            CROSS JOIN LATERAL (
-                SELECT message.chat_id, message.seq, message.thread_id
-                FROM receipts.messages AS message
-                WHERE message.tenant_id = p_tenant AND message.chat_id = p_chat AND message.message_id = item.message_id
-                  AND receipts.was_recipient(p_tenant, p_chat, p_user, message.sender_id, message.seq, v_period_after)
-                ORDER BY message.message_id
-                LIMIT 1
-            ) AS message
-            WHERE receipt.tenant_id = p_tenant AND receipt.chat_id = message.chat_id AND receipt.seq = message.seq
+            CROSS JOIN LATERAL receipts.message_by_id(p_tenant, p_chat, item.message_id) AS message
+            WHERE receipts.was_recipient(p_tenant, p_chat, p_user, message.sender_id, message.seq, v_period_after)
+              AND receipt.tenant_id = p_tenant AND receipt.chat_id = message.chat_id AND receipt.seq = message.seq
               AND receipt.chunk = v_chunk
               -- The guard (evaluated again on the newest version of a row another reader changed meanwhile).
               AND NOT (p_user = ANY (receipt.read_by)) AND NOT (p_user = ANY (receipt.hidden_read_by))
@@ -472,17 +484,17 @@ BEGIN
         FROM updated;
         v_search_from := v_read_seq;
     ELSE
-        IF p_scope <> '' AND NOT EXISTS (SELECT FROM receipts.messages AS root
-                                         WHERE root.tenant_id = p_tenant AND root.chat_id = p_chat
-                                           AND root.message_id = p_scope AND root.thread_id IS NULL) THEN
-            RETURN QUERY SELECT 'thread_not_found', 0, 0;
-            RETURN;
+        -- Nested IFs: in `p_scope <> '' AND NOT EXISTS (…)` a null scope still runs the lookup.
+        IF p_scope <> '' THEN
+            IF NOT EXISTS (SELECT FROM receipts.message_by_id(p_tenant, p_chat, p_scope) AS root WHERE root.thread_id IS NULL) THEN
+                RETURN QUERY SELECT 'thread_not_found', 0, 0;
+                RETURN;
+            END IF;
         END IF;
         IF p_up_to IS NULL THEN
             v_up_to_seq := v_last_seq;
         ELSE
-            SELECT message.seq INTO v_up_to_seq FROM receipts.messages AS message
-            WHERE message.tenant_id = p_tenant AND message.chat_id = p_chat AND message.message_id = p_up_to;
+            SELECT message.seq INTO v_up_to_seq FROM receipts.message_by_id(p_tenant, p_chat, p_up_to) AS message;
             IF NOT FOUND THEN
                 RETURN QUERY SELECT 'message_not_found', 0, 0;
                 RETURN;
@@ -577,8 +589,7 @@ BEGIN
         RETURN;
     END IF;
     IF p_up_to IS NOT NULL THEN
-        SELECT message.seq INTO v_up_to_seq FROM receipts.messages AS message
-        WHERE message.tenant_id = p_tenant AND message.chat_id = p_chat AND message.message_id = p_up_to;
+        SELECT message.seq INTO v_up_to_seq FROM receipts.message_by_id(p_tenant, p_chat, p_up_to) AS message;
         IF NOT FOUND THEN
             RETURN QUERY SELECT 'message_not_found', 0;
             RETURN;
@@ -586,11 +597,12 @@ BEGIN
     ELSE
         v_up_to_seq := v_last_seq;
     END IF;
-    IF p_scope <> '' AND NOT EXISTS (SELECT FROM receipts.messages AS root
-                                     WHERE root.tenant_id = p_tenant AND root.chat_id = p_chat
-                                       AND root.message_id = p_scope AND root.thread_id IS NULL) THEN
-        RETURN QUERY SELECT 'thread_not_found', 0;
-        RETURN;
+    -- Nested IFs: in `p_scope <> '' AND NOT EXISTS (…)` a null scope still runs the lookup.
+    IF p_scope <> '' THEN
+        IF NOT EXISTS (SELECT FROM receipts.message_by_id(p_tenant, p_chat, p_scope) AS root WHERE root.thread_id IS NULL) THEN
+            RETURN QUERY SELECT 'thread_not_found', 0;
+            RETURN;
+        END IF;
     END IF;
 
     IF p_message_ids IS NOT NULL THEN
