@@ -460,6 +460,40 @@ $$;
 COMMENT ON FUNCTION receipts.mark_range_read(text, text, text, integer, boolean, bigint, bigint, text, bigint) IS
     'For receipts.mark_read: marks read by a user the messages in (p_after, p_through] of a scope that were theirs to read (chunk p_chunk; p_visible false: a hidden read); how many, and the thread when the replies among them are of one.';
 
+-- The chunk rows of a delivery of a range (everything up to a message, or all, in a scope),
+-- as receipts.mark_range_read does it for reads: the messages in (p_after, p_through] that
+-- were the user's to receive (p_recipient_of: receipts.membership_seqs) merged with their
+-- chunk rows by seq, each range walked once; how many were marked.
+CREATE OR REPLACE FUNCTION receipts.mark_range_delivered(
+    p_tenant text, p_chat text, p_user text, p_chunk integer, p_after bigint, p_through bigint, p_scope text,
+    p_recipient_of int8multirange)
+RETURNS integer
+LANGUAGE plpgsql
+SET enable_nestloop = off SET enable_mergejoin = on SET enable_hashjoin = on SET enable_seqscan = off SET enable_sort = off SET jit = off
+SET plan_cache_mode = force_generic_plan AS $$
+DECLARE
+    v_marked integer;
+BEGIN
+    UPDATE receipts.receipt_chunks AS receipt SET
+        delivered_to = array_append(receipt.delivered_to, p_user),
+        delivered_at = array_append(receipt.delivered_at, now())
+    FROM receipts.messages AS message
+    WHERE message.tenant_id = p_tenant AND message.chat_id = p_chat
+      AND message.seq > p_after AND message.seq <= p_through
+      AND message.sender_id <> p_user
+      AND receipts.in_scope(p_scope, message.thread_id)
+      AND message.seq <@ p_recipient_of
+      AND receipt.tenant_id = p_tenant AND receipt.chat_id = p_chat
+      AND receipt.seq > p_after AND receipt.seq <= p_through AND receipt.chunk = p_chunk
+      AND receipt.seq = message.seq
+      AND NOT (p_user = ANY (receipt.delivered_to));
+    GET DIAGNOSTICS v_marked = ROW_COUNT;
+    RETURN v_marked;
+END;
+$$;
+COMMENT ON FUNCTION receipts.mark_range_delivered(text, text, text, integer, bigint, bigint, text, int8multirange) IS
+    'For receipts.mark_delivered: marks delivered to a user the messages in (p_after, p_through] of a scope that were theirs to receive (chunk p_chunk; p_recipient_of: the seqs sent while a member); how many.';
+
 -- One request, in a few small statements: the messages of p_message_ids, or everything up to
 -- p_up_to, or everything when both are null; p_scope limits a read up to a message, or of
 -- everything, to the main timeline or a thread (receipts.in_scope). It answers, and leaves
@@ -640,32 +674,28 @@ BEGIN
     END IF;
 
     IF p_message_ids IS NOT NULL THEN
-        UPDATE receipts.receipt_chunks AS receipt SET
-            delivered_to = array_append(receipt.delivered_to, p_user),
-            delivered_at = array_append(receipt.delivered_at, now())
-        WHERE receipt.tenant_id = p_tenant AND receipt.chat_id = p_chat AND receipt.chunk = v_chunk
-          AND receipt.seq = ANY (ARRAY(
-              SELECT message.seq FROM receipts.messages AS message
-              WHERE message.tenant_id = p_tenant AND message.chat_id = p_chat
-                AND message.message_id = ANY (p_message_ids)
-                AND message.sender_id <> p_user
-                AND message.seq <@ v_recipient_of))
-          AND NOT (p_user = ANY (receipt.delivered_to));
+        -- As in mark_read: the named messages by key, their chunk rows by seq within their span.
+        WITH named AS MATERIALIZED (
+            SELECT message.seq
+            FROM unnest(p_message_ids) AS item(message_id)
+            CROSS JOIN LATERAL receipts.message_by_id(p_tenant, p_chat, item.message_id) AS message
+            WHERE message.sender_id <> p_user AND message.seq <@ v_recipient_of
+        ),
+        updated AS (
+            UPDATE receipts.receipt_chunks AS receipt SET
+                delivered_to = array_append(receipt.delivered_to, p_user),
+                delivered_at = array_append(receipt.delivered_at, now())
+            WHERE receipt.tenant_id = p_tenant AND receipt.chat_id = p_chat AND receipt.chunk = v_chunk
+              AND receipt.seq >= (SELECT min(named.seq) FROM named) AND receipt.seq <= (SELECT max(named.seq) FROM named)
+              AND receipt.seq = ANY (ARRAY(SELECT named.seq FROM named))
+              AND NOT (p_user = ANY (receipt.delivered_to))
+            RETURNING 1
+        )
+        SELECT count(*) INTO v_marked FROM updated;
     ELSE
-        UPDATE receipts.receipt_chunks AS receipt SET
-            delivered_to = array_append(receipt.delivered_to, p_user),
-            delivered_at = array_append(receipt.delivered_at, now())
-        WHERE receipt.tenant_id = p_tenant AND receipt.chat_id = p_chat AND receipt.chunk = v_chunk
-          AND receipt.seq = ANY (ARRAY(
-              SELECT message.seq FROM receipts.messages AS message
-              WHERE message.tenant_id = p_tenant AND message.chat_id = p_chat
-                AND message.seq > v_from_seq AND message.seq <= v_up_to_seq
-                AND message.sender_id <> p_user
-                AND receipts.in_scope(p_scope, message.thread_id)
-                AND message.seq <@ v_recipient_of))
-          AND NOT (p_user = ANY (receipt.delivered_to));
+        v_marked := receipts.mark_range_delivered(p_tenant, p_chat, p_user, v_chunk, v_from_seq, v_up_to_seq, p_scope,
+                                                  v_recipient_of);
     END IF;
-    GET DIAGNOSTICS v_marked = ROW_COUNT;
     IF v_marked > 0 THEN
         SELECT chat.last_seq INTO v_last_seq FROM receipts.chats AS chat
         WHERE chat.tenant_id = p_tenant AND chat.chat_id = p_chat;
