@@ -128,7 +128,7 @@ extension ReceiptsStore {
             var beforeSeq = Int64.max
             if let before {
                 let rows = try await connection.query(
-                    "SELECT seq FROM receipts.messages WHERE tenant_id = \(tenant) AND chat_id = \(chat) AND message_id = \(before)"
+                    "SELECT seq FROM receipts.message_by_id(\(tenant), \(chat), \(before))"
                 )
                 guard let row = rows.first else { return .failure(.beforeNotFound) }
                 beforeSeq = try row.decode(Int64.self, column: "seq")
@@ -137,7 +137,7 @@ extension ReceiptsStore {
             if let thread {
                 let roots = try await connection.query(
                     """
-                    SELECT thread_id FROM receipts.messages WHERE tenant_id = \(tenant) AND chat_id = \(chat) AND message_id = \(thread)
+                    SELECT thread_id FROM receipts.message_by_id(\(tenant), \(chat), \(thread))
                     """)
                 guard let root = roots.first, root.isNull(column: 0) else { return .failure(.threadNotFound) }
                 page = """
@@ -189,6 +189,9 @@ extension ReceiptsStore {
     public func message(tenant: String, chat: String, id: String, viewer: String? = nil) async throws -> FoundMessage? {
         try await self.withTenant(tenant, readOnly: true) { connection in
             guard let roster = try await Self.roster(tenant: tenant, chat: chat, on: connection) else { return nil }
+            // By the key's index whatever the statistics, as receipts.message_by_id: the id as a
+            // range of one value, ordered by it (with `=`, a generic plan that took the chat for
+            // a row walked all of it through the seq index: 2.6 ms in a chat of 10,000).
             let rows = try await connection.query(
                 """
                 SELECT message.message_id, message.seq, message.sender_id, message.body, message.created_at, message.edited_at,
@@ -196,7 +199,10 @@ extension ReceiptsStore {
                 FROM receipts.messages AS message
                 LEFT JOIN receipts.threads AS thread
                     ON thread.tenant_id = message.tenant_id AND thread.chat_id = message.chat_id AND thread.root_seq = message.seq
-                WHERE message.tenant_id = \(tenant) AND message.chat_id = \(chat) AND message.message_id = \(id)
+                WHERE message.tenant_id = \(tenant) AND message.chat_id = \(chat)
+                  AND message.message_id >= \(id) AND message.message_id <= \(id)
+                ORDER BY message.message_id
+                LIMIT 1
                 """
             )
             guard let found = try rows.first.map({ try MessageRow(row: $0) }) else { return nil }

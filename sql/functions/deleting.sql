@@ -96,11 +96,7 @@ BEGIN
                     WHEN item.sender IS NOT NULL AND item.sender <> found.sender_id THEN 'not_sender'
                     ELSE 'deleted' END AS outcome
         FROM unnest(p_chats, p_messages, p_senders) WITH ORDINALITY AS item(chat, message, sender, position)
-        LEFT JOIN LATERAL (
-            SELECT message.seq, message.sender_id, message.thread_id FROM receipts.messages AS message
-            WHERE message.tenant_id = p_tenant AND message.chat_id = item.chat AND message.message_id = item.message
-            LIMIT 1
-        ) AS found ON true
+        LEFT JOIN LATERAL receipts.message_by_id(p_tenant, item.chat, item.message) AS found ON true
     ) AS judged;
 
     IF cardinality(v_chats) > 0 THEN
@@ -168,7 +164,7 @@ BEGIN
                                       WHERE reply.tenant_id = p_tenant AND reply.chat_id = gone.chat AND reply.thread_id = gone.root
                                       ORDER BY reply.seq DESC LIMIT 1), thread.last_reply_at)
         FROM unnest(v_chats, v_roots) AS gone(chat, root)
-        JOIN receipts.messages AS root ON root.tenant_id = p_tenant AND root.chat_id = gone.chat AND root.message_id = gone.root
+        CROSS JOIN LATERAL receipts.message_by_id(p_tenant, gone.chat, gone.root) AS root
         WHERE gone.root IS NOT NULL
           AND thread.tenant_id = p_tenant AND thread.chat_id = gone.chat AND thread.root_seq = root.seq;
 

@@ -225,17 +225,15 @@ BEGIN
                -- Looked up only for a scope that names a root (a CASE: with AND, a null scope
                -- still ran the lookup, which a generic plan may make a scan of the chat).
                CASE WHEN request.scope IS NULL OR request.scope = '' THEN false
-                    ELSE NOT EXISTS (SELECT FROM receipts.messages AS root
-                                     WHERE root.tenant_id = p_tenant AND root.chat_id = request.chat
-                                       AND root.message_id = request.scope AND root.thread_id IS NULL) END
+                    ELSE NOT EXISTS (SELECT FROM receipts.message_by_id(p_tenant, request.chat, request.scope) AS root
+                                     WHERE root.thread_id IS NULL) END
                    AS no_thread,
                member.read_seq, member.period_after_seq, member.receipt_chunk AS chunk,
                coalesce(setting.read_receipts, true) AS visible,
                CASE WHEN NOT request.through THEN NULL
                     WHEN request.up_to IS NULL THEN chat.last_seq
-                    ELSE (SELECT message.seq FROM receipts.messages AS message
-                          WHERE message.tenant_id = p_tenant AND message.chat_id = request.chat
-                            AND message.message_id = request.up_to) END AS up_to_seq
+                    ELSE (SELECT message.seq FROM receipts.message_by_id(p_tenant, request.chat, request.up_to) AS message)
+               END AS up_to_seq
         FROM request
         JOIN receipts.chat_members AS member
             ON member.tenant_id = p_tenant AND member.chat_id = request.chat AND member.user_id = request.reader
@@ -259,8 +257,7 @@ BEGIN
                         message.seq, message.sender_id, message.thread_id
         FROM target
         JOIN item ON item.chat = target.chat AND item.reader = target.reader
-        JOIN receipts.messages AS message
-            ON message.tenant_id = p_tenant AND message.chat_id = target.chat AND message.message_id = item.message
+        CROSS JOIN LATERAL receipts.message_by_id(p_tenant, target.chat, item.message) AS message
         WHERE NOT target.through
         UNION ALL
         SELECT target.request, target.chat, target.reader, target.chunk, target.visible, target.period_after_seq,

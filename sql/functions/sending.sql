@@ -198,14 +198,19 @@ RETURNS TABLE (outcome text, edited_at timestamptz)
 LANGUAGE plpgsql AS $$
 #variable_conflict use_column
 DECLARE
+    v_seq bigint;
     v_sender text;
     v_body text;
     v_edited_at timestamptz;
 BEGIN
     PERFORM receipts.enter_tenant(p_tenant);
-    SELECT message.sender_id, message.body, message.edited_at INTO v_sender, v_body, v_edited_at
+    -- By the key's index whatever the statistics (see receipts.message_by_id).
+    SELECT message.seq, message.sender_id, message.body, message.edited_at INTO v_seq, v_sender, v_body, v_edited_at
     FROM receipts.messages AS message
-    WHERE message.tenant_id = p_tenant AND message.chat_id = p_chat AND message.message_id = p_message
+    WHERE message.tenant_id = p_tenant AND message.chat_id = p_chat
+      AND message.message_id >= p_message AND message.message_id <= p_message
+    ORDER BY message.message_id
+    LIMIT 1
     FOR UPDATE;
     IF NOT FOUND THEN
         IF NOT EXISTS (SELECT FROM receipts.chats AS chat WHERE chat.tenant_id = p_tenant AND chat.chat_id = p_chat) THEN
@@ -225,7 +230,7 @@ BEGIN
     END IF;
 
     UPDATE receipts.messages AS message SET body = p_body, edited_at = now()
-    WHERE message.tenant_id = p_tenant AND message.chat_id = p_chat AND message.message_id = p_message;
+    WHERE message.tenant_id = p_tenant AND message.chat_id = p_chat AND message.seq = v_seq;
     INSERT INTO receipts.events (tenant_id, event_id, transaction_id, type, chat_id, user_id, message_ids, audience_version)
     SELECT p_tenant, nextval('receipts.event_ids'), pg_current_xact_id(), 'message.edited', p_chat, v_sender,
            ARRAY[p_message], chat.audience_version
