@@ -527,6 +527,7 @@ DECLARE
     v_thread text;
     v_marked_unread boolean;
     v_search_from bigint;
+    v_new_read_seq bigint;
 BEGIN
     PERFORM receipts.enter_tenant(p_tenant);
     SELECT member.read_seq, member.period_after_seq, member.receipt_chunk, member.marked_unread, chat.last_seq,
@@ -597,20 +598,23 @@ BEGIN
     END IF;
 
     -- The member row, as mark_read_each settles it: when the read marked something or cleared a mark.
+    -- The new watermark first, into a variable: given as an expression with a subquery in it,
+    -- it kept receipts.messages_to_read from being inlined, and PostgreSQL planned that
+    -- function's body again on every call (14 % of the database's CPU under single reads).
     IF v_marked > 0 OR v_marked_unread THEN
+        SELECT watermark.seq INTO v_new_read_seq
+        FROM receipts.watermark_after(p_tenant, p_chat, p_user, v_chunk, v_search_from, v_last_seq, v_period_after, true)
+            AS watermark;
         UPDATE receipts.chat_members AS member SET
-            read_seq      = moved.new_read_seq,
-            delivered_seq = greatest(member.delivered_seq, moved.new_read_seq),
+            read_seq      = v_new_read_seq,
+            delivered_seq = greatest(member.delivered_seq, v_new_read_seq),
             reads_above   = member.reads_above + v_marked
                             - (SELECT passed.messages
-                               FROM receipts.messages_to_read(p_tenant, p_chat, p_user, member.read_seq, moved.new_read_seq,
-                                                              member.period_after_seq) AS passed),
+                               FROM receipts.messages_to_read(p_tenant, p_chat, p_user, v_read_seq, v_new_read_seq,
+                                                              v_period_after) AS passed),
             marked_unread = false,
             last_read_at  = CASE WHEN v_marked > 0 THEN now() ELSE member.last_read_at END,
             last_read_thread = CASE WHEN v_marked > 0 THEN v_thread ELSE member.last_read_thread END
-        FROM (SELECT watermark.seq AS new_read_seq
-              FROM receipts.watermark_after(p_tenant, p_chat, p_user, v_chunk, v_search_from, v_last_seq, v_period_after, true)
-                  AS watermark) AS moved
         WHERE member.tenant_id = p_tenant AND member.chat_id = p_chat AND member.user_id = p_user;
     END IF;
 

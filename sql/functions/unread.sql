@@ -45,16 +45,22 @@ COMMENT ON FUNCTION receipts.unread_threads(text, text, text, bigint, bigint, bi
 -- One thread's unread replies for a member, and how many of them mention the user (zeros when
 -- none is unread, or the user is no member): what unread.changed carries after a read in that
 -- thread (sql/triggers/events.sql). A function of its own, planned with nested loops on: the
--- trigger turns them off, and the thread's lookups by key need them.
+-- trigger turns them off, and the thread's lookups by key need them. PL/pgSQL, so that its
+-- plan is kept for the session: a SQL function with a SET clause is never inlined, and its
+-- body was planned again on every call.
 CREATE OR REPLACE FUNCTION receipts.unread_in_thread(p_tenant text, p_chat text, p_user text, p_thread text)
 RETURNS TABLE (unread integer, mentions integer)
-LANGUAGE sql STABLE SET enable_nestloop = on AS $$
+LANGUAGE plpgsql STABLE SET enable_nestloop = on AS $$
+#variable_conflict use_column
+BEGIN
+    RETURN QUERY
     SELECT coalesce(sum(counts.unread), 0)::integer, coalesce(sum(counts.mentions), 0)::integer
     FROM receipts.chat_members AS member
     CROSS JOIN LATERAL receipts.unread_threads(member.tenant_id, member.chat_id, member.user_id, member.read_seq,
                                                member.reads_above, member.period_after_seq, member.receipt_chunk) AS counts
     WHERE member.tenant_id = p_tenant AND member.chat_id = p_chat AND member.user_id = p_user
       AND member.left_at IS NULL AND counts.thread_id = p_thread;
+END;
 $$;
 COMMENT ON FUNCTION receipts.unread_in_thread(text, text, text, text) IS
     'A member''s unread replies in one thread and those that mention them (zeros when none): the counts unread.changed carries after a read in that thread.';
