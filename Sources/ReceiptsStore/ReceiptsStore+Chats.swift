@@ -38,8 +38,8 @@ extension ReceiptsStore {
         guard let kindRow = kindRows.first, let kind = ChatKind(rawValue: try kindRow.decode(String.self, column: "kind")) else { return nil }
         // A current member is one whose last period is still open (until_seq null), so the
         // periods alone tell it: no join with chat_members, whose plan a database not yet
-        // analyzed got wrong (a walk of the chat's members for each period: 116-166 ms for a
-        // group of 1,000, against 6-11 ms).
+        // analyzed got wrong (a walk of the chat's members for each period: a GET in a group
+        // of 1,000 took over 100 ms until the first ANALYZE).
         let rows = try await connection.query(
             """
             SELECT period.user_id, period.after_seq, period.until_seq, period.until_seq IS NULL

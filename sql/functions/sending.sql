@@ -35,8 +35,8 @@
 -- message (and a reply's root, receipts.message_by_id) by the key's index whatever the
 -- statistics, as receipts.message_by_id explains (an id matched as a range of one value,
 -- ordered by it, sorts off): a generic plan that took a chat for a row walked a chat of
--- 10,000 through its sender's index for each send (3.5 times the cost of a send in a small
--- chat, in a database of 1,000 tenants).
+-- 10,000 through its sender's index for each send's id check (4 ms, in a database of 1,000
+-- tenants).
 -- Plans: index lookups per request, as for the reads and deletes batched alike (see
 -- receipts.mark_read_each): nested loops only and no sequential scans, planned once per
 -- session, generically. A plain join planned while the tables were nearly empty (a new
