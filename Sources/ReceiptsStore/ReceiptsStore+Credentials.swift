@@ -41,10 +41,10 @@ extension ReceiptsStore {
         }
     }
 
-    /// The tenant's API keys, oldest first; nil for an unknown tenant.
+    /// The tenant's API keys, oldest first; nil for an unknown tenant or one being erased.
     public func apiKeys(tenant: String) async throws -> [APIKeyRecord]? {
         try await self.withTenant(tenant, readOnly: true) { connection in
-            guard try await !connection.query("SELECT 1 FROM receipts.tenants WHERE tenant_id = \(tenant)").isEmpty else { return nil }
+            guard try await !connection.query("SELECT 1 FROM receipts.tenants WHERE tenant_id = \(tenant) AND erasing_since IS NULL").isEmpty else { return nil }
             return try await connection.query(
                 "SELECT key_id, created_at, last_used_at FROM receipts.api_keys WHERE tenant_id = \(tenant) ORDER BY created_at, key_id"
             ).map { row in

@@ -123,6 +123,12 @@ struct ErasureTests {
             #expect(erased.json["tenantId"] as? String == tenant.id)
             #expect(try await client.request(.get, "/v1/chats/g", as: tenant.apiKey).status == .unauthorized)
             #expect(try await client.request(.get, "/v1/chats/g", as: token).status == .unauthorized)
+            // Under erasure (or gone) the tenant has no credentials to list, add or rotate.
+            let admin = TestService.adminToken
+            #expect(try await client.request(.get, "/admin/v1/tenants/\(tenant.id)/keys", as: admin).status == .notFound)
+            #expect(try await client.request(.post, "/admin/v1/tenants/\(tenant.id)/keys", as: admin).status == .notFound)
+            #expect(try await client.request(.delete, "/admin/v1/tenants/\(tenant.id)/keys/key_x", as: admin).status == .notFound)
+            #expect(try await client.request(.post, "/admin/v1/tenants/\(tenant.id)/token-secret/rotate", as: admin).status == .notFound)
             #expect(try await client.request(.delete, "/admin/v1/tenants/nobody", as: TestService.adminToken).status == .notFound)
             let deadline = ContinuousClock.now + .seconds(20)
             var left = -1

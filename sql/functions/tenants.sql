@@ -49,7 +49,7 @@ RETURNS boolean
 LANGUAGE plpgsql AS $$
 BEGIN
     PERFORM receipts.enter_tenant(p_tenant);
-    PERFORM FROM receipts.tenants AS tenant WHERE tenant.tenant_id = p_tenant FOR UPDATE;
+    PERFORM FROM receipts.tenants AS tenant WHERE tenant.tenant_id = p_tenant AND tenant.erasing_since IS NULL FOR UPDATE;
     IF NOT FOUND THEN
         RETURN false;
     END IF;
@@ -68,7 +68,7 @@ LANGUAGE plpgsql AS $$
 #variable_conflict use_column
 BEGIN
     PERFORM receipts.enter_tenant(p_tenant);
-    PERFORM FROM receipts.tenants AS tenant WHERE tenant.tenant_id = p_tenant FOR UPDATE;
+    PERFORM FROM receipts.tenants AS tenant WHERE tenant.tenant_id = p_tenant AND tenant.erasing_since IS NULL FOR UPDATE;
     IF NOT FOUND THEN
         RETURN QUERY SELECT 'tenant_not_found', NULL::timestamptz;
         RETURN;
@@ -90,7 +90,7 @@ RETURNS text
 LANGUAGE plpgsql AS $$
 BEGIN
     PERFORM receipts.enter_tenant(p_tenant);
-    IF NOT EXISTS (SELECT FROM receipts.tenants AS tenant WHERE tenant.tenant_id = p_tenant) THEN
+    IF NOT EXISTS (SELECT FROM receipts.tenants AS tenant WHERE tenant.tenant_id = p_tenant AND tenant.erasing_since IS NULL) THEN
         RETURN 'tenant_not_found';
     END IF;
     DELETE FROM receipts.api_keys AS key WHERE key.tenant_id = p_tenant AND key.key_id = p_key_id;
@@ -153,7 +153,7 @@ BEGIN
         token_secret = p_new_secret,
         token_secret_generation = tenant.token_secret_generation + 1,
         token_secret_rotated_at = now()
-    WHERE tenant.tenant_id = p_tenant
+    WHERE tenant.tenant_id = p_tenant AND tenant.erasing_since IS NULL
     RETURNING tenant.token_secret_rotated_at INTO v_rotated_at;
     IF FOUND THEN
         PERFORM receipts.credentials_changed(p_tenant);
