@@ -31,10 +31,10 @@ extension LibPQConnection {
 
     /// Receives what is left of the statements sent, then leaves pipeline mode. On failure
     /// the connection stays in pipeline mode, which the pool takes as not reusable.
-    func leavePipelineMode() {
+    func leavePipelineMode() async {
         while !self.pipelineQueue.isEmpty {
             do {
-                _ = try self.receive()
+                _ = try await self.receive()
             } catch where error.code == .connectionClosed {
                 return
             } catch {
@@ -86,9 +86,7 @@ extension LibPQConnection {
     /// Waits for the answer of the oldest statement sent and not yet received.
     ///
     /// - Throws: the statement's error, or `connectionClosed` when the connection is lost.
-    func receive() throws(PostgresError) -> PostgresRows {
-        self.markBlocked()
-        defer { self.markUnblocked() }
+    func receive() async throws(PostgresError) -> PostgresRows {
         guard !self.pipelineQueue.isEmpty else {
             throw PostgresError(code: .invalidValue, message: "no statement sent in the pipeline is waiting for its answer")
         }
@@ -97,7 +95,7 @@ extension LibPQConnection {
         // A statement sent after a failed prepare of its SQL fails for the same reason.
         var failure = statement.prepares ? nil : self.failedPreparations[statement.key]
         if statement.prepares {
-            let result = PQgetResult(self.handle)
+            let result = try await self.nextResult()
             guard let result else { throw self.connectionError() }
             if PQresultStatus(result) != PGRES_COMMAND_OK {
                 let error = self.serverError(from: result)
@@ -106,20 +104,20 @@ extension LibPQConnection {
                 self.preparedStatements.forget(statement.key)
             }
             PQclear(result)
-            try self.expectEndOfCommand()
+            try await self.expectEndOfCommand()
         }
         if statement.takesRole {
-            let result = PQgetResult(self.handle)
+            let result = try await self.nextResult()
             guard let result else { throw self.connectionError() }
             let status = PQresultStatus(result)
             if status != PGRES_TUPLES_OK && status != PGRES_PIPELINE_ABORTED {
                 failure = failure ?? self.serverError(from: result)
             }
             PQclear(result)
-            try self.expectEndOfCommand()
+            try await self.expectEndOfCommand()
         }
         // The statement's result: its rows, its error, or "aborted" after a failed prepare.
-        let result = PQgetResult(self.handle)
+        let result = try await self.nextResult()
         guard let result else { throw self.connectionError() }
         var rows: PostgresRows?
         if PQresultStatus(result) == PGRES_PIPELINE_ABORTED {
@@ -132,9 +130,9 @@ extension LibPQConnection {
                 failure = failure ?? error
             }
         }
-        try self.expectEndOfCommand()
+        try await self.expectEndOfCommand()
         // The sync point: the end of the statement's transaction.
-        let sync = PQgetResult(self.handle)
+        let sync = try await self.nextResult()
         guard let sync else { throw self.connectionError() }
         let status = PQresultStatus(sync)
         PQclear(sync)
@@ -145,8 +143,8 @@ extension LibPQConnection {
     }
 
     /// The null result that ends a command's results.
-    private func expectEndOfCommand() throws(PostgresError) {
-        guard let extra = PQgetResult(self.handle) else { return }
+    private func expectEndOfCommand() async throws(PostgresError) {
+        guard let extra = try await self.nextResult() else { return }
         PQclear(extra)
         throw self.unexpectedResult()
     }

@@ -1,7 +1,27 @@
+import NIOCore
+import NIOPosix
+
 /// The session's policy on the wire: the settings and role a connection applies once, right
 /// after connecting, and the statement each transaction runs first (`SessionPolicy` picks
 /// its SQL and values; here it becomes a statement prepared once per session).
 extension LibPQConnection {
+    /// Opens a connection on `threadPool` (libpq's connect blocks) and sets its session up,
+    /// waiting for the server at most until `deadline`.
+    static func open(
+        _ configuration: PostgresConfiguration, on threadPool: NIOThreadPool, deadline: NIODeadline? = nil
+    ) async throws(PostgresError) -> LibPQConnection {
+        let connection: LibPQConnection
+        do {
+            connection = try await threadPool.runIfActive { () throws(PostgresError) in try LibPQConnection.open(configuration) }
+        } catch let error as PostgresError {
+            throw error
+        } catch {
+            throw PostgresError(code: .connectionClosed, message: "the threads that open connections have shut down")
+        }
+        try await connection.setUpSession(configuration, deadline: deadline)
+        return connection
+    }
+
     /// A transaction's setup as it is sent: the name of its prepared statement and its values.
     typealias PreparedSetup = (statement: String, values: [String])
 
@@ -9,10 +29,12 @@ extension LibPQConnection {
     /// (`PostgresConfiguration.settings`, in order, each noted in `policy`), then the role
     /// every transaction takes. A failure closes the connection and throws
     /// `connectionFailed`, naming the step.
-    func setUpSession(_ configuration: PostgresConfiguration) throws(PostgresError) {
+    func setUpSession(_ configuration: PostgresConfiguration, deadline: NIODeadline? = nil) async throws(PostgresError) {
+        self.callDeadline = deadline
+        defer { self.callDeadline = nil }
         for setting in configuration.settings {
-            try self.setUp("set \(setting.name)") { () throws(PostgresError) in
-                _ = try self.execute(
+            try await self.setUp("set \(setting.name)") { () async throws(PostgresError) in
+                _ = try await self.execute(
                     "SELECT set_config($1, $2, false)", bindings: try PostgresBindings([setting.name, setting.value]))
             }
             self.policy.noteSetting(name: setting.name, value: setting.value)
@@ -22,21 +44,21 @@ extension LibPQConnection {
             // user of the session: each transaction takes the role itself (see `execute`,
             // `executeScript`, `send`). Checked once here, so a role the login cannot take
             // fails at connect, not at the first request.
-            try self.setUp("take role \(role)") { () throws(PostgresError) in
+            try await self.setUp("take role \(role)") { () async throws(PostgresError) in
                 // Bound as any value is (a role with a NUL character fails here), and
                 // prepared now: every transaction's setup runs it from now on.
                 let bindings = try PostgresBindings([role])
-                _ = try self.preparedStatementName(for: SessionPolicy.takeRoleStatement, types: bindings.types)
+                _ = try await self.preparedStatementName(for: SessionPolicy.takeRoleStatement, types: bindings.types)
                 self.policy.role = role
-                _ = try self.execute("SELECT 1", bindings: try PostgresBindings([]))
+                _ = try await self.execute("SELECT 1", bindings: try PostgresBindings([]))
             }
         }
     }
 
     /// Runs one step of the session's set-up; a failure closes the connection.
-    private func setUp(_ what: String, _ step: () throws(PostgresError) -> Void) throws(PostgresError) {
+    private func setUp(_ what: String, _ step: () async throws(PostgresError) -> Void) async throws(PostgresError) {
         do {
-            try step()
+            try await step()
         } catch {
             self.close()
             throw PostgresError(
@@ -52,15 +74,15 @@ extension LibPQConnection {
     /// (`SessionPolicy.transactionSetup`: the role, the call's statement timeout); nil when
     /// there is nothing to set up. Prepares the statement the first time, so it must be
     /// called outside pipeline mode.
-    func transactionSetup() throws(PostgresError) -> PreparedSetup? {
+    func transactionSetup() async throws(PostgresError) -> PreparedSetup? {
         guard let setup = self.policy.transactionSetup else { return nil }
-        return (try self.preparedStatementName(for: setup.sql, types: setup.types), setup.values)
+        return (try await self.preparedStatementName(for: setup.sql, types: setup.types), setup.values)
     }
 
     /// Prepares the statement of `timeoutSetup(milliseconds:)` (outside pipeline mode).
-    func prepareTimeoutSetup() throws(PostgresError) {
+    func prepareTimeoutSetup() async throws(PostgresError) {
         let (sql, parameters) = self.policy.timeoutSetupStatement
-        _ = try self.preparedStatementName(for: sql, types: SessionPolicy.untypedParameters(parameters))
+        _ = try await self.preparedStatementName(for: sql, types: SessionPolicy.untypedParameters(parameters))
     }
 
     /// What a transaction runs first to end its statements within `milliseconds` (or the

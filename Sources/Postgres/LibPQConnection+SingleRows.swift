@@ -15,11 +15,11 @@ extension LibPQConnection {
     /// - Returns: the error `body` threw, if it threw; the statement's remaining rows were
     ///   then read and dropped, and `body` was not called again.
     /// - Throws: the statement's error (`body` may have seen some of its rows before it came).
-    func execute(_ sql: String, bindings: PostgresBindings, eachRow body: (PostgresRow) throws -> Void) throws(PostgresError) -> (any Error)? {
+    func execute(_ sql: String, bindings: PostgresBindings, eachRow body: (PostgresRow) throws -> Void) async throws(PostgresError) -> (any Error)? {
         if PQtransactionStatus(self.handle) == PQTRANS_IDLE, self.policy.role != nil {
             // A transaction of its own that takes the role first (`execute(_:bindings:)`): all
             // rows at once, through the pipeline that sets it up.
-            let rows = try self.execute(sql, bindings: bindings)
+            let rows = try await self.execute(sql, bindings: bindings)
             do {
                 for row in rows { try body(row) }
                 return nil
@@ -27,7 +27,7 @@ extension LibPQConnection {
                 return error
             }
         }
-        let statementName = try self.preparedStatementName(for: sql, types: bindings.types)
+        let statementName = try await self.preparedStatementName(for: sql, types: bindings.types)
         let values = bindings.values.map { $0.map { strdup($0) } ?? nil }
         defer { values.forEach { free($0) } }
         let valuePointers = values.map { UnsafePointer($0) }
@@ -43,10 +43,7 @@ extension LibPQConnection {
         // Each row's result (`PGRES_SINGLE_TUPLE`), then the statement's end (`PGRES_TUPLES_OK`,
         // without rows) or its error, then nil.
         while true {
-            self.markBlocked()
-            let result = PQgetResult(self.handle)
-            self.markUnblocked()
-            guard let result else { break }
+            guard let result = try await self.nextResult() else { break }
             let status = PQresultStatus(result)
             guard status == PGRES_SINGLE_TUPLE || status == PGRES_TUPLES_OK else {
                 failure = failure ?? self.serverError(from: result)

@@ -1,5 +1,6 @@
 internal import CLibPQ
 import NIOConcurrencyHelpers
+import NIOCore
 import Synchronization
 
 #if canImport(Glibc)
@@ -8,15 +9,17 @@ import Glibc
 import Darwin
 #endif
 
-/// The blocking face of one libpq `PGconn`.
+/// One libpq `PGconn`, in non-blocking mode.
 ///
-/// Every method here may block on the network, so only `PostgresConnection` and
-/// `PostgresListener` call them, and only from their thread pools, never from an event loop.
-/// `@unchecked Sendable` so that it can be handed to a thread-pool job; it is not
-/// thread-safe, and its owners (`PostgresConnection`, `PostgresListener`) run one job on it
-/// at a time. The exceptions are `requestCancel()` and the watchdog's face
-/// (`LibPQConnection+Watchdog.swift`), which any thread may call while a job runs: they
-/// touch only `cancellation`, behind its own lock, and `blockedSince`, an atomic.
+/// Its calls send without blocking and wait for the server by suspending in `SocketPoller`
+/// (`LibPQConnection+Readiness.swift`), so no thread is held while a statement runs. Only
+/// opening a connection blocks (`open`: libpq resolves the host name on the calling thread),
+/// and runs on a thread pool.
+/// `@unchecked Sendable` so that a task can hand it on; it is not thread-safe, and its
+/// owners (`PostgresConnection`, `PostgresListener`) run one call on it at a time. The
+/// exceptions are `requestCancel()` and the watchdog's face (`LibPQConnection+Watchdog.swift`),
+/// which any thread may call while a call waits: they touch only `cancellation`, behind its
+/// own lock, and `blockedSince`, an atomic.
 ///
 /// What a session sets up for each transaction (its role, its statement timeout) is decided
 /// by `policy`, and which names its prepared statements have by `preparedStatements`, both
@@ -39,6 +42,12 @@ final class LibPQConnection: @unchecked Sendable {
     var preparedStatements = PreparedStatements()
     /// In pipeline mode: each statement sent and not yet received, oldest first.
     var pipelineQueue: [PipelinedStatement] = []
+    /// When the call running now must end (its lease's deadline); nil: no limit but the
+    /// server's `statement_timeout` and the pool's watchdog.
+    var callDeadline: NIODeadline?
+    /// A call ended without its answer (its deadline passed, or the connection broke): a
+    /// statement may still run on the connection, which must never be lent again.
+    var isBroken = false
     /// In pipeline mode: why a statement failed to prepare, for the statements sent after it
     /// that counted on it (the server answers those "does not exist").
     var failedPreparations: [PreparedStatements.Key: PostgresError] = [:]
@@ -57,8 +66,10 @@ final class LibPQConnection: @unchecked Sendable {
         self.cancellation = NIOLockedValueBox(Cancellation(handle: PQgetCancel(handle)))
     }
 
-    /// Opens a connection (blocking).
-    static func connect(_ configuration: PostgresConfiguration) throws(PostgresError) -> LibPQConnection {
+    /// Opens a connection, blocking the calling thread (never an event loop's): libpq
+    /// resolves the host name and connects here. The session is not set up yet
+    /// (`setUpSession`); the connection is left in non-blocking mode.
+    static func open(_ configuration: PostgresConfiguration) throws(PostgresError) -> LibPQConnection {
         let parameters = configuration.connectionParameters
         let keywords = parameters.map { strdup($0.0) }
         let values = parameters.map { strdup($0.1) }
@@ -72,7 +83,7 @@ final class LibPQConnection: @unchecked Sendable {
             throw PostgresError(code: .connectionFailed, message: "libpq could not allocate a connection")
         }
         let server = Self.serverName(of: handle)
-        guard PQstatus(handle) == CONNECTION_OK else {
+        guard PQstatus(handle) == CONNECTION_OK, PQsetnonblocking(handle, 1) == 0 else {
             let reason = Self.errorText(of: handle)
             PQfinish(handle)
             throw PostgresError(
@@ -83,9 +94,7 @@ final class LibPQConnection: @unchecked Sendable {
         }
         // Notices (e.g. "relation already exists, skipping") would go to stderr otherwise.
         PQsetNoticeProcessor(handle, { _, _ in }, nil)
-        let connection = LibPQConnection(handle: handle, server: server)
-        try connection.setUpSession(configuration)
-        return connection
+        return LibPQConnection(handle: handle, server: server)
     }
 
     private static func serverName(of handle: OpaquePointer) -> String {
@@ -94,12 +103,12 @@ final class LibPQConnection: @unchecked Sendable {
         return "\(host):\(port)"
     }
 
-    private static func errorText(of handle: OpaquePointer) -> String {
+    static func errorText(of handle: OpaquePointer) -> String {
         guard let text = PQerrorMessage(handle) else { return "unknown error" }
         return String(cString: text).trimmingWhitespace()
     }
 
-    /// Closes the connection. Afterwards the object must not be used; closing it again does
+    /// Closes the connection (without blocking). Afterwards the object must not be used; closing it again does
     /// nothing (libpq's handle is freed once).
     func close() {
         let closing = self.cancellation.withLockedValue { state -> (isFirst: Bool, cancel: OpaquePointer?) in
@@ -111,6 +120,8 @@ final class LibPQConnection: @unchecked Sendable {
         }
         guard closing.isFirst else { return }
         if let cancel = closing.cancel { PQfreeCancel(cancel) }
+        SocketPoller.shared.forget(PQsocket(self.handle))
+        // In non-blocking mode, PQfinish does not wait to send its goodbye.
         PQfinish(self.handle)
     }
 
@@ -173,23 +184,29 @@ final class LibPQConnection: @unchecked Sendable {
     /// statement timeout, the statement runs in a transaction of its own that sets them up
     /// first (`transactionSetup()`), in the same round trip (through pipeline mode: two
     /// statements before one sync point share an implicit transaction).
-    func execute(_ sql: String, bindings: PostgresBindings) throws(PostgresError) -> PostgresRows {
+    func execute(_ sql: String, bindings: PostgresBindings) async throws(PostgresError) -> PostgresRows {
         if PQtransactionStatus(self.handle) == PQTRANS_IDLE, PQpipelineStatus(self.handle) == PQ_PIPELINE_OFF,
-            let setup = try self.transactionSetup()
+            let setup = try await self.transactionSetup()
         {
             try self.enterPipelineMode()
-            defer { self.leavePipelineMode() }
-            try self.send(sql, bindings: bindings, setup: setup)
-            return try self.receive()
+            let rows: Result<PostgresRows, PostgresError>
+            do throws(PostgresError) {
+                try self.send(sql, bindings: bindings, setup: setup)
+                rows = .success(try await self.receive())
+            } catch {
+                rows = .failure(error)
+            }
+            await self.leavePipelineMode()
+            return try rows.get()
         }
-        let statementName = try self.preparedStatementName(for: sql, types: bindings.types)
+        let statementName = try await self.preparedStatementName(for: sql, types: bindings.types)
         let values = bindings.values.map { $0.map { strdup($0) } ?? nil }
         defer { values.forEach { free($0) } }
         let valuePointers = values.map { UnsafePointer($0) }
-        self.markBlocked()
-        let result = PQexecPrepared(self.handle, statementName, Int32(values.count), valuePointers, nil, nil, 1)
-        self.markUnblocked()
-        return try self.consume(result)
+        guard PQsendQueryPrepared(self.handle, statementName, Int32(values.count), valuePointers, nil, nil, 1) == 1 else {
+            throw self.connectionError()
+        }
+        return try self.consume(try await self.lastResult())
     }
 
     /// Runs one or more statements without parameters through the simple query protocol
@@ -200,15 +217,14 @@ final class LibPQConnection: @unchecked Sendable {
     /// `BEGIN` in it keeps it open), so the role lasts until that transaction ends. Such a
     /// script cannot hold a statement that refuses to run in a transaction (`CREATE DATABASE`).
     @discardableResult
-    func executeScript(_ sql: String) throws(PostgresError) -> String {
+    func executeScript(_ sql: String) async throws(PostgresError) -> String {
         var script = sql
         if let role = self.policy.role, PQtransactionStatus(self.handle) == PQTRANS_IDLE {
             // SET ROLE takes an identifier, not a value; libpq quotes it.
             script = "SET LOCAL ROLE \(try self.quotedIdentifier(role)); " + sql
         }
-        self.markBlocked()
-        let result = PQexec(self.handle, script)
-        self.markUnblocked()
+        guard PQsendQuery(self.handle, script) == 1 else { throw self.connectionError() }
+        let result = try await self.lastResult()
         defer { PQclear(result) }
         try self.check(result)
         return PQcmdStatus(result).map { String(cString: $0) } ?? ""
@@ -216,9 +232,9 @@ final class LibPQConnection: @unchecked Sendable {
 
     /// Opens a transaction block with `statement` (`BEGIN …`) and runs `transactionSetup()`
     /// in it, in one round trip (pipeline mode: the setup's values are parameters).
-    func begin(_ statement: String) throws(PostgresError) {
-        guard let setup = try self.transactionSetup() else {
-            try self.executeScript(statement)
+    func begin(_ statement: String) async throws(PostgresError) {
+        guard let setup = try await self.transactionSetup() else {
+            try await self.executeScript(statement)
             return
         }
         try self.enterPipelineMode()
@@ -232,12 +248,10 @@ final class LibPQConnection: @unchecked Sendable {
             // Left in pipeline mode: the pool does not lend it again.
             throw self.connectionError()
         }
-        self.markBlocked()
-        defer { self.markUnblocked() }
         var failure: PostgresError?
         // Each statement's result and the null that ends it, then the sync point.
         for _ in 0..<2 {
-            guard let result = PQgetResult(self.handle) else { throw self.connectionError() }
+            guard let result = try await self.nextResult() else { throw self.connectionError() }
             switch PQresultStatus(result) {
             case PGRES_COMMAND_OK, PGRES_TUPLES_OK:
                 break
@@ -247,12 +261,12 @@ final class LibPQConnection: @unchecked Sendable {
                 failure = failure ?? self.serverError(from: result)
             }
             PQclear(result)
-            if let extra = PQgetResult(self.handle) {
+            if let extra = try await self.nextResult() {
                 PQclear(extra)
                 throw PostgresError(code: .connectionClosed, message: "libpq answered out of order in pipeline mode", host: self.server)
             }
         }
-        guard let sync = PQgetResult(self.handle) else { throw self.connectionError() }
+        guard let sync = try await self.nextResult() else { throw self.connectionError() }
         let status = PQresultStatus(sync)
         PQclear(sync)
         guard status == PGRES_PIPELINE_SYNC else {
@@ -265,15 +279,15 @@ final class LibPQConnection: @unchecked Sendable {
     /// The name `sql` with parameters of `types` is prepared under on this session; prepares
     /// it the first time (a round trip, so outside pipeline mode). A failed prepare throws,
     /// and its name is not used again.
-    func preparedStatementName(for sql: String, types: [UInt32]) throws(PostgresError) -> String {
+    func preparedStatementName(for sql: String, types: [UInt32]) async throws(PostgresError) -> String {
         let key = PreparedStatements.Key(sql: sql, types: types)
         if let name = self.preparedStatements.name(for: key) { return name }
         let name = self.preparedStatements.reserveName()
-        self.markBlocked()
-        let result = types.withUnsafeBufferPointer { types in
-            PQprepare(self.handle, name, sql, Int32(types.count), types.baseAddress)
+        let sent = types.withUnsafeBufferPointer { types in
+            PQsendPrepare(self.handle, name, sql, Int32(types.count), types.baseAddress)
         }
-        self.markUnblocked()
+        guard sent == 1 else { throw self.connectionError() }
+        let result = try await self.lastResult()
         defer { PQclear(result) }
         try self.check(result)
         self.preparedStatements.record(name, for: key)
@@ -411,24 +425,23 @@ extension LibPQConnection {
     enum WaitOutcome {
         case notifications([PostgresNotification])
         case connectionLost
-        case woken
+        case cancelled
     }
 
-    /// Blocks until the server sends something or `wakeDescriptor` becomes readable.
+    /// Suspends until the server sends something, or the task is cancelled.
     ///
-    /// Waits on socket readiness with `poll`, so an idle listener uses no CPU; there is no
-    /// timeout and no sleep loop.
-    func waitForNotifications(wakeDescriptor: Int32) -> WaitOutcome {
+    /// Waits on socket readiness (`SocketPoller`), so an idle listener uses no CPU and no
+    /// thread; there is no timeout and no sleep loop.
+    func waitForNotifications() async -> WaitOutcome {
         let pending = self.takeNotifications()
         if !pending.isEmpty { return .notifications(pending) }
-        var descriptors = [
-            pollfd(fd: self.socket, events: Int16(POLLIN), revents: 0),
-            pollfd(fd: wakeDescriptor, events: Int16(POLLIN), revents: 0),
-        ]
-        let ready = poll(&descriptors, 2, -1)
-        if ready < 0 { return errno == EINTR ? .notifications([]) : .connectionLost }
-        if descriptors[1].revents != 0 { return .woken }
-        guard self.consumeInput() else { return .connectionLost }
-        return .notifications(self.takeNotifications())
+        guard self.isOpen else { return .connectionLost }
+        switch await SocketPoller.shared.wait(for: self.socket, .readable, until: nil, cancellable: true) {
+        case .cancelled:
+            return .cancelled
+        case .ready, .deadlinePassed:
+            guard self.consumeInput() else { return .connectionLost }
+            return .notifications(self.takeNotifications())
+        }
     }
 }

@@ -31,7 +31,7 @@ extension PostgresConnection {
         _ body: (PostgresConnection) async throws -> Result
     ) async throws -> Result {
         let statement = level.beginStatement
-        try await self.onThread { connection throws(PostgresError) in try connection.begin(statement) }
+        try await self.call { connection throws(PostgresError) in try await connection.begin(statement) }
         let result: Result
         do {
             result = try await body(self)

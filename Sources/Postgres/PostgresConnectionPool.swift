@@ -10,7 +10,7 @@ import Synchronization
 /// - A lease taken within a `PostgresDeadline` scope (an HTTP request, whose leases all share
 ///   it) ends by that deadline: the wait for a connection, the opening of one, and every call
 ///   on it. A wait fails with `poolTimeout`, a call with `deadlineExceeded` (see
-///   `PostgresConnection.onThread`; each transaction's `statement_timeout` is the time left,
+///   `PostgresConnection.call`; each transaction's `statement_timeout` is the time left,
 ///   so a server that answers ends its statements itself, and one that does not cannot hold
 ///   the caller past the deadline). Only a pipeline (`withPipeline`) is exempt: its
 ///   statements are bounded one by one. Outside a scope (background work that may
@@ -23,9 +23,9 @@ import Synchronization
 /// - A connection whose statement was cancelled (its task was cancelled) is closed, not
 ///   reused: the cancel request could otherwise reach the server late and cancel the next
 ///   borrower's statement.
-/// - A call given up at its deadline keeps its connection (and thread) until it returns,
-///   which `PostgresConnection` makes happen within a second; the connection is then closed,
-///   and only then is its slot free: the pool never has more than `maximumConnections` open.
+/// - A connection whose call was given up at its deadline (a statement may still run on it)
+///   is closed, and only then is its slot free: the pool never has more than
+///   `maximumConnections` open.
 /// - A connection the server dropped (found at lease or after a failed statement) is closed
 ///   and replaced by a new one on the next lease.
 /// - As a `Service`, it closes every connection on graceful shutdown; leases then fail with
@@ -39,8 +39,9 @@ import Synchronization
 ///   stalled on its storage), where the sessions' `statement_timeout` cannot fire and a
 ///   cancel request is not acted upon.
 ///
-/// Each connection's blocking libpq calls run on a thread pool with one thread per
-/// connection, so a busy pool never starves other blocking work.
+/// Connections run without threads of their own (`PostgresConnection`); only opening one
+/// blocks, on a thread pool with a thread per connection, so a server slow to accept never
+/// holds up the opening of another connection, nor any other blocking work.
 ///
 /// Every decision (who gets which connection or a slot to open one, who waits, who fails,
 /// what becomes of a connection that comes back, what the watchdog does) is
@@ -232,26 +233,25 @@ public final class PostgresConnectionPool: Service, Sendable {
     /// Opens a connection in a slot already counted in `openCount`; frees the slot on failure.
     ///
     /// A connection that is not open by `deadline` (a server that accepts and never answers
-    /// holds libpq up to its `connect_timeout`) fails the lease then; the attempt runs out on
-    /// its thread, and what it opened is closed, its slot freed.
+    /// holds libpq's connect up to its `connect_timeout`) fails the lease then; the attempt
+    /// runs out on its thread, and what it opened is closed, its slot freed.
     private func openConnection(by deadline: NIODeadline) async throws -> PostgresConnection {
         let configuration = self.configuration
         let eventLoop = self.eventLoopGroup.any()
         let opening = self.threadPool.runIfActive(eventLoop: eventLoop) { () throws -> LibPQConnection in
-            try LibPQConnection.connect(configuration)
+            try LibPQConnection.open(configuration)
         }
-        let outcome = await PostgresConnection.result(of: opening, by: deadline, on: eventLoop) {
+        let outcome = await Self.result(of: opening, by: deadline, on: eventLoop) {
             opening.whenComplete { result in
-                guard case .success(let late) = result else { return self.freeSlot() }
-                self.threadPool.runIfActive(eventLoop: eventLoop) { late.close() }.whenComplete { _ in self.freeSlot() }
+                if case .success(let late) = result { late.close() }
+                self.freeSlot()
             }
         }
+        let opened: LibPQConnection
         switch outcome {
-        case .success(let opened):
-            let connection = PostgresConnection(pooled: opened, threadPool: self.threadPool, logger: self.logger)
-            self.state.withLockedValue { $0.opened(Pooled(connection: connection)) }
-            return connection
-        case .failure(is PostgresConnection.DeadlinePassed):
+        case .success(let connection):
+            opened = connection
+        case .failure(is DeadlinePassed):
             throw PostgresError(code: .poolTimeout, message: "no database connection could be opened by the deadline")
         case .failure(let error as PostgresError):
             self.freeSlot()
@@ -259,6 +259,40 @@ public final class PostgresConnectionPool: Service, Sendable {
         case .failure:
             self.freeSlot()
             throw PostgresError(code: .poolClosed, message: "the connection pool's threads have shut down")
+        }
+        do {
+            try await opened.setUpSession(configuration, deadline: deadline)
+        } catch {
+            self.freeSlot()
+            throw error
+        }
+        let connection = PostgresConnection(pooled: opened, logger: self.logger)
+        self.state.withLockedValue { $0.opened(Pooled(connection: connection)) }
+        return connection
+    }
+
+    /// Thrown by `result(of:by:on:whenLate:)` when the deadline came first.
+    private struct DeadlinePassed: Error {}
+
+    /// The outcome of `future`, or `DeadlinePassed` if `deadline` comes first (then
+    /// `whenLate` runs, on the event loop, and the future is left to complete on its own).
+    private static func result<T: Sendable>(
+        of future: EventLoopFuture<T>,
+        by deadline: NIODeadline,
+        on eventLoop: any EventLoop,
+        whenLate: @escaping @Sendable () -> Void
+    ) async -> Result<T, any Error> {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Result<T, any Error>, Never>) in
+            let waiting = NIOLockedValueBox<CheckedContinuation<Result<T, any Error>, Never>?>(continuation)
+            let timer = eventLoop.scheduleTask(deadline: deadline) {
+                guard let continuation = waiting.withLockedValue({ $0.take() }) else { return }
+                whenLate()
+                continuation.resume(returning: .failure(DeadlinePassed()))
+            }
+            future.whenComplete { result in
+                timer.cancel()
+                waiting.withLockedValue { $0.take() }?.resume(returning: result)
+            }
         }
     }
 
@@ -295,11 +329,11 @@ public final class PostgresConnectionPool: Service, Sendable {
     private func release(_ connection: PostgresConnection) async {
         connection.deadline = nil
         let pooled = Pooled(connection: connection)
-        // Nothing else may touch a connection whose abandoned call still runs, and the lease
-        // must not wait for that call: it is closed, and its slot freed, when the call returns.
+        // A call given up at its deadline may have left a statement running: only closed.
         if connection.hasAbandonedCall {
             self.state.withLockedValue { $0.releaseAbandoned(pooled) }
-            connection.closeAfterAbandonedCall().whenComplete { _ in self.freeSlot() }
+            await connection.close()
+            self.freeSlot()
             return
         }
         let fit = connection.isOpen && connection.connection.isIdle && !connection.isCancelRequested

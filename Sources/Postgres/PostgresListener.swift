@@ -1,20 +1,15 @@
 import Logging
 import NIOConcurrencyHelpers
+import NIOCore
 import NIOPosix
 import ServiceLifecycle
-
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
 
 /// Listens on PostgreSQL channels over a dedicated connection and hands each channel's
 /// notifications to the subscriptions of that channel.
 ///
 /// Each part of a program that needs notifications subscribes for itself
 /// (`subscribe(to:)`), before the listener runs; the listener `LISTEN`s on every channel
-/// subscribed to. The connection waits on socket readiness (`poll` on `PQsocket`), so
+/// subscribed to. The connection waits on socket readiness (`SocketPoller`), so
 /// notifications arrive as soon as the server sends them. When the connection drops, the
 /// listener reconnects with exponential backoff, listens again, and tells every subscription
 /// `.listening(afterGap: true)`: notifications sent while it was away are lost, so a consumer
@@ -88,9 +83,6 @@ public final class PostgresListener: Service, Sendable {
     private let configuration: PostgresConfiguration
     private let backoff: Backoff
     private let logger: Logger
-    /// One thread, blocked in `poll` while the listener waits.
-    private let threadPool: NIOThreadPool
-    private let wakePipe: WakePipe
     private let state = NIOLockedValueBox(State())
 
     public init(
@@ -104,13 +96,6 @@ public final class PostgresListener: Service, Sendable {
         self.backoff = backoff
         self.bufferSize = bufferSize
         self.logger = logger
-        self.threadPool = NIOThreadPool(numberOfThreads: 1)
-        self.threadPool.start()
-        self.wakePipe = WakePipe()
-    }
-
-    deinit {
-        self.threadPool.shutdownGracefully { _ in }
     }
 
     /// The notifications of `channel`, and every `.listening(afterGap:)`, from now until the
@@ -152,11 +137,7 @@ public final class PostgresListener: Service, Sendable {
             for subscription in subscriptions { subscription.continuation.finish() }
         }
         await cancelWhenGracefulShutdown {
-            await withTaskCancellationHandler {
-                await self.listenUntilCancelled(on: channels)
-            } onCancel: {
-                self.wakePipe.signal()
-            }
+            await self.listenUntilCancelled(on: channels)
         }
     }
 
@@ -194,7 +175,7 @@ public final class PostgresListener: Service, Sendable {
             await self.relayNotifications(from: connection)
 
             self.state.withLockedValue { $0.backendPID = nil }
-            _ = try? await self.threadPool.runIfActive { connection.close() }
+            connection.close()
             if !Task.isCancelled {
                 self.logger.warning("postgres listener lost its connection; reconnecting")
             }
@@ -202,60 +183,34 @@ public final class PostgresListener: Service, Sendable {
     }
 
     private func connectAndListen(on channels: [String]) async throws -> LibPQConnection {
-        let configuration = self.configuration
-        return try await self.threadPool.runIfActive {
-            let connection = try LibPQConnection.connect(configuration)
-            do {
-                for channel in channels {
-                    // LISTEN takes an identifier, not a value; libpq quotes it.
-                    try connection.executeScript("LISTEN \(try connection.quotedIdentifier(channel))")
-                }
-            } catch {
-                connection.close()
-                throw error
+        let connection = try await LibPQConnection.open(self.configuration, on: .singleton, deadline: .now() + Self.connectTimeout)
+        do throws(PostgresError) {
+            connection.callDeadline = .now() + Self.connectTimeout
+            defer { connection.callDeadline = nil }
+            for channel in channels {
+                // LISTEN takes an identifier, not a value; libpq quotes it.
+                try await connection.executeScript("LISTEN \(try connection.quotedIdentifier(channel))")
             }
-            return connection
+        } catch {
+            connection.close()
+            throw error
         }
+        return connection
     }
+
+    /// How long connecting and listening may wait for the server (the connect itself is
+    /// bounded by libpq's `connect_timeout`).
+    static let connectTimeout = TimeAmount.seconds(10)
 
     /// Hands notifications on until the connection is lost or the listener is stopped.
     private func relayNotifications(from connection: LibPQConnection) async {
-        let wakeDescriptor = self.wakePipe.readDescriptor
         while !Task.isCancelled {
-            let outcome = try? await self.threadPool.runIfActive {
-                connection.waitForNotifications(wakeDescriptor: wakeDescriptor)
-            }
-            switch outcome {
+            switch await connection.waitForNotifications() {
             case .notifications(let notifications):
                 for notification in notifications { self.deliver(.notification(notification), channel: notification.channel) }
-            case .connectionLost, .woken, nil:
+            case .connectionLost, .cancelled:
                 return
             }
         }
-    }
-}
-
-/// A pipe whose read end becomes readable, for good, once `signal()` is called: it wakes a
-/// thread blocked in `poll` when the listener stops.
-private final class WakePipe: Sendable {
-    let readDescriptor: Int32
-    private let writeDescriptor: Int32
-
-    init() {
-        var descriptors: [Int32] = [-1, -1]
-        let status = pipe(&descriptors)
-        precondition(status == 0, "could not create a pipe: errno \(errno)")
-        self.readDescriptor = descriptors[0]
-        self.writeDescriptor = descriptors[1]
-    }
-
-    func signal() {
-        var byte: UInt8 = 1
-        _ = write(self.writeDescriptor, &byte, 1)
-    }
-
-    deinit {
-        close(self.readDescriptor)
-        close(self.writeDescriptor)
     }
 }

@@ -8,9 +8,9 @@ import NIOCore
 /// Each statement is its own transaction, as with `PostgresConnection.query`; one that
 /// fails aborts no other. Answers come in the order the statements were sent.
 ///
-/// Lent by `PostgresConnection.withPipeline(_:)` to a closure that runs on the connection's
-/// thread: `send` and `receive` block that thread (never an event loop), and the pipeline
-/// must not be used after the closure returns.
+/// Lent by `PostgresConnection.withPipeline(_:)` to a closure: `send` only queues (libpq's
+/// non-blocking mode), `receive` sends what is queued and suspends until the answer comes;
+/// the pipeline must not be used after the closure returns.
 public struct PostgresPipeline {
     let connection: LibPQConnection
 
@@ -38,8 +38,8 @@ public struct PostgresPipeline {
     ///
     /// - Throws: the statement's error; `connectionClosed` when the connection is lost (the
     ///   statements not yet received may or may not have run).
-    public func receive() throws(PostgresError) -> PostgresRows {
-        try self.connection.receive()
+    public func receive() async throws(PostgresError) -> PostgresRows {
+        try await self.connection.receive()
     }
 
     /// How many statements have been sent and not yet received.
@@ -47,25 +47,36 @@ public struct PostgresPipeline {
 }
 
 extension PostgresConnection {
-    /// Runs `body` on the connection's thread with a pipeline to send statements through.
+    /// Runs `body` with a pipeline to send statements through.
     ///
     /// Answers `body` left unread are read (and dropped) before the connection leaves
-    /// pipeline mode. The calls in `body` block the connection's thread, so `body` holds it
-    /// for as long as it runs: meant for work that keeps the database busy. The lease's
-    /// deadline does not bound it (see `PostgresConnectionPool`).
-    public func withPipeline<Result: Sendable>(
-        _ body: @escaping @Sendable (PostgresPipeline) throws -> Result
+    /// pipeline mode. Meant for work that keeps the database busy. The lease's deadline does
+    /// not bound it (see `PostgresConnectionPool`): each statement in it is bounded by the
+    /// session's `statement_timeout` (or the one `send(_:_:by:)` sets) and the pool's watchdog.
+    public func withPipeline<Result>(
+        isolation: isolated (any Actor)? = #isolation,
+        _ body: (PostgresPipeline) async throws -> Result
     ) async throws -> Result {
-        // Not bounded by the lease's deadline: a pipeline may serve one batch after another
-        // for longer (ReceiptsStore's batch runs); each statement in it is bounded by the
-        // session's `statement_timeout` and the pool's watchdog.
-        let outcome = try await self.onThread(bounded: false) { connection throws(PostgresError) -> Swift.Result<Result, any Error> in
+        let connection = self.connection
+        try await self.call(bounded: false) { connection throws(PostgresError) in
             // Prepared now: a statement cannot be prepared synchronously in pipeline mode.
-            try connection.prepareTimeoutSetup()
+            try await connection.prepareTimeoutSetup()
             try connection.enterPipelineMode()
-            defer { connection.leavePipelineMode() }
-            return Swift.Result { try body(PostgresPipeline(connection: connection)) }
         }
+        let outcome: Swift.Result<Result, any Error>
+        do {
+            // Not bounded by the lease's deadline: a pipeline may serve one batch after
+            // another for longer (ReceiptsStore's batch runs).
+            let result = try await withTaskCancellationHandler {
+                try await body(PostgresPipeline(connection: connection))
+            } onCancel: {
+                self.cancelRunningCall()
+            }
+            outcome = .success(result)
+        } catch {
+            outcome = .failure(error)
+        }
+        await connection.leavePipelineMode()
         return try outcome.get()
     }
 }

@@ -80,7 +80,7 @@ extension ReceiptsStore {
                     let rows: PostgresRows
                     do throws(PostgresError) {
                         defer { self.committedWrites.signal() }
-                        rows = try pipeline.receive()
+                        rows = try await pipeline.receive()
                     } catch let error where error.isConnectionLoss {
                         throw error
                     } catch let error where error.isSerializationFailure && attempt < 5 {

@@ -129,7 +129,7 @@ struct CancellationAndRoleTests {
                 try await connection.withPipeline { pipeline in
                     try pipeline.send("SELECT current_user::text", [])
                     try pipeline.send("SELECT current_user::text", [])
-                    return [try pipeline.receive().scalar(String.self), try pipeline.receive().scalar(String.self)]
+                    return [try await pipeline.receive().scalar(String.self), try await pipeline.receive().scalar(String.self)]
                 }
             } == [role, role])
         // Rows one by one: alone (through the transaction that takes the role) and in a transaction.

@@ -24,10 +24,12 @@ struct PipelineTests {
             let answers = try await connection.withPipeline { pipeline in
                 for value in 1...5 { try pipeline.send("SELECT $1::int8 * 10, $2::text", [value, "n\(value)"]) }
                 #expect(pipeline.waiting == 5)
-                return try (1...5).map { _ in
-                    let row = try pipeline.receive()[0]
-                    return "\(try row.decode(Int.self, column: 0)) \(try row.decode(String.self, column: 1))"
+                var answers: [String] = []
+                for _ in 1...5 {
+                    let row = try await pipeline.receive()[0]
+                    answers.append("\(try row.decode(Int.self, column: 0)) \(try row.decode(String.self, column: 1))")
                 }
+                return answers
             }
             #expect(answers == ["10 n1", "20 n2", "30 n3", "40 n4", "50 n5"])
             // Out of pipeline mode again: plain statements work.
@@ -42,13 +44,15 @@ struct PipelineTests {
             try await connection.executeScript("CREATE TABLE \(table) (id int PRIMARY KEY)")
             let outcomes = try await connection.withPipeline { pipeline in
                 for id in [1, 1, 2] { try pipeline.send("INSERT INTO \(table) VALUES ($1)", [id]) }
-                return (0..<3).map { _ -> String in
+                var outcomes: [String] = []
+                for _ in 0..<3 {
                     do throws(PostgresError) {
-                        return "inserted \(try pipeline.receive().affectedRows)"
+                        outcomes.append("inserted \(try await pipeline.receive().affectedRows)")
                     } catch {
-                        return error.sqlState ?? "\(error)"
+                        outcomes.append(error.sqlState ?? "\(error)")
                     }
                 }
+                return outcomes
             }
             #expect(outcomes == ["inserted 1", PostgresError.SQLState.uniqueViolation, "inserted 1"])
             #expect(try await connection.query("SELECT array_agg(id ORDER BY id) FROM \(table)", []).scalar([Int].self) == [1, 2])
@@ -63,13 +67,15 @@ struct PipelineTests {
                 try pipeline.send("SELEC $1::int", [1])
                 try pipeline.send("SELECT $1::int", [2])
                 try pipeline.send("SELEC $1::int", [3])
-                return (0..<3).map { _ -> String in
+                var outcomes: [String] = []
+                for _ in 0..<3 {
                     do throws(PostgresError) {
-                        return "\(try pipeline.receive().scalar(Int.self))"
+                        outcomes.append("\(try await pipeline.receive().scalar(Int.self))")
                     } catch {
-                        return error.sqlState ?? "\(error)"
+                        outcomes.append(error.sqlState ?? "\(error)")
                     }
                 }
+                return outcomes
             }
             #expect(outcomes == ["42601", "2", "42601"])
             #expect(try await connection.query("SELECT 3").scalar(Int.self) == 3)
