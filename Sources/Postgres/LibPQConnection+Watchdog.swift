@@ -10,7 +10,7 @@ import Darwin
 #endif
 
 /// The connection as the pool's watchdog sees it (`PostgresConnectionPool.endUnresponsiveCalls`):
-/// the calls mark, on the connection's thread, when they wait for the server; the watchdog
+/// the calls mark when they wait for the server (`LibPQConnection+Readiness.swift`); the watchdog
 /// reads how long the one now running has waited, from its own thread, and may end a call
 /// that waits for a server that no longer answers.
 extension LibPQConnection {

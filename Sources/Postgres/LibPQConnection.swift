@@ -52,7 +52,7 @@ final class LibPQConnection: @unchecked Sendable {
     /// that counted on it (the server answers those "does not exist").
     var failedPreparations: [PreparedStatements.Key: PostgresError] = [:]
 
-    /// libpq's cancel object (made on the connection's thread, used on another one), and
+    /// libpq's cancel object (made when the connection opens, used from the cancel threads), and
     /// whether a cancel was asked for.
     struct Cancellation {
         var handle: OpaquePointer?

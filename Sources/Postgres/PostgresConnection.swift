@@ -177,14 +177,14 @@ public final class PostgresConnection: @unchecked Sendable {
 
     /// Threads that send cancel requests (`PQcancel` connects to the server and waits for it,
     /// without a time limit: on a frozen server, until it thaws). Nothing waits for them: a
-    /// call past its deadline has been answered already, and its connection is shut down
-    /// (`abandon`) whether or not the cancel request got through.
+    /// call past its deadline has been answered already, and its connection is closed
+    /// whether or not the cancel request got through.
     private static let cancelThreads: NIOThreadPool = {
         let threads = NIOThreadPool(numberOfThreads: 2)
         threads.start()
         return threads
     }()
 
-    /// Whether the server was asked to cancel a statement of this connection (see `onThread`).
+    /// Whether the server was asked to cancel a statement of this connection (see `call`).
     var isCancelRequested: Bool { self.connection.isCancelRequested }
 }

@@ -32,8 +32,7 @@ struct SessionPolicy: Sendable, Equatable {
     /// The session's own `statement_timeout` in milliseconds, when its settings give one
     /// (`PostgresConfiguration.settings`): a call's `statementTimeout` never loosens it.
     private(set) var sessionStatementTimeout: Int?
-    /// While a call with a deadline runs (set on the connection's thread for that call, see
-    /// `PostgresConnection.onThread`): the milliseconds it has left, or the session's own
+    /// While a call with a deadline runs (set for that call, see `PostgresConnection.call`): the milliseconds it has left, or the session's own
     /// timeout if that is shorter, which every transaction it starts sets as its
     /// `statement_timeout`, so the server ends a statement by the deadline itself. nil: the
     /// session's own `statement_timeout` applies.

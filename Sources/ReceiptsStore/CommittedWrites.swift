@@ -8,7 +8,7 @@ import Synchronization
 /// of this process's writes from here, without a round trip through PostgreSQL.
 ///
 /// A write only yields to the streams registered here (`wake(_:when:)`), where it runs: its
-/// task, or a connection's thread for a run of batches. Nothing runs there but a yield (and a
+/// task, or a run of batches' task. Nothing runs there but a yield (and a
 /// registered check of a flag), and nothing is handed over on the way from a commit to the
 /// hub's task, which waits on the stream.
 public final class CommittedWrites: Sendable {
