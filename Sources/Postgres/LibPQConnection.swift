@@ -192,7 +192,7 @@ final class LibPQConnection: @unchecked Sendable {
             let rows: Result<PostgresRows, PostgresError>
             do throws(PostgresError) {
                 try self.send(sql, bindings: bindings, setup: setup)
-                rows = .success(try await self.receive())
+                rows = .success(try await self.receive()[0])
             } catch {
                 rows = .failure(error)
             }

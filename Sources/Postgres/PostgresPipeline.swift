@@ -27,11 +27,16 @@ public struct PostgresPipeline {
     /// The server starts the timer when it starts the statement, after those sent before it:
     /// a statement queued behind a slow one may end later than `deadline` by that wait.
     public func send(_ sql: String, _ parameters: [any PostgresEncodable], by deadline: NIODeadline?) throws(PostgresError) {
-        guard let deadline else { return try self.send(sql, parameters) }
-        let left = deadline - NIODeadline.now()
-        // Whole milliseconds, rounded up, and at least one (0 would mean no timeout at all).
-        let milliseconds = max(1, Int((left.nanoseconds + 999_999) / 1_000_000))
-        try self.connection.send(sql, bindings: try PostgresBindings(parameters), setup: self.connection.timeoutSetup(milliseconds: milliseconds))
+        try self.connection.send(sql, bindings: try PostgresBindings(parameters), setup: self.timeoutSetup(by: deadline))
+    }
+
+    /// Sends statements that share one transaction: they commit together, and the first
+    /// that fails rolls them all back (`receiveAll()` gets their answers). Bounded by
+    /// `deadline` as `send(_:_:by:)` is.
+    public func send(_ statements: [PostgresQuery], by deadline: NIODeadline?) throws(PostgresError) {
+        var bound: [(sql: String, bindings: PostgresBindings)] = []
+        for statement in statements { bound.append((statement.sql, try PostgresBindings(statement.binds))) }
+        try self.connection.send(bound, setup: self.timeoutSetup(by: deadline))
     }
 
     /// Waits for the answer to the oldest statement sent and not yet received.
@@ -39,7 +44,22 @@ public struct PostgresPipeline {
     /// - Throws: the statement's error; `connectionClosed` when the connection is lost (the
     ///   statements not yet received may or may not have run).
     public func receive() async throws(PostgresError) -> PostgresRows {
+        try await self.connection.receive()[0]
+    }
+
+    /// Waits for the answers to the oldest statements sent together and not yet received:
+    /// each one's rows, in the order they were sent.
+    public func receiveAll() async throws(PostgresError) -> [PostgresRows] {
         try await self.connection.receive()
+    }
+
+    /// What a transaction that must end by `deadline` runs first (nil: the session's own).
+    private func timeoutSetup(by deadline: NIODeadline?) -> LibPQConnection.PreparedSetup? {
+        guard let deadline else { return nil }
+        let left = deadline - NIODeadline.now()
+        // Whole milliseconds, rounded up, and at least one (0 would mean no timeout at all).
+        let milliseconds = max(1, Int((left.nanoseconds + 999_999) / 1_000_000))
+        return self.connection.timeoutSetup(milliseconds: milliseconds)
     }
 
     /// How many statements have been sent and not yet received.

@@ -1,18 +1,20 @@
 import Synchronization
 
 /// Tells this process's event hub that the event log may have grown, right after a write
-/// through the store commits.
+/// through the store commits, and hands it the write's own events when the write read them.
 ///
 /// The service's sessions run with `receipts.notify = off` (see
 /// `sql/functions/events.sql`): their triggers send no NOTIFY, so the hub learns
 /// of this process's writes from here, without a round trip through PostgreSQL.
 ///
-/// A write only yields to the streams registered here (`wake(_:when:)`), where it runs: its
-/// task, or a run of batches' task. Nothing runs there but a yield (and a
-/// registered check of a flag), and nothing is handed over on the way from a commit to the
-/// hub's task, which waits on the stream.
+/// A write only yields to the streams registered here (`wake(_:when:)`) and calls the
+/// consumer of events (`handEvents(to:)`), where it runs: its task, or a run of batches'
+/// task. Nothing runs there but a yield, a registered check of a flag, and the consumer's
+/// bookkeeping, and nothing is handed over on the way from a commit to the hub's task, which
+/// waits on its stream.
 public final class CommittedWrites: Sendable {
     private let streams = Mutex<[(stream: AsyncStream<Void>.Continuation, when: @Sendable () -> Bool)]>([])
+    private let consumer = Mutex<(any CommittedEventsConsumer)?>(nil)
 
     init() {}
 
@@ -24,7 +26,33 @@ public final class CommittedWrites: Sendable {
         self.streams.withLock { $0.append((stream, condition)) }
     }
 
-    func signal() {
+    /// Tells `consumer` of every write from now on (the event hub: one at a time).
+    public func handEvents(to consumer: any CommittedEventsConsumer) {
+        self.consumer.withLock { $0 = consumer }
+    }
+
+    /// Where a write about to be sent should read its own events from, in its transaction
+    /// (`ReceiptsStore.eventLogInWriter`), and how many at most; nil: it should not.
+    func eventsToRead() -> (after: Int64, limit: Int)? {
+        self.consumer.withLock { $0 }?.eventsToHandOver()
+    }
+
+    /// A write committed; `events`: what it read of the log after `position` in its
+    /// transaction (`eventsToRead()`), if it did.
+    func signal(handingOver events: EventLogPage? = nil, readAfter position: Int64 = 0) {
+        self.consumer.withLock { $0 }?.writeCommitted(handingOver: events, readAfter: position)
         for (stream, condition) in self.streams.withLock({ $0 }) where condition() { stream.yield() }
     }
+}
+
+/// What takes this process's committed writes, and the events they read in their own
+/// transactions (`EventHub`).
+public protocol CommittedEventsConsumer: AnyObject, Sendable {
+    /// Where a write about to be sent should read the log from in its own transaction, and
+    /// how many events at most; nil when the consumer would not take them now (it reads the
+    /// log itself then).
+    func eventsToHandOver() -> (after: Int64, limit: Int)?
+    /// A write committed. `events`: what it read of the log after `position` in its own
+    /// transaction (after asking `eventsToHandOver()`); nil when it read nothing.
+    func writeCommitted(handingOver events: EventLogPage?, readAfter position: Int64)
 }

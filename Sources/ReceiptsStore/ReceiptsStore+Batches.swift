@@ -20,7 +20,9 @@ extension ReceiptsStore {
     ///
     /// Batches go through a `PostgresPipeline`, `batchesInFlight` at a time. Each batch is
     /// its own transaction, and after each one `committedWrites` is signalled (also after a
-    /// failure: a commit whose answer was lost with the connection still added events).
+    /// failure: a commit whose answer was lost with the connection still added events). While
+    /// the event hub would take them (`CommittedWrites.eventsToRead()`), a batch also reads its
+    /// own events in its transaction, and they are handed to the hub with the signal.
     /// - A batch that PostgreSQL aborts for a deadlock or a serialization failure (nothing of
     ///   it stays) is sent again, up to five times.
     /// - A batch of several requests that fails for another reason is sent again as one
@@ -50,7 +52,8 @@ extension ReceiptsStore {
     ) async throws {
         try await self.pool.withConnection { connection in
             try await connection.withPipeline { pipeline in
-                var inFlight: [(batch: Batch<Request, Outcome>, attempt: Int)] = []
+                // Each batch sent, and where it read its own events from, if it did.
+                var inFlight: [(batch: Batch<Request, Outcome>, attempt: Int, eventsAfter: Int64?)] = []
                 func send(_ batch: Batch<Request, Outcome>, attempt: Int) throws(PostgresError) {
                     // Never a request whose deadline has passed (its answer is 503 already).
                     let (expired, live) = batch.partitioned(expiredBy: .now())
@@ -59,8 +62,15 @@ extension ReceiptsStore {
                     }
                     guard let batch = live else { return }
                     let statement = statements.statement(tenant, batch.requests)
+                    // While the event hub would take them, the batch reads its own events
+                    // before it commits, so that the hub need not read the log for them.
+                    let events = self.committedWrites.eventsToRead()
                     do throws(PostgresError) {
-                        try pipeline.send(statement.sql, statement.binds, by: batch.deadline)
+                        if let events {
+                            try pipeline.send([statement, Self.eventLogInWriter(after: events.after, limit: events.limit)], by: batch.deadline)
+                        } else {
+                            try pipeline.send(statement.sql, statement.binds, by: batch.deadline)
+                        }
                     } catch where !error.isConnectionLoss {
                         // Not sent (a value the protocol cannot carry): fail only the requests
                         // that hold it.
@@ -68,7 +78,7 @@ extension ReceiptsStore {
                         for alone in batch.split { try send(alone, attempt: attempt) }
                         return
                     }
-                    inFlight.append((batch, attempt))
+                    inFlight.append((batch, attempt, events?.after))
                 }
                 while true {
                     if inFlight.count < Self.batchesInFlight, let batch = queue.next(endingRunWhenEmpty: inFlight.isEmpty) {
@@ -76,11 +86,23 @@ extension ReceiptsStore {
                         continue
                     }
                     guard !inFlight.isEmpty else { return }
-                    let (batch, attempt) = inFlight.removeFirst()
+                    let (batch, attempt, eventsAfter) = inFlight.removeFirst()
+                    let received: Result<[PostgresRows], PostgresError>
+                    do throws(PostgresError) {
+                        received = .success(try await pipeline.receiveAll())
+                    } catch {
+                        received = .failure(error)
+                    }
+                    // Signalled after a failure too: a commit whose answer was lost with the
+                    // connection still added events.
+                    if let eventsAfter, case .success(let answers) = received, answers.count == 2, let events = try? EventLogPage(answers[1]) {
+                        self.committedWrites.signal(handingOver: events, readAfter: eventsAfter)
+                    } else {
+                        self.committedWrites.signal()
+                    }
                     let rows: PostgresRows
                     do throws(PostgresError) {
-                        defer { self.committedWrites.signal() }
-                        rows = try await pipeline.receive()
+                        rows = try received.get()[0]
                     } catch let error where error.isConnectionLoss {
                         throw error
                     } catch let error where error.isSerializationFailure && attempt < 5 {

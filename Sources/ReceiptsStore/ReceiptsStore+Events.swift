@@ -12,10 +12,18 @@ extension ReceiptsStore {
             FROM receipts.events_since(\(position), \(Int32(limit)))
             """
         )
-        guard let first = rows.first, let snapshot = TransactionSnapshot(try first.decode(String.self, column: "snapshot")) else {
-            throw PostgresError(code: .invalidValue, message: "receipts.events_since returned no snapshot")
-        }
-        return EventLogPage(history: try first.decode(column: "history_id"), snapshot: snapshot, events: try StoredEvent.all(in: rows))
+        return try EventLogPage(rows)
+    }
+
+    /// The statement by which a write reads the log after `position` in its own transaction,
+    /// once its event ids are final (`receipts.events_since_in_writer`): its rows make an
+    /// `EventLogPage` as `eventLog(after:limit:)`'s do.
+    static func eventLogInWriter(after position: Int64, limit: Int) -> PostgresQuery {
+        """
+        SELECT history_id, snapshot, event_id, transaction_id, tenant_id, type, chat_id, user_id, message_ids, data,
+               audience, audience_version, occurred_at
+        FROM receipts.events_since_in_writer(\(position), \(Int32(limit)))
+        """
     }
 
     /// The current event history, the newest visible event id (0 when there is none) and the

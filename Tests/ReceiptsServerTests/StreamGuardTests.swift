@@ -127,15 +127,20 @@ struct StreamGuardTests {
             let tenant = try await client.createTenant()
             try await tenant.createChat("g", members: ["a", "b"])
             let replaced = NIOLockedValueBox<ContinuousClock.Instant?>(nil)
+            let webSocketOpened = NIOLockedValueBox(false)
             // The close frame and when it came (not when the SSE part below is done with).
             async let webSocket = {
                 let frame = try await WebSocketProbe.closeFrame(port: client.port, credential: tenant.apiKey, within: .seconds(20)) { _, received in
+                    webSocketOpened.withLockedValue { $0 = true }
                     _ = await received.event(at: 0, before: .now + .seconds(10))
                 }
                 return (frame: frame, at: ContinuousClock.now)
             }()
             var sseEnded: Duration?
             try await StreamClients.withEventSource(port: client.port, credential: tenant.apiKey) { stream in
+                // Both streams open before the message, so both see it.
+                let openBy = ContinuousClock.now + .seconds(10)
+                while !webSocketOpened.withLockedValue({ $0 }), ContinuousClock.now < openBy { try await Task.sleep(for: .milliseconds(10)) }
                 let id = try await tenant.send(in: "g", from: "b")
                 #expect((await stream.next())?["messageIds"] as? [String] == [id])
                 // As `UPDATE receipts.api_keys SET key_hash = …` in psql (no notification: the

@@ -21,7 +21,7 @@ extension EventHub {
             let log = try await self.store.eventLogPosition(tenant: tenant)
             if log.history == history.currentId { return (current, history, log) }
             guard ContinuousClock.now < deadline else { throw NotReady() }
-            self.requestRefresh.yield()
+            self.requestRefresh()
             try await Task.sleep(for: .milliseconds(5))
         }
     }
@@ -65,7 +65,7 @@ extension EventHub {
                 } else {
                     // The database went on to another history (a failover, with no write since
                     // to make the hub look): look now.
-                    self.requestRefresh.yield()
+                    self.requestRefresh()
                 }
             } catch {
                 self.logger.debug("recording the event hub's position failed", metadata: ["error": "\(error)"])

@@ -115,7 +115,28 @@ public final class EventHub: Service, Sendable {
         var log: EventLogFollower
         /// The streams and what memory holds for them.
         var fanOut: EventFanOut
+        /// What the follower has been asked to do since it last looked (`followLog`).
+        var asked = FollowerRequests()
     }
+
+    /// What `followLog` has been asked to do: read the log, or take the events writes of this
+    /// process read in their own transactions (`CommittedEventsConsumer`).
+    struct FollowerRequests {
+        /// Whether the log must be read (a write that handed nothing over, a notification, a
+        /// start, a wait at a gap).
+        var read = false
+        /// Events handed over by writes, with where each read began, oldest first.
+        var handedOver: [(events: EventLogPage, readAfter: Int64)] = []
+        /// Whether the follower waits for a request, with nothing to do: only then are writes
+        /// asked to hand their events over (a busy follower reads the log for them anyway).
+        var isIdle = true
+    }
+
+    /// The most events a write reads in its own transaction; a read that fills it is not
+    /// enough, and the log is read after it.
+    static let handOverLimit = 256
+    /// The most handovers waiting for the follower; past it they are dropped, and the log read.
+    static let handOverBacklog = 16
 
     /// What one look at the log found.
     enum RefreshResult {
@@ -134,14 +155,21 @@ public final class EventHub: Service, Sendable {
     let state: NIOLockedValueBox<State>
     /// Reports a gap that holds live events back for long (log line and metrics).
     private let stallWatch: EventStallWatch
-    /// Asks for a look at the log (requests coalesce while one is made): after this process's
-    /// writes (`CommittedWrites`), notifications, and whoever waits for the hub to be ready.
-    private let refreshRequests: AsyncStream<Void>
-    let requestRefresh: AsyncStream<Void>.Continuation
+    /// Wakes `followLog` (requests coalesce while it works): after this process's writes
+    /// (`CommittedWrites`), notifications, and whoever waits for the hub to be ready. What it
+    /// is asked to do is in `State.asked`.
+    private let followerWakes: AsyncStream<Void>
+    private let wakeFollower: AsyncStream<Void>.Continuation
     /// The listener's notifications on `channel`.
     private let notifications: AsyncStream<PostgresListener.Event>
     /// Nil when `Options.notifiesOtherInstances` is off.
     private let peerNotifier: PeerNotifier?
+    /// `receipts_live_log_reads_total`: reads of the log by the follower.
+    private let logReads: CoreMetrics.Counter
+    /// `receipts_live_event_handovers_total{outcome}`: writes' own events taken as handed over
+    /// (`taken`), or that left the log to be read (`read`).
+    private let handoversTaken: CoreMetrics.Counter
+    private let handoversRead: CoreMetrics.Counter
 
     /// Subscribes to `listener`'s notifications on `channel`: make the hub before the listener runs.
     ///
@@ -155,9 +183,13 @@ public final class EventHub: Service, Sendable {
         self.listener = listener
         self.options = options
         self.logger = logger
-        self.stallWatch = EventStallWatch(logger: logger, factory: metrics ?? MetricsSystem.factory)
+        let factory = metrics ?? MetricsSystem.factory
+        self.stallWatch = EventStallWatch(logger: logger, factory: factory)
+        self.logReads = Counter(label: "receipts_live_log_reads_total", factory: factory)
+        self.handoversTaken = Counter(label: "receipts_live_event_handovers_total", dimensions: [("outcome", "taken")], factory: factory)
+        self.handoversRead = Counter(label: "receipts_live_event_handovers_total", dimensions: [("outcome", "read")], factory: factory)
         self.state = NIOLockedValueBox(State(log: EventLogFollower(abandonGapsAfter: options.abandonGapsAfter), fanOut: EventFanOut(options: options)))
-        (self.refreshRequests, self.requestRefresh) = AsyncStream.makeStream(bufferingPolicy: .bufferingNewest(1))
+        (self.followerWakes, self.wakeFollower) = AsyncStream.makeStream(bufferingPolicy: .bufferingNewest(1))
         self.notifications = listener.subscribe(to: Self.channel)
         self.peerNotifier =
             options.notifiesOtherInstances
@@ -171,7 +203,7 @@ public final class EventHub: Service, Sendable {
 
     /// Relays notifications until graceful shutdown, then closes every stream.
     public func run() async throws {
-        self.store.committedWrites.wake(self.requestRefresh)
+        self.store.committedWrites.handEvents(to: self)
         await cancelWhenGracefulShutdown {
             await withTaskGroup(of: Void.self) { group in
                 group.addTask { await self.followLog() }
@@ -181,10 +213,10 @@ public final class EventHub: Service, Sendable {
                         switch event {
                         case .listening, .missed:
                             // Notifications may have been missed (a reconnect): read the log.
-                            self.requestRefresh.yield()
+                            self.requestRefresh()
                             if case .listening = event { self.peerNotifier?.announce() }
                         case .notification(let notification) where notification.payload != self.peerNotifier?.payload:
-                            self.requestRefresh.yield()
+                            self.requestRefresh()
                             self.peerNotifier?.heard(notification.payload)
                         case .notification:
                             break  // this instance's own
@@ -194,7 +226,7 @@ public final class EventHub: Service, Sendable {
                 if let peerNotifier = self.peerNotifier {
                     group.addTask { await peerNotifier.run() }
                 }
-                self.requestRefresh.yield()
+                self.requestRefresh()
                 await group.next()
                 group.cancelAll()
             }
@@ -202,14 +234,34 @@ public final class EventHub: Service, Sendable {
         self.closeAll(.shuttingDown)
     }
 
-    /// Reads the log whenever asked (notifications coalesce into one request), and again
-    /// after a short pause while the cursor waits for running transactions (a rollback sends
-    /// no notification), or the database cannot be reached. The pause starts at 1 ms and
-    /// grows only while nothing moves (to 20 ms; 1 s while the log cannot be read).
+    /// Asks `followLog` to read the log.
+    func requestRefresh() {
+        self.state.withLockedValue { $0.asked.read = true }
+        self.wakeFollower.yield()
+    }
+
+    /// Takes what writes handed over, and reads the log whenever asked (requests coalesce
+    /// into one), or when a handover did not follow on from where the hub stands; again after
+    /// a short pause while the cursor waits for running transactions (a rollback sends no
+    /// notification), or the database cannot be reached. The pause starts at 1 ms and grows
+    /// only while nothing moves (to 20 ms; 1 s while the log cannot be read).
     private func followLog() async {
-        for await _ in self.refreshRequests {
+        for await _ in self.followerWakes {
+            let asked = self.state.withLockedValue { state in
+                defer { state.asked = FollowerRequests(isIdle: false) }
+                return state.asked
+            }
+            var mustRead = asked.read
+            for handover in asked.handedOver {
+                guard !mustRead else {
+                    self.handoversRead.increment()
+                    continue
+                }
+                mustRead = await !self.take(handover.events, handedOverAfter: handover.readAfter)
+                (mustRead ? self.handoversRead : self.handoversTaken).increment()
+            }
             var pause = Duration.milliseconds(1)
-            while !Task.isCancelled {
+            while mustRead, !Task.isCancelled {
                 let before = self.state.withLockedValue { $0.log.cursor?.position }
                 let result = await self.refresh()
                 if case .upToDate = result { break }
@@ -219,6 +271,22 @@ public final class EventHub: Service, Sendable {
                 let longest: Duration = if case .failed = result { .seconds(1) } else { .milliseconds(20) }
                 pause = min(pause * 2, longest)
             }
+            // Writes that commit from here on may hand over again; what was asked meanwhile
+            // has woken this loop once more.
+            self.state.withLockedValue { $0.asked.isIdle = true }
+        }
+    }
+
+    /// Takes the events a write read in its own transaction into the feeds, when they follow
+    /// on from where the hub stands with no id missing and there can be none after them
+    /// that the read left out; false when they do not (the log must be read).
+    private func take(_ events: EventLogPage, handedOverAfter position: Int64) async -> Bool {
+        guard let history = self.state.withLockedValue({ $0.log.history }) else { return false }
+        do {
+            guard let cursor = try await self.take(events, readAfter: position, history: history, whole: true) else { return false }
+            return cursor.position == events.events.last?.id ?? position && events.events.count < Self.handOverLimit
+        } catch {
+            return false
         }
     }
 
@@ -278,7 +346,7 @@ public final class EventHub: Service, Sendable {
             guard ContinuousClock.now < deadline else {
                 throw NotReady()
             }
-            self.requestRefresh.yield()
+            self.requestRefresh()
             try await Task.sleep(for: .milliseconds(5))
         }
     }
@@ -391,7 +459,7 @@ public final class EventHub: Service, Sendable {
             guard page.history == history.currentId else {
                 // Read after a failover the hub has not followed yet: the ids are of another
                 // history. It follows at its next look, and wakes every subscriber then.
-                self.requestRefresh.yield()
+                self.requestRefresh()
                 return Batch(events: [], isUpToDate: true)
             }
             if page.prunedThrough > position {
@@ -448,31 +516,14 @@ public final class EventHub: Service, Sendable {
                     return (cursor.position, history)
                 }
                 guard let (from, history) = position else { return .failed }
+                self.logReads.increment()
                 let page = try await self.store.eventLog(after: from, limit: self.options.pageSize)
                 if page.history != history.currentId {
                     // A failover (or a restore): the ids of this page are of another history.
                     self.follow(try await self.store.eventHistory())
                     return .waiting
                 }
-                // The events before the first unread.changed that needs its user's totals go
-                // out at once, the rest once those are read: a sender's receipt.read does not
-                // wait for the reader's totals. Each part is taken as a read of its own, with
-                // the page's snapshot (the cursor looks at ids in order either way).
-                let split = self.state.withLockedValue { state in
-                    UnreadTotalsOfPage.firstNeedingTotals(in: page.events, isStreamed: state.fanOut.isStreamed(_:user:))
-                }
-                var parts = [page.events[...]]
-                if let split, split > 0 { parts = [page.events[..<split], page.events[split...]] }
-                var cursor: EventLogCursor?
-                var readAfter = from
-                for part in parts {
-                    let read = EventLogPage(history: page.history, snapshot: page.snapshot, events: Array(part))
-                    cursor = try await self.append(read, readAfter: readAfter, history: history)
-                    // Stopped before the part's end (at a gap): the rest waits for the next read.
-                    guard let reached = cursor?.position, let last = part.last?.id, reached == last else { break }
-                    readAfter = reached
-                }
-                guard let cursor else { return .waiting }
+                guard let cursor = try await self.take(page, readAfter: from, history: history, whole: false) else { return .waiting }
                 var writers: EventWriters?
                 if cursor.needsRunningTransactions {
                     // Asked after the read: whatever may still fill the gap is among these.
@@ -498,13 +549,41 @@ public final class EventHub: Service, Sendable {
         }
     }
 
-    /// Takes a read of the log into the feeds (`refresh()`): JSON-encoded once, outside the
+    /// Takes a read of the log into the feeds. The events before the first unread.changed that
+    /// needs its user's totals go out at once, the rest once those are read: a sender's
+    /// receipt.read does not wait for the reader's totals. Each part is taken as a read of its
+    /// own, with the page's snapshot (the cursor looks at ids in order either way).
+    ///
+    /// - Parameter whole: take nothing of a part that does not follow on from where the
+    ///   cursor stands with no id missing (`EventLogFollower.acceptWhole`): for events a write
+    ///   handed over.
+    /// - Returns: the cursor after it; nil when another refresh moved on meanwhile (or, with
+    ///   `whole`, when a part did not follow on).
+    private func take(_ page: EventLogPage, readAfter from: Int64, history: EventHistory, whole: Bool) async throws -> EventLogCursor? {
+        let split = self.state.withLockedValue { state in
+            UnreadTotalsOfPage.firstNeedingTotals(in: page.events, isStreamed: state.fanOut.isStreamed(_:user:))
+        }
+        var parts = [page.events[...]]
+        if let split, split > 0 { parts = [page.events[..<split], page.events[split...]] }
+        var cursor: EventLogCursor?
+        var readAfter = from
+        for part in parts {
+            let read = EventLogPage(history: page.history, snapshot: page.snapshot, events: Array(part))
+            cursor = try await self.append(read, readAfter: readAfter, history: history, whole: whole)
+            // Stopped before the part's end (at a gap): the rest waits for the next read.
+            guard let reached = cursor?.position, let last = part.last?.id, reached == last else { break }
+            readAfter = reached
+        }
+        return cursor
+    }
+
+    /// Takes a read of the log into the feeds (`take`): JSON-encoded once, outside the
     /// lock, for the tenants that have streams, each `unread.changed` that a stream sees with
     /// its user's totals, read first (`UnreadTotalsOfPage`); then the subscribers it concerns
     /// are handed their events or woken.
     ///
     /// - Returns: the cursor after it; nil when another refresh moved on meanwhile.
-    private func append(_ page: EventLogPage, readAfter from: Int64, history: EventHistory) async throws -> EventLogCursor? {
+    private func append(_ page: EventLogPage, readAfter from: Int64, history: EventHistory, whole: Bool) async throws -> EventLogCursor? {
         var totals = UnreadTotalsOfPage()
         var encoded: [Int64: LiveEvent] = [:]
         var deliveries = LiveDeliveries()
@@ -525,7 +604,8 @@ public final class EventHub: Service, Sendable {
                     return nil
                 }
                 // Another refresh (tests call it directly) may have moved on meanwhile.
-                guard let (accepted, cursor) = state.log.accept(page, readAfter: from) else { return ([], nil) }
+                let accepting = whole ? state.log.acceptWhole(page, readAfter: from) : state.log.accept(page, readAfter: from)
+                guard let (accepted, cursor) = accepting else { return ([], nil) }
                 // Settled in the history the database went on to: the feeds serve again from
                 // where the cursor began in it.
                 let resumed = cursor.isReady ? state.fanOut.resume(from: from) : []
@@ -570,3 +650,27 @@ public final class EventHub: Service, Sendable {
 }
 
 extension EventHub.CloseReason: Error {}
+
+/// The events this process's writes read in their own transactions, taken without a read
+/// of the log (`CommittedWrites`, `ReceiptsStore.runBatches`).
+extension EventHub: CommittedEventsConsumer {
+    public func eventsToHandOver() -> (after: Int64, limit: Int)? {
+        self.state.withLockedValue { state in
+            guard state.asked.isIdle, !state.asked.read, state.asked.handedOver.isEmpty,
+                let cursor = state.log.cursor, cursor.isReady, !cursor.isWaiting, state.log.history != nil
+            else { return nil }
+            return (cursor.position, Self.handOverLimit)
+        }
+    }
+
+    public func writeCommitted(handingOver events: EventLogPage?, readAfter position: Int64) {
+        self.state.withLockedValue { state in
+            guard let events, state.asked.handedOver.count < Self.handOverBacklog else {
+                state.asked.read = true
+                return
+            }
+            state.asked.handedOver.append((events, position))
+        }
+        self.wakeFollower.yield()
+    }
+}

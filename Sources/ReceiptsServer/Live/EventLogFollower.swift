@@ -74,6 +74,19 @@ struct EventLogFollower {
         return (accepted, cursor)
     }
 
+    /// Takes events a write read in its own transaction after `from` (`EventHub`'s handovers),
+    /// only when they follow on from the cursor with no id missing: the cursor is settled and
+    /// waits for nothing, stands at `from`, and the ids are `from + 1`, `from + 2`, … in the
+    /// history it follows. Such a read was made in a snapshot that is not the hub's, so it is
+    /// never asked about gaps.
+    ///
+    /// - Returns: as `accept(_:readAfter:)`; nil when the events do not follow on.
+    mutating func acceptWhole(_ page: EventLogPage, readAfter from: Int64) -> (events: [StoredEvent], cursor: EventLogCursor)? {
+        guard let cursor = self.cursor, cursor.isReady, !cursor.isWaiting, cursor.position == from else { return nil }
+        for (offset, event) in page.events.enumerated() where event.id != from + 1 + Int64(offset) { return nil }
+        return self.accept(page, readAfter: from)
+    }
+
     /// The transactions running after the read that found the gap the cursor waits at.
     mutating func waitForGap(on transactions: Set<Int64>) {
         self.cursor?.waitForGap(on: transactions)

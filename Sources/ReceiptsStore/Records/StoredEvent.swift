@@ -110,6 +110,15 @@ public struct EventLogPage: Sendable {
         self.snapshot = snapshot
         self.events = events
     }
+
+    /// The rows of `receipts.events_since` (or `events_since_in_writer`): always one, with
+    /// the history and the snapshot, then the events' columns (null when there are none).
+    init(_ rows: PostgresRows) throws {
+        guard let first = rows.first, let snapshot = TransactionSnapshot(try first.decode(String.self, column: "snapshot")) else {
+            throw PostgresError(code: .invalidValue, message: "receipts.events_since returned no snapshot")
+        }
+        self.init(history: try first.decode(column: "history_id"), snapshot: snapshot, events: try StoredEvent.all(in: rows))
+    }
 }
 
 /// Where the event log stands, for a stream that is about to start.
