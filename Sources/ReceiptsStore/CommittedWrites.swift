@@ -1,7 +1,8 @@
 import Synchronization
 
 /// Tells this process's event hub that the event log may have grown, right after a write
-/// through the store commits, and hands it the write's own events when the write read them.
+/// through the store commits, and hands it what a read of the log right behind the write
+/// found, when one was made.
 ///
 /// The service's sessions run with `receipts.notify = off` (see
 /// `sql/functions/events.sql`): their triggers send no NOTIFY, so the hub learns
@@ -31,28 +32,28 @@ public final class CommittedWrites: Sendable {
         self.consumer.withLock { $0 = consumer }
     }
 
-    /// Where a write about to be sent should read its own events from, in its transaction
-    /// (`ReceiptsStore.eventLogInWriter`), and how many at most; nil: it should not.
+    /// Where a read of the log right behind a write about to be sent should begin
+    /// (`ReceiptsStore.eventLogQuery`), and how many events it takes at most; nil: none.
     func eventsToRead() -> (after: Int64, limit: Int)? {
         self.consumer.withLock { $0 }?.eventsToHandOver()
     }
 
-    /// A write committed; `events`: what it read of the log after `position` in its
-    /// transaction (`eventsToRead()`), if it did.
+    /// A write committed; `events`: what a read of the log after `position` right behind it
+    /// found (`eventsToRead()`), if one was made.
     func signal(handingOver events: EventLogPage? = nil, readAfter position: Int64 = 0) {
         self.consumer.withLock { $0 }?.writeCommitted(handingOver: events, readAfter: position)
         for (stream, condition) in self.streams.withLock({ $0 }) where condition() { stream.yield() }
     }
 }
 
-/// What takes this process's committed writes, and the events they read in their own
-/// transactions (`EventHub`).
+/// What takes this process's committed writes, and the reads of the log made right behind
+/// them (`EventHub`).
 public protocol CommittedEventsConsumer: AnyObject, Sendable {
-    /// Where a write about to be sent should read the log from in its own transaction, and
-    /// how many events at most; nil when the consumer would not take them now (it reads the
-    /// log itself then).
+    /// Where a read of the log right behind a write about to be sent should begin, and how
+    /// many events it takes at most; nil when the consumer would not take them now (it reads
+    /// the log itself then).
     func eventsToHandOver() -> (after: Int64, limit: Int)?
-    /// A write committed. `events`: what it read of the log after `position` in its own
-    /// transaction (after asking `eventsToHandOver()`); nil when it read nothing.
+    /// A write committed. `events`: what a read of the log after `position` right behind it
+    /// found (after asking `eventsToHandOver()`); nil when none was made.
     func writeCommitted(handingOver events: EventLogPage?, readAfter position: Int64)
 }

@@ -21,8 +21,8 @@ extension ReceiptsStore {
     /// Batches go through a `PostgresPipeline`, `batchesInFlight` at a time. Each batch is
     /// its own transaction, and after each one `committedWrites` is signalled (also after a
     /// failure: a commit whose answer was lost with the connection still added events). While
-    /// the event hub would take them (`CommittedWrites.eventsToRead()`), a batch also reads its
-    /// own events in its transaction, and they are handed to the hub with the signal.
+    /// the event hub would take them (`CommittedWrites.eventsToRead()`), the log is read right
+    /// behind a batch in the pipeline, and what it holds is handed to the hub with the signal.
     /// - A batch that PostgreSQL aborts for a deadlock or a serialization failure (nothing of
     ///   it stays) is sent again, up to five times.
     /// - A batch of several requests that fails for another reason is sent again as one
@@ -52,8 +52,8 @@ extension ReceiptsStore {
     ) async throws {
         try await self.pool.withConnection { connection in
             try await connection.withPipeline { pipeline in
-                // Each batch sent, and where it read its own events from, if it did.
-                var inFlight: [(batch: Batch<Request, Outcome>, attempt: Int, eventsAfter: Int64?)] = []
+                // What was sent and is not answered yet, in the pipeline's order.
+                var inFlight: [InFlight<Request, Outcome>] = []
                 func send(_ batch: Batch<Request, Outcome>, attempt: Int) throws(PostgresError) {
                     // Never a request whose deadline has passed (its answer is 503 already).
                     let (expired, live) = batch.partitioned(expiredBy: .now())
@@ -62,15 +62,8 @@ extension ReceiptsStore {
                     }
                     guard let batch = live else { return }
                     let statement = statements.statement(tenant, batch.requests)
-                    // While the event hub would take them, the batch reads its own events
-                    // before it commits, so that the hub need not read the log for them.
-                    let events = self.committedWrites.eventsToRead()
                     do throws(PostgresError) {
-                        if let events {
-                            try pipeline.send([statement, Self.eventLogInWriter(after: events.after, limit: events.limit)], by: batch.deadline)
-                        } else {
-                            try pipeline.send(statement.sql, statement.binds, by: batch.deadline)
-                        }
+                        try pipeline.send(statement.sql, statement.binds, by: batch.deadline)
                     } catch where !error.isConnectionLoss {
                         // Not sent (a value the protocol cannot carry): fail only the requests
                         // that hold it.
@@ -78,31 +71,53 @@ extension ReceiptsStore {
                         for alone in batch.split { try send(alone, attempt: attempt) }
                         return
                     }
-                    inFlight.append((batch, attempt, events?.after))
+                    inFlight.append(.batch(batch, attempt: attempt))
+                    // While the event hub would take them, the log is read right behind the
+                    // batch, as soon as it has committed, and handed to the hub with the
+                    // signal: the hub need not read it itself.
+                    if let events = self.committedWrites.eventsToRead() {
+                        let read = Self.eventLogQuery(after: events.after, limit: events.limit)
+                        try pipeline.send(read.sql, read.binds)
+                        inFlight.append(.eventLog(after: events.after))
+                    }
                 }
                 while true {
-                    if inFlight.count < Self.batchesInFlight, let batch = queue.next(endingRunWhenEmpty: inFlight.isEmpty) {
+                    if inFlight.count(where: { !$0.isEventLog }) < Self.batchesInFlight, let batch = queue.next(endingRunWhenEmpty: inFlight.isEmpty) {
                         try send(batch, attempt: 1)
                         continue
                     }
                     guard !inFlight.isEmpty else { return }
-                    let (batch, attempt, eventsAfter) = inFlight.removeFirst()
-                    let received: Result<[PostgresRows], PostgresError>
+                    let rows: PostgresRows
+                    let (batch, attempt): (Batch<Request, Outcome>, Int)
+                    switch inFlight.removeFirst() {
+                    case .eventLog(let position):
+                        let events: EventLogPage?
+                        do throws(PostgresError) {
+                            events = try? EventLogPage(try await pipeline.receive())
+                        } catch {
+                            self.committedWrites.signal()
+                            if error.isConnectionLoss { throw error }
+                            continue
+                        }
+                        self.committedWrites.signal(handingOver: events, readAfter: position)
+                        continue
+                    case .batch(let sent, let sentAttempt):
+                        (batch, attempt) = (sent, sentAttempt)
+                    }
+                    let received: Result<PostgresRows, PostgresError>
                     do throws(PostgresError) {
-                        received = .success(try await pipeline.receiveAll())
+                        received = .success(try await pipeline.receive())
                     } catch {
                         received = .failure(error)
                     }
                     // Signalled after a failure too: a commit whose answer was lost with the
-                    // connection still added events.
-                    if let eventsAfter, case .success(let answers) = received, answers.count == 2, let events = try? EventLogPage(answers[1]) {
-                        self.committedWrites.signal(handingOver: events, readAfter: eventsAfter)
-                    } else {
+                    // connection still added events. A read of the log behind the batch
+                    // signals instead, with what it read.
+                    if inFlight.first?.isEventLog != true || received.isConnectionLoss {
                         self.committedWrites.signal()
                     }
-                    let rows: PostgresRows
                     do throws(PostgresError) {
-                        rows = try received.get()[0]
+                        rows = try received.get()
                     } catch let error where error.isConnectionLoss {
                         throw error
                     } catch let error where error.isSerializationFailure && attempt < 5 {
@@ -126,5 +141,26 @@ extension ReceiptsStore {
                 }
             }
         }
+    }
+}
+
+/// What a run of batches has sent and not yet received, in the pipeline's order.
+private enum InFlight<Request: Sendable, Outcome: Sendable> {
+    /// A batch, and how many times it has been sent.
+    case batch(Batch<Request, Outcome>, attempt: Int)
+    /// A read of the log after `after`, right behind the batch before it, for the event hub.
+    case eventLog(after: Int64)
+
+    var isEventLog: Bool {
+        if case .eventLog = self { return true }
+        return false
+    }
+}
+
+extension Result<PostgresRows, PostgresError> {
+    /// Whether it failed because the connection was lost.
+    fileprivate var isConnectionLoss: Bool {
+        if case .failure(let error) = self { return error.isConnectionLoss }
+        return false
     }
 }

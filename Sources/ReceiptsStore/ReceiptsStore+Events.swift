@@ -5,24 +5,15 @@ extension ReceiptsStore {
     /// history (a new one may begin with this read: sql/functions/histories.sql) and the
     /// snapshot that decided what is visible (for the hub's listener; beyond row-level security).
     public func eventLog(after position: Int64, limit: Int) async throws -> EventLogPage {
-        let rows = try await self.query(
-            """
-            SELECT history_id, snapshot, event_id, transaction_id, tenant_id, type, chat_id, user_id, message_ids, data,
-                   audience, audience_version, occurred_at
-            FROM receipts.events_since(\(position), \(Int32(limit)))
-            """
-        )
-        return try EventLogPage(rows)
+        try EventLogPage(try await self.query(Self.eventLogQuery(after: position, limit: limit)))
     }
 
-    /// The statement by which a write reads the log after `position` in its own transaction,
-    /// once its event ids are final (`receipts.events_since_in_writer`): its rows make an
-    /// `EventLogPage` as `eventLog(after:limit:)`'s do.
-    static func eventLogInWriter(after position: Int64, limit: Int) -> PostgresQuery {
+    /// The statement of `eventLog(after:limit:)`: its rows make an `EventLogPage`.
+    static func eventLogQuery(after position: Int64, limit: Int) -> PostgresQuery {
         """
         SELECT history_id, snapshot, event_id, transaction_id, tenant_id, type, chat_id, user_id, message_ids, data,
                audience, audience_version, occurred_at
-        FROM receipts.events_since_in_writer(\(position), \(Int32(limit)))
+        FROM receipts.events_since(\(position), \(Int32(limit)))
         """
     }
 

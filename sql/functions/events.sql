@@ -139,28 +139,6 @@ COMMENT ON FUNCTION receipts.events_since(bigint, integer) IS
 REVOKE ALL ON FUNCTION receipts.events_since(bigint, integer) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION receipts.events_since(bigint, integer) TO receipts_service;
 
--- A write's own events, read by the write itself before it commits, so that the service can
--- hand them to its event hub without the hub reading the log again (EventHub's handovers):
--- the log after p_after as events_since gives it, in the writer's transaction. The
--- commit-time check runs first (receipts.renumber_abandoned_events, made immediate): from
--- here to the commit the transaction holds lock K, so no abandonment or new history can move
--- the ids read here. The hub takes such a read only when it follows on from where it stands
--- with no id missing; anything else, it reads the log as always.
-CREATE OR REPLACE FUNCTION receipts.events_since_in_writer(p_after bigint, p_limit integer)
-RETURNS TABLE (history_id text, snapshot text, event_id bigint, transaction_id bigint, tenant_id text, type text,
-               chat_id text, user_id text, message_ids text[], data jsonb, audience text[], audience_version integer,
-               occurred_at timestamptz)
-LANGUAGE plpgsql VOLATILE AS $$
-BEGIN
-    SET CONSTRAINTS receipts.renumber_abandoned_events IMMEDIATE;
-    RETURN QUERY SELECT * FROM receipts.events_since(p_after, p_limit);
-END;
-$$;
-COMMENT ON FUNCTION receipts.events_since_in_writer(bigint, integer) IS
-    'receipts.events_since, read by a writer in its own transaction after its ids are final (the commit-time check run first).';
-REVOKE ALL ON FUNCTION receipts.events_since_in_writer(bigint, integer) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION receipts.events_since_in_writer(bigint, integer) TO receipts_service;
-
 -- Every transaction that has an id and is running now, as xid8 (pg_locks shows 32-bit
 -- ids: the epoch comes from the current snapshot; running ids are within 2^31 of it).
 CREATE OR REPLACE FUNCTION receipts.running_transactions()

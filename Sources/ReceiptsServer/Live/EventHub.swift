@@ -120,7 +120,7 @@ public final class EventHub: Service, Sendable {
     }
 
     /// What `followLog` has been asked to do: read the log, or take the events writes of this
-    /// process read in their own transactions (`CommittedEventsConsumer`).
+    /// process's runs of batches read right behind them (`CommittedEventsConsumer`).
     struct FollowerRequests {
         /// Whether the log must be read (a write that handed nothing over, a notification, a
         /// start, a wait at a gap).
@@ -132,7 +132,7 @@ public final class EventHub: Service, Sendable {
         var isIdle = true
     }
 
-    /// The most events a write reads in its own transaction; a read that fills it is not
+    /// The most events a read of the log behind a write takes; a read that fills it is not
     /// enough, and the log is read after it.
     static let handOverLimit = 256
     /// The most handovers waiting for the follower; past it they are dropped, and the log read.
@@ -277,11 +277,17 @@ public final class EventHub: Service, Sendable {
         }
     }
 
-    /// Takes the events a write read in its own transaction into the feeds, when they follow
+    /// Takes the events read of the log right behind a write into the feeds, when they follow
     /// on from where the hub stands with no id missing and there can be none after them
     /// that the read left out; false when they do not (the log must be read).
     private func take(_ events: EventLogPage, handedOverAfter position: Int64) async -> Bool {
-        guard let history = self.state.withLockedValue({ $0.log.history }) else { return false }
+        let (history, alreadyPast) = self.state.withLockedValue { state in
+            // A read the hub has gone past already (it read the log meanwhile): nothing to take.
+            let past = state.log.cursor.map { $0.isReady && $0.position >= events.events.last?.id ?? position } ?? false
+            return (state.log.history, past && state.log.isIn(events.history))
+        }
+        if alreadyPast { return events.events.count < Self.handOverLimit }
+        guard let history else { return false }
         do {
             guard let cursor = try await self.take(events, readAfter: position, history: history, whole: true) else { return false }
             return cursor.position == events.events.last?.id ?? position && events.events.count < Self.handOverLimit
@@ -651,7 +657,7 @@ public final class EventHub: Service, Sendable {
 
 extension EventHub.CloseReason: Error {}
 
-/// The events this process's writes read in their own transactions, taken without a read
+/// The reads of the log made right behind this process's writes, taken without a read
 /// of the log (`CommittedWrites`, `ReceiptsStore.runBatches`).
 extension EventHub: CommittedEventsConsumer {
     public func eventsToHandOver() -> (after: Int64, limit: Int)? {

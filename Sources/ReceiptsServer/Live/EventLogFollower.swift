@@ -74,7 +74,7 @@ struct EventLogFollower {
         return (accepted, cursor)
     }
 
-    /// Takes events a write read in its own transaction after `from` (`EventHub`'s handovers),
+    /// Takes a read of the log after `from` made right behind a write (`EventHub`'s handovers),
     /// only when they follow on from the cursor with no id missing: the cursor is settled and
     /// waits for nothing, stands at `from`, and the ids are `from + 1`, `from + 2`, … in the
     /// history it follows. Such a read was made in a snapshot that is not the hub's, so it is

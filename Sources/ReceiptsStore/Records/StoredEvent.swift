@@ -111,7 +111,7 @@ public struct EventLogPage: Sendable {
         self.events = events
     }
 
-    /// The rows of `receipts.events_since` (or `events_since_in_writer`): always one, with
+    /// The rows of `receipts.events_since`: always one, with
     /// the history and the snapshot, then the events' columns (null when there are none).
     init(_ rows: PostgresRows) throws {
         guard let first = rows.first, let snapshot = TransactionSnapshot(try first.decode(String.self, column: "snapshot")) else {
