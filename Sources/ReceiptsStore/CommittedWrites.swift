@@ -38,10 +38,20 @@ public final class CommittedWrites: Sendable {
         self.consumer.withLock { $0 }?.eventsToHandOver()
     }
 
-    /// A write committed; `events`: what a read of the log after `position` right behind it
-    /// found (`eventsToRead()`), if one was made.
-    func signal(handingOver events: EventLogPage? = nil, readAfter position: Int64 = 0) {
-        self.consumer.withLock { $0 }?.writeCommitted(handingOver: events, readAfter: position)
+    /// A write committed.
+    func signal() {
+        self.consumer.withLock { $0 }?.writeCommitted()
+        self.wakeStreams()
+    }
+
+    /// A write committed, and a read of the log after `position` right behind it found
+    /// `events` (`eventsToRead()`). The consumer may take them in the caller's task.
+    func signal(handingOver events: EventLogPage, readAfter position: Int64) async {
+        self.wakeStreams()
+        await self.consumer.withLock { $0 }?.writeCommitted(handingOver: events, readAfter: position)
+    }
+
+    private func wakeStreams() {
         for (stream, condition) in self.streams.withLock({ $0 }) where condition() { stream.yield() }
     }
 }
@@ -53,7 +63,10 @@ public protocol CommittedEventsConsumer: AnyObject, Sendable {
     /// many events it takes at most; nil when the consumer would not take them now (it reads
     /// the log itself then).
     func eventsToHandOver() -> (after: Int64, limit: Int)?
-    /// A write committed. `events`: what a read of the log after `position` right behind it
-    /// found (after asking `eventsToHandOver()`); nil when none was made.
-    func writeCommitted(handingOver events: EventLogPage?, readAfter position: Int64)
+    /// A write committed (and no read of the log was made behind it).
+    func writeCommitted()
+    /// A write committed, and a read of the log after `position` right behind it found
+    /// `events` (after asking `eventsToHandOver()`). Runs in the writer's task, which waits
+    /// for it: it may take the events there, instead of waking a task of its own.
+    func writeCommitted(handingOver events: EventLogPage, readAfter position: Int64) async
 }

@@ -99,7 +99,11 @@ extension ReceiptsStore {
                             if error.isConnectionLoss { throw error }
                             continue
                         }
-                        self.committedWrites.signal(handingOver: events, readAfter: position)
+                        if let events {
+                            await self.committedWrites.signal(handingOver: events, readAfter: position)
+                        } else {
+                            self.committedWrites.signal()
+                        }
                         continue
                     case .batch(let sent, let sentAttempt):
                         (batch, attempt) = (sent, sentAttempt)

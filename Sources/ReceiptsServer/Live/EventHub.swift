@@ -669,14 +669,37 @@ extension EventHub: CommittedEventsConsumer {
         }
     }
 
-    public func writeCommitted(handingOver events: EventLogPage?, readAfter position: Int64) {
-        self.state.withLockedValue { state in
-            guard let events, state.asked.handedOver.count < Self.handOverBacklog else {
-                state.asked.read = true
-                return
+    public func writeCommitted() {
+        self.requestRefresh()
+    }
+
+    /// Takes the events right here, in the writer's task, when the follower has nothing else
+    /// to do (one hop fewer: no task of the hub's is woken); else leaves them to the follower.
+    /// Either way, one that does not follow on has the follower read the log.
+    public func writeCommitted(handingOver events: EventLogPage, readAfter position: Int64) async {
+        let takeHere = self.state.withLockedValue { state -> Bool in
+            if state.asked.isIdle, !state.asked.read, state.asked.handedOver.isEmpty {
+                state.asked.isIdle = false
+                return true
             }
-            state.asked.handedOver.append((events, position))
+            if state.asked.handedOver.count < Self.handOverBacklog {
+                state.asked.handedOver.append((events, position))
+            } else {
+                state.asked.read = true
+            }
+            return false
         }
-        self.wakeFollower.yield()
+        guard takeHere else {
+            self.wakeFollower.yield()
+            return
+        }
+        let taken = await self.take(events, handedOverAfter: position)
+        (taken ? self.handoversTaken : self.handoversRead).increment()
+        let wake = self.state.withLockedValue { state -> Bool in
+            state.asked.isIdle = true
+            if !taken { state.asked.read = true }
+            return state.asked.read || !state.asked.handedOver.isEmpty
+        }
+        if wake { self.wakeFollower.yield() }
     }
 }
