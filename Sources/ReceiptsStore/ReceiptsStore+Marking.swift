@@ -35,7 +35,7 @@ extension ReceiptsStore {
     /// id; one item with `through` for a read up to a message or of all). One answer row per
     /// request, in order. Both are made of the same SQL rules (`sql/functions/marking.sql`),
     /// and `SingleReadBatchTests` holds them to the same answers.
-    static let readStatements = BatchStatements<ReadRequest, MarkReadOutcome> { tenant, requests in
+    static let readStatements = BatchStatements<ReadRequest, MarkReadOutcome>(handsEventsOver: true) { tenant, requests in
         if requests.count == 1 {
             let request = requests[0]
             let (ids, upTo) = request.target.parameters

@@ -5,12 +5,12 @@ import ReceiptsServer
 import TestSupport
 import Testing
 
-/// A write of the service reads its own events before it commits, and the hub relays them
-/// without reading the log again (`CommittedEventsConsumer`), while it would be idle anyway;
-/// anything that does not follow on from where it stands is read from the log as always.
+/// A batch of reads has the log read right behind it, and the hub relays what that read
+/// found without reading the log itself (`CommittedEventsConsumer`), while it would be idle
+/// anyway; anything that does not follow on from where it stands is read from the log as always.
 @Suite("Events handed over by writes")
 struct EventHandoverTests {
-    @Test("one write at a time: the hub takes each write's events as handed over, and the stream gets every event once, in order")
+    @Test("one write at a time: the hub takes each read's events as handed over, and the stream gets every event once, in order")
     func quietWritesAreHandedOver() async throws {
         // A database of its own: other tests' writes would come between the ids.
         try await TestDatabase.withFreshDatabase { url in
@@ -36,8 +36,9 @@ struct EventHandoverTests {
                 #expect(ids.count == 40)
                 #expect(ids == ids.sorted() && Set(ids).count == ids.count)
                 let after = try await Self.handovers(client)
-                // The writes that came while the hub was idle: all but a few at the start.
-                #expect(after.taken - before.taken >= 30, "\(before) → \(after)")
+                // The reads (sends are not handed over) that came while the hub was idle: all
+                // but a few at the start.
+                #expect(after.taken - before.taken >= 15, "\(before) → \(after)")
             }
         }
     }

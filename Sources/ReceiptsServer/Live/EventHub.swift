@@ -133,8 +133,9 @@ public final class EventHub: Service, Sendable {
     }
 
     /// The most events a read of the log behind a write takes; a read that fills it is not
-    /// enough, and the log is read after it.
-    static let handOverLimit = 256
+    /// enough, and the log is read after it. Small: the read runs in the write's pipeline, and
+    /// the writer's task takes it.
+    static let handOverLimit = 32
     /// The most handovers waiting for the follower; past it they are dropped, and the log read.
     static let handOverBacklog = 16
 
