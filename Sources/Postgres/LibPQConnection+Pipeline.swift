@@ -53,8 +53,9 @@ extension LibPQConnection {
     }
 
     /// Sends statements that share one transaction (one sync point after the last): they
-    /// commit together, and the first that fails rolls them all back.
-    func send(_ statements: [(sql: String, bindings: PostgresBindings)], setup: PreparedSetup? = nil) throws(PostgresError) {
+    /// commit together, and the first that fails rolls them all back. (`receive()` answers
+    /// each one's rows; only single statements are sent for now.)
+    private func send(_ statements: [(sql: String, bindings: PostgresBindings)], setup: PreparedSetup?) throws(PostgresError) {
         let setup = setup ?? self.preparedSetup(self.policy.roleSetup)
         var parts: [(key: PreparedStatements.Key, prepares: Bool)] = []
         var names: [String] = []

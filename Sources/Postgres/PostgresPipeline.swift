@@ -30,27 +30,12 @@ public struct PostgresPipeline {
         try self.connection.send(sql, bindings: try PostgresBindings(parameters), setup: self.timeoutSetup(by: deadline))
     }
 
-    /// Sends statements that share one transaction: they commit together, and the first
-    /// that fails rolls them all back (`receiveAll()` gets their answers). Bounded by
-    /// `deadline` as `send(_:_:by:)` is.
-    public func send(_ statements: [PostgresQuery], by deadline: NIODeadline?) throws(PostgresError) {
-        var bound: [(sql: String, bindings: PostgresBindings)] = []
-        for statement in statements { bound.append((statement.sql, try PostgresBindings(statement.binds))) }
-        try self.connection.send(bound, setup: self.timeoutSetup(by: deadline))
-    }
-
     /// Waits for the answer to the oldest statement sent and not yet received.
     ///
     /// - Throws: the statement's error; `connectionClosed` when the connection is lost (the
     ///   statements not yet received may or may not have run).
     public func receive() async throws(PostgresError) -> PostgresRows {
         try await self.connection.receive()[0]
-    }
-
-    /// Waits for the answers to the oldest statements sent together and not yet received:
-    /// each one's rows, in the order they were sent.
-    public func receiveAll() async throws(PostgresError) -> [PostgresRows] {
-        try await self.connection.receive()
     }
 
     /// What a transaction that must end by `deadline` runs first (nil: the session's own).

@@ -97,15 +97,15 @@ extension ReceiptsStore {
                     let (batch, attempt): (Batch<Request, Outcome>, Int)
                     switch inFlight.removeFirst() {
                     case .eventLog(let position):
-                        let events: EventLogPage?
+                        let read: PostgresRows
                         do throws(PostgresError) {
-                            events = try? EventLogPage(try await pipeline.receive())
+                            read = try await pipeline.receive()
                         } catch {
                             self.committedWrites.signal()
                             if error.isConnectionLoss { throw error }
                             continue
                         }
-                        if let events {
+                        if let events = try? EventLogPage(read) {
                             await self.committedWrites.signal(handingOver: events, readAfter: position)
                         } else {
                             self.committedWrites.signal()
