@@ -13,11 +13,12 @@ import Darwin
 /// (as `execute` outside a pipeline) and a failing one aborts no other. On a connection with
 /// a role (`policy.role`), each such transaction takes the role first, in the same trip.
 extension LibPQConnection {
-    /// What the results of a transaction sent in pipeline mode are made of.
+    /// What the results of a statement sent in pipeline mode begin with.
     struct PipelinedStatement {
-        /// The prepared statements it runs, in order, and whether each was prepared in the
-        /// same trip (the prepares' results come first, in the same order).
-        var parts: [(key: PreparedStatements.Key, prepares: Bool)]
+        /// The prepared statement it runs.
+        var key: PreparedStatements.Key
+        /// Whether it was prepared in the same trip: the prepare's result comes first.
+        var prepares: Bool
         /// Whether its transaction is set up first (`SessionPolicy`: the role, the statement
         /// timeout): that statement's result comes next.
         var takesRole: Bool
@@ -49,33 +50,21 @@ extension LibPQConnection {
     ///   `timeoutSetup(milliseconds:)`, prepared before the pipeline began); by default the
     ///   role alone (`SessionPolicy.roleSetup`), if the connection has one.
     func send(_ sql: String, bindings: PostgresBindings, setup: PreparedSetup? = nil) throws(PostgresError) {
-        try self.send([(sql, bindings)], setup: setup)
-    }
-
-    /// Sends statements that share one transaction (one sync point after the last): they
-    /// commit together, and the first that fails rolls them all back. (`receive()` answers
-    /// each one's rows; only single statements are sent for now.)
-    private func send(_ statements: [(sql: String, bindings: PostgresBindings)], setup: PreparedSetup?) throws(PostgresError) {
         let setup = setup ?? self.preparedSetup(self.policy.roleSetup)
-        var parts: [(key: PreparedStatements.Key, prepares: Bool)] = []
-        var names: [String] = []
-        for statement in statements {
-            let key = PreparedStatements.Key(sql: statement.sql, types: statement.bindings.types)
-            if let name = self.preparedStatements.name(for: key) {
-                parts.append((key, false))
-                names.append(name)
-                continue
-            }
-            let name = self.preparedStatements.reserveName()
-            let sent = statement.bindings.types.withUnsafeBufferPointer { types in
-                PQsendPrepare(self.handle, name, statement.sql, Int32(types.count), types.baseAddress)
+        let key = PreparedStatements.Key(sql: sql, types: bindings.types)
+        let prepares = self.preparedStatements.name(for: key) == nil
+        let statementName: String
+        if let name = self.preparedStatements.name(for: key) {
+            statementName = name
+        } else {
+            statementName = self.preparedStatements.reserveName()
+            let sent = bindings.types.withUnsafeBufferPointer { types in
+                PQsendPrepare(self.handle, statementName, sql, Int32(types.count), types.baseAddress)
             }
             guard sent == 1 else { throw self.sendFailure() }
             // Counted as prepared from now: statements sent after it in the pipeline use it.
             // If the prepare fails, `receive` forgets it again.
-            self.preparedStatements.record(name, for: key)
-            parts.append((key, true))
-            names.append(name)
+            self.preparedStatements.record(statementName, for: key)
         }
         if let setup {
             let values = setup.values.map { strdup($0) }
@@ -85,47 +74,37 @@ extension LibPQConnection {
                 throw self.sendFailure()
             }
         }
-        for (statement, name) in zip(statements, names) {
-            let values = statement.bindings.values.map { $0.map { strdup($0) } ?? nil }
-            defer { values.forEach { free($0) } }
-            let valuePointers = values.map { UnsafePointer($0) }
-            guard PQsendQueryPrepared(self.handle, name, Int32(values.count), valuePointers, nil, nil, 1) == 1 else {
-                throw self.sendFailure()
-            }
-        }
-        guard PQpipelineSync(self.handle) == 1 else { throw self.sendFailure() }
-        self.pipelineQueue.append(PipelinedStatement(parts: parts, takesRole: setup != nil))
+        let values = bindings.values.map { $0.map { strdup($0) } ?? nil }
+        defer { values.forEach { free($0) } }
+        let valuePointers = values.map { UnsafePointer($0) }
+        guard PQsendQueryPrepared(self.handle, statementName, Int32(values.count), valuePointers, nil, nil, 1) == 1,
+            PQpipelineSync(self.handle) == 1
+        else { throw self.sendFailure() }
+        self.pipelineQueue.append(PipelinedStatement(key: key, prepares: prepares, takesRole: setup != nil))
     }
 
-    /// Waits for the answer of the oldest transaction sent and not yet received: the rows of
-    /// each of its statements, in order.
+    /// Waits for the answer of the oldest statement sent and not yet received.
     ///
-    /// - Throws: the first error of its statements, or `connectionClosed` when the
-    ///   connection is lost.
-    func receive() async throws(PostgresError) -> [PostgresRows] {
+    /// - Throws: the statement's error, or `connectionClosed` when the connection is lost.
+    func receive() async throws(PostgresError) -> PostgresRows {
         guard !self.pipelineQueue.isEmpty else {
             throw PostgresError(code: .invalidValue, message: "no statement sent in the pipeline is waiting for its answer")
         }
         let statement = self.pipelineQueue.removeFirst()
         defer { if self.pipelineQueue.isEmpty { self.failedPreparations = [:] } }
-        var failure: PostgresError?
-        for part in statement.parts where part.prepares {
+        // A statement sent after a failed prepare of its SQL fails for the same reason.
+        var failure = statement.prepares ? nil : self.failedPreparations[statement.key]
+        if statement.prepares {
             let result = try await self.nextResult()
             guard let result else { throw self.connectionError() }
             if PQresultStatus(result) != PGRES_COMMAND_OK {
                 let error = self.serverError(from: result)
-                self.failedPreparations[part.key] = error
-                self.preparedStatements.forget(part.key)
-            } else {
-                // Prepared again after an earlier failure: the statements that count on it now run.
-                self.failedPreparations[part.key] = nil
+                failure = error
+                self.failedPreparations[statement.key] = error
+                self.preparedStatements.forget(statement.key)
             }
             PQclear(result)
             try await self.expectEndOfCommand()
-        }
-        // A statement sent after a failed prepare of its SQL fails for the same reason.
-        for part in statement.parts {
-            if let error = self.failedPreparations[part.key] { failure = failure ?? error }
         }
         if statement.takesRole {
             let result = try await self.nextResult()
@@ -137,32 +116,30 @@ extension LibPQConnection {
             PQclear(result)
             try await self.expectEndOfCommand()
         }
-        // Each statement's result: its rows, its error, or "aborted" after an earlier failure.
-        var answers: [PostgresRows] = []
-        for _ in statement.parts {
-            let result = try await self.nextResult()
-            guard let result else { throw self.connectionError() }
-            if PQresultStatus(result) == PGRES_PIPELINE_ABORTED {
-                PQclear(result)
-                failure = failure ?? PostgresError(code: .server, message: "the statement was not run: an earlier one failed", host: self.server)
-            } else {
-                do {
-                    answers.append(try self.consume(result))
-                } catch {
-                    failure = failure ?? error
-                }
+        // The statement's result: its rows, its error, or "aborted" after a failed prepare.
+        let result = try await self.nextResult()
+        guard let result else { throw self.connectionError() }
+        var rows: PostgresRows?
+        if PQresultStatus(result) == PGRES_PIPELINE_ABORTED {
+            PQclear(result)
+            failure = failure ?? PostgresError(code: .server, message: "the statement was not run: an earlier one failed", host: self.server)
+        } else {
+            do {
+                rows = try self.consume(result)
+            } catch {
+                failure = failure ?? error
             }
-            try await self.expectEndOfCommand()
         }
-        // The sync point: the end of the transaction.
+        try await self.expectEndOfCommand()
+        // The sync point: the end of the statement's transaction.
         let sync = try await self.nextResult()
         guard let sync else { throw self.connectionError() }
         let status = PQresultStatus(sync)
         PQclear(sync)
         guard status == PGRES_PIPELINE_SYNC else { throw self.unexpectedResult() }
         if let failure { throw failure }
-        guard answers.count == statement.parts.count else { throw self.unexpectedResult() }
-        return answers
+        guard let rows else { throw self.unexpectedResult() }
+        return rows
     }
 
     /// The null result that ends a command's results.

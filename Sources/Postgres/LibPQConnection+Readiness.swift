@@ -32,18 +32,16 @@ extension LibPQConnection {
     /// or else the last one (as `PQexec` keeps them). The caller clears it.
     func lastResult() async throws(PostgresError) -> OpaquePointer? {
         var kept: OpaquePointer?
+        var keptIsError = false
         while let result = try await self.nextResult() {
-            let isError: (OpaquePointer?) -> Bool = { result in
-                guard let result else { return false }
-                let status = PQresultStatus(result)
-                return status == PGRES_FATAL_ERROR || status == PGRES_BAD_RESPONSE
-            }
-            if isError(kept) {
+            if keptIsError {
                 PQclear(result)
-            } else {
-                PQclear(kept)
-                kept = result
+                continue
             }
+            PQclear(kept)
+            kept = result
+            let status = PQresultStatus(result)
+            keptIsError = status == PGRES_FATAL_ERROR || status == PGRES_BAD_RESPONSE
         }
         return kept
     }

@@ -108,8 +108,8 @@ final class LibPQConnection: @unchecked Sendable {
         return String(cString: text).trimmingWhitespace()
     }
 
-    /// Closes the connection (without blocking). Afterwards the object must not be used; closing it again does
-    /// nothing (libpq's handle is freed once).
+    /// Closes the connection (without blocking). Afterwards the object must not be used;
+    /// closing it again does nothing (libpq's handle is freed once).
     func close() {
         let closing = self.cancellation.withLockedValue { state -> (isFirst: Bool, cancel: OpaquePointer?) in
             defer {
@@ -192,7 +192,7 @@ final class LibPQConnection: @unchecked Sendable {
             let rows: Result<PostgresRows, PostgresError>
             do throws(PostgresError) {
                 try self.send(sql, bindings: bindings, setup: setup)
-                rows = .success(try await self.receive()[0])
+                rows = .success(try await self.receive())
             } catch {
                 rows = .failure(error)
             }

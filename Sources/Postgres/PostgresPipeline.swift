@@ -35,7 +35,7 @@ public struct PostgresPipeline {
     /// - Throws: the statement's error; `connectionClosed` when the connection is lost (the
     ///   statements not yet received may or may not have run).
     public func receive() async throws(PostgresError) -> PostgresRows {
-        try await self.connection.receive()[0]
+        try await self.connection.receive()
     }
 
     /// What a transaction that must end by `deadline` runs first (nil: the session's own).

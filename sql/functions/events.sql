@@ -165,7 +165,8 @@ COMMENT ON FUNCTION receipts.running_transactions() IS
 -- Takes no lock and reads no table: pg_locks shows every lock, the fast-path ones too, to every
 -- role. PL/pgSQL, as receipts.running_transactions, so that its plan is kept for the session:
 -- the hub asks while it waits at a gap, and as a SQL function with a SET clause (never
--- inlined) its body was planned on every call (1,830 against 3,300 calls/s). A holder that has no transaction id yet (a manual INSERT between its nextval() and its
+-- inlined) its body was planned on every call (1,830 against 3,300 calls/s). A holder that
+-- has no transaction id yet (a manual INSERT between its nextval() and its
 -- first row; the triggers always have one) comes with a null transaction id: the hub asks
 -- again rather than wait on nothing. Prepared transactions hold their locks under a virtual
 -- transaction of their own, and are found the same way (pid null).
