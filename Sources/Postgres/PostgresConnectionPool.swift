@@ -17,7 +17,7 @@ import Synchronization
 ///   legitimately hold a session for long) a lease waits at most `leaseTimeout`, and its
 ///   statements are bounded by the session's `statement_timeout` and the watchdog below.
 /// - Opens connections on demand up to `maximumConnections`; a lease beyond that waits, in
-///   arrival order, and fails with `poolTimeout` after `leaseTimeout` (or at its deadline).
+///   its flow's line, and fails with `poolTimeout` after `leaseTimeout` (or at its deadline).
 ///   At most `maximumWaiters` leases wait; one more fails at once with `poolExhausted`, so a
 ///   database that has become slow cannot gather an unbounded queue of requests.
 /// - A connection whose statement was cancelled (its task was cancelled) is closed, not
@@ -38,6 +38,11 @@ import Synchronization
 ///   deadline bounds (a pipeline's) on a server that cannot end a statement itself (frozen,
 ///   stalled on its storage), where the sessions' `statement_timeout` cannot fire and a
 ///   cancel request is not acted upon.
+///
+/// - Leases wait in one line per `PostgresFlow` (a tenant of the service), and a connection
+///   that comes free goes to the waiting flow that has held the pool's connections least, by
+///   time (fair queuing: `PoolStateMachine`), so one flow's flood never makes another's
+///   short work wait behind all of it.
 ///
 /// Connections run without threads of their own (`PostgresConnection`); only opening one
 /// blocks, on a thread pool with a thread per connection, so a server slow to accept never
@@ -169,16 +174,18 @@ public final class PostgresConnectionPool: Service, Sendable {
         let deadline = PostgresDeadline.current
         var waitUntil = NIODeadline.now() + (leaseTimeout ?? self.options.leaseTimeout)
         if let deadline, deadline < waitUntil { waitUntil = deadline }
-        let connection = try await self.lease(by: waitUntil)
+        let flow = PostgresFlow.current ?? PostgresFlow.background
+        let leasedAt = NIODeadline.now()
+        let connection = try await self.lease(of: flow, by: waitUntil)
         connection.deadline = deadline
         let result: Result
         do {
             result = try await body(connection)
         } catch {
-            await self.release(connection)
+            await self.release(connection, of: flow, leasedAt: leasedAt)
             throw error
         }
-        await self.release(connection)
+        await self.release(connection, of: flow, leasedAt: leasedAt)
         return result
     }
 
@@ -211,13 +218,26 @@ public final class PostgresConnectionPool: Service, Sendable {
 
     // MARK: - Lease and release
 
-    private func lease(by deadline: NIODeadline) async throws -> PostgresConnection {
+    private func lease(of flow: String, by deadline: NIODeadline) async throws -> PostgresConnection {
         let grant: Machine.Grant
-        switch self.state.withLockedValue({ $0.lease() }) {
+        switch self.state.withLockedValue({ $0.lease(of: flow) }) {
         case .grant(let granted): grant = granted
         case .fail(let failure): throw Self.error(failure)
-        case .wait: grant = try await self.waitForGrant(until: deadline)
+        case .wait: grant = try await self.waitForGrant(of: flow, until: deadline)
         }
+        let grantedAt = NIODeadline.now()
+        do {
+            return try await self.connection(for: grant, by: deadline)
+        } catch {
+            // Granted and failed: the grant ends here.
+            self.state.withLockedValue { $0.leaseEnded(of: flow, held: (NIODeadline.now() - grantedAt).nanoseconds) }
+            throw error
+        }
+    }
+
+    /// The connection a grant gives: the idle one (replaced when the server dropped it), or
+    /// one opened in the slot.
+    private func connection(for grant: Machine.Grant, by deadline: NIODeadline) async throws -> PostgresConnection {
         switch grant {
         case .connection(let pooled):
             if pooled.connection.connection.checkAlive() { return pooled.connection }
@@ -296,7 +316,7 @@ public final class PostgresConnectionPool: Service, Sendable {
         }
     }
 
-    private func waitForGrant(until deadline: NIODeadline) async throws -> Machine.Grant {
+    private func waitForGrant(of flow: String, until deadline: NIODeadline) async throws -> Machine.Grant {
         let id = self.nextWaiterID.wrappingAdd(1, ordering: .relaxed).newValue
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Machine.Grant, any Error>) in
@@ -306,7 +326,7 @@ public final class PostgresConnectionPool: Service, Sendable {
                 }
                 let waiter = Waiter(continuation: continuation, timeout: timeout)
                 // Cancelled before it waited: `cancel` found no waiter, so it is failed here.
-                switch self.state.withLockedValue({ $0.wait(id, waiter, isCancelled: Task.isCancelled) }) {
+                switch self.state.withLockedValue({ $0.wait(id, waiter, of: flow, isCancelled: Task.isCancelled) }) {
                 case .waiting: break
                 case .grant(let grant): waiter.resume(with: .success(grant))
                 case .fail(let failure): waiter.resume(with: .failure(Self.error(failure)))
@@ -326,9 +346,11 @@ public final class PostgresConnectionPool: Service, Sendable {
         }
     }
 
-    private func release(_ connection: PostgresConnection) async {
+    private func release(_ connection: PostgresConnection, of flow: String, leasedAt: NIODeadline) async {
         connection.deadline = nil
         let pooled = Pooled(connection: connection)
+        let held = (NIODeadline.now() - leasedAt).nanoseconds
+        self.state.withLockedValue { $0.leaseEnded(of: flow, held: held) }
         // A call given up at its deadline may have left a statement running: only closed.
         if connection.hasAbandonedCall {
             self.state.withLockedValue { $0.releaseAbandoned(pooled) }

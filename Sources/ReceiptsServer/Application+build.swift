@@ -103,6 +103,8 @@ public struct ServiceComponents: Sendable {
     let erasures = WorkSignal()
     /// Delivers the webhooks this instance holds the lease of.
     public let webhooks: WebhookDispatcher
+    /// The tenants' bounds of requests in flight and rate limits.
+    let admission: TenantAdmissionGate
 
     public init(
         configuration: ReceiptsConfiguration,
@@ -129,6 +131,7 @@ public struct ServiceComponents: Sendable {
             openStreams: OpenStreams()
         )
         self.databaseHealth = DatabaseHealthMonitor(pool: pool, logger: store.logger)
+        self.admission = TenantAdmissionGate(fairness: configuration.fairness, directory: store.credentials)
         self.webhooks = WebhookDispatcher(
             store: store, hub: hub, options: configuration.webhooks, instanceName: configuration.instanceName, logger: store.logger,
             metrics: metrics)
@@ -146,14 +149,17 @@ public func buildRouter(_ components: ServiceComponents) -> Router<ReceiptsReque
     router.add(middleware: BodyLimitMiddleware(readsBody: false))
 
     HealthController(database: components.databaseHealth, hub: components.hub).addRoutes(to: router)
-    OperationsController(metrics: components.metrics, pool: components.pool).addRoutes(to: router)
+    OperationsController(metrics: components.metrics, pool: components.pool, admission: components.admission).addRoutes(to: router)
 
     let admin = router.group("admin/v1")
         .add(middleware: AdminAuthenticationMiddleware(adminToken: components.configuration.adminToken))
         .add(middleware: BodyLimitMiddleware(readsBody: true))
     AdminController(registration: TenantRegistration(store: components.store)).addRoutes(to: admin)
+    TenantLimitsController(store: components.store, fairness: components.configuration.fairness).addRoutes(to: admin)
     let api = router.group("v1")
         .add(middleware: AuthenticationMiddleware(authenticator: components.authenticator, origins: components.origins))
+        // Before the body is read: a request refused costs no more than its head.
+        .add(middleware: TenantAdmissionMiddleware(admission: components.admission, metrics: components.metrics))
         .add(middleware: BodyLimitMiddleware(readsBody: true))
     TokenController(userTokens: components.userTokens).addRoutes(to: api)
     ChatController(store: components.store, deletedChats: components.deletedChats).addRoutes(to: api)

@@ -73,6 +73,9 @@ public struct ReceiptsConfiguration: Sendable {
     /// The tenant of the demo page at `/demo` (`RECEIPTS_DEMO=true`, tenant
     /// `RECEIPTS_DEMO_TENANT`, default `demo`); nil, the default, serves no demo.
     public var demoTenant: String?
+    /// Fairness between tenants: the bounds of requests in flight and the default rate limit
+    /// (`RECEIPTS_MAX_REQUESTS_IN_FLIGHT`, `RECEIPTS_TENANT_*`; see `TenantAdmission`).
+    public var fairness = Fairness()
     /// Webhook delivery: the address check, retries, attempt time and leases
     /// (`RECEIPTS_WEBHOOK_*`; see `WebhookDispatcher.Options`).
     public var webhooks = WebhookDispatcher.Options()
@@ -107,5 +110,21 @@ public struct ReceiptsConfiguration: Sendable {
         self.databasePoolSize = databasePoolSize
         self.runMigrations = runMigrations
         self.migrationsDirectory = migrationsDirectory
+    }
+
+    /// How the instance shares itself between tenants (docs/operations.md, "Fairness and rate
+    /// limits").
+    public struct Fairness: Sendable {
+        /// Requests of all tenants in flight beyond which the instance is saturated, and a
+        /// tenant over its share of them is refused 429 (default 256).
+        public var saturation = 256
+        /// The most requests of one tenant in flight; one more is refused 429 (default 128).
+        public var tenantMaximum = 128
+        /// The rate limit of tenants without one of their own; nil (the default): none.
+        public var defaultRequestsPerSecond: Int?
+        /// The burst of tenants without one of their own; nil: one second's worth.
+        public var defaultBurst: Int?
+
+        public init() {}
     }
 }

@@ -3,9 +3,10 @@ import Postgres
 import Synchronization
 
 /// Every tenant's id with the hashes of its API keys and its token secret's generation, the
-/// token revocations of the last 24 hours, and the web origins tenants allow, held in memory
-/// and reloaded from the database (`receipts.credential_directory()`,
-/// `receipts.current_token_revocations()`, `receipts.tenant_allowed_origins()`) as a whole.
+/// token revocations of the last 24 hours, the web origins tenants allow and their rate
+/// limits, held in memory and reloaded from the database (`receipts.credential_directory()`,
+/// `receipts.current_token_revocations()`, `receipts.tenant_allowed_origins()`,
+/// `receipts.tenant_limits()`) as a whole.
 ///
 /// Credentials are checked on every request, and most guessed ones are new each time: a
 /// cache of answers per credential would not stop a flood of random API keys, or of forged
@@ -52,6 +53,8 @@ public final class CredentialDirectory: Sendable {
         var revocations: [String: [String: Date]] = [:]
         /// The web origins of tenants that named some (`PUT /v1/settings`).
         var allowedOrigins: [String: [String]] = [:]
+        /// The rate limits of tenants that have one of their own.
+        var limits: [String: TenantLimits] = [:]
         var loadedAt: ContinuousClock.Instant
 
         mutating func record(tenant: String, apiKeyHash: [UInt8], replacingKeys: Bool) {
@@ -122,6 +125,13 @@ public final class CredentialDirectory: Sendable {
     /// tenant that has none: a browser request checks them each time.
     public func allowedOrigins(of tenant: String) async throws -> [String] {
         try await self.lookUp(reloadsOnMiss: false) { $0.allowedOrigins[tenant] } ?? []
+    }
+
+    /// The tenant's own rate limit (`TenantLimits.instanceDefault` when it has none).
+    /// Answers from the same snapshot as the credentials, without reloading for a tenant that
+    /// has none: every request checks it.
+    public func limits(of tenant: String) async throws -> TenantLimits {
+        try await self.lookUp(reloadsOnMiss: false) { $0.limits[tenant] } ?? .instanceDefault
     }
 
     /// Notes a tenant created, or its keys replaced, by this process.
@@ -266,6 +276,10 @@ public final class CredentialDirectory: Sendable {
         let origins = try await self.pool.query("SELECT tenant_id, allowed_origins FROM receipts.tenant_allowed_origins()")
         for (tenant, allowedOrigins) in try origins.decode((String, [String]).self) {
             snapshot.allowedOrigins[tenant] = allowedOrigins
+        }
+        let limits = try await self.pool.query("SELECT tenant_id, requests_per_second, burst FROM receipts.tenant_limits()")
+        for (tenant, requestsPerSecond, burst) in try limits.decode((String, Int?, Int?).self) {
+            snapshot.limits[tenant] = TenantLimits(requestsPerSecond: requestsPerSecond, burst: burst)
         }
         return snapshot
     }

@@ -44,9 +44,12 @@ extension ReceiptsStore {
         _ statements: BatchStatements<Request, Outcome>
     ) async throws {
         // A run serves the requests that come while it works, not only the one that started
-        // it: its lease has a deadline of its own, not that request's.
-        try await PostgresDeadline.without {
-            try await self.runBatchesOnOneConnection(of: kind, tenant: tenant, from: queue, statements)
+        // it: its lease has a deadline of its own, not that request's; it waits in its
+        // tenant's line of the pool, as the tenant's requests do.
+        try await PostgresFlow.named(tenant) {
+            try await PostgresDeadline.without {
+                try await self.runBatchesOnOneConnection(of: kind, tenant: tenant, from: queue, statements)
+            }
         }
     }
 

@@ -1,7 +1,9 @@
+import DequeModule
 import Foundation
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOHTTP1
+import NIOPosix
 
 /// HTTP on loopback: keep-alive connections, each used by one request at a time, opened as
 /// the concurrency asks and kept for the next request.
@@ -28,6 +30,17 @@ final class BenchClient: Sendable {
 
     /// Sends a request; returns the status and body.
     func send(_ method: HTTPMethod, _ path: String, as credential: String?, body: [String: Any]?) async throws -> (Int, Data) {
+        let (head, bytes) = try self.request(method, path, as: credential, body: body)
+        let connection = try await self.takeConnection()
+        let answer = try await connection.exchange(head, body: bytes)
+        if connection.isActive { self.idle.withLockedValue { $0.append(connection) } }
+        return (answer.status, Data(answer.body.readableBytesView))
+    }
+
+    /// A request's head and body as the bench sends them.
+    private func request(
+        _ method: HTTPMethod, _ path: String, as credential: String?, body: [String: Any]?
+    ) throws -> (HTTPRequestHead, ByteBuffer?) {
         var head = HTTPRequestHead(version: .http1_1, method: method, uri: path)
         head.headers.add(name: "Host", value: self.host)
         if let credential { head.headers.add(name: "Authorization", value: "Bearer \(credential)") }
@@ -41,10 +54,22 @@ final class BenchClient: Sendable {
         } else if method != .GET {
             head.headers.add(name: "Content-Length", value: "0")
         }
-        let connection = try await self.takeConnection()
-        let answer = try await connection.exchange(head, body: bytes)
-        if connection.isActive { self.idle.withLockedValue { $0.append(connection) } }
-        return (answer.status, Data(answer.body.readableBytesView))
+        return (head, bytes)
+    }
+
+    /// A connection of the caller's own whose answers keep their `Retry-After`: for a
+    /// client that must back off when refused (the fairness scenario's flood).
+    func openStatusConnection() async throws -> StatusConnection {
+        try await StatusConnection.connect(host: self.host, port: self.port)
+    }
+
+    /// Sends a request on `connection` and returns its status and `Retry-After` whatever the
+    /// status (the body is dropped unread). Throws only when the connection fails.
+    func send(
+        _ method: HTTPMethod, _ path: String, as credential: String?, body: [String: Any]? = nil, on connection: StatusConnection
+    ) async throws -> StatusConnection.Answer {
+        let (head, bytes) = try self.request(method, path, as: credential, body: body)
+        return try await connection.exchange(head, body: bytes)
     }
 
     /// Sends and expects `status`; returns the JSON object answered.
@@ -66,8 +91,8 @@ final class BenchClient: Sendable {
     }
 
     /// A new tenant: its id and API key.
-    func createTenant(adminToken: String) async throws -> (id: String, apiKey: String) {
-        let tenant = try await self.expect(201, .POST, "/admin/v1/tenants", as: adminToken, body: ["name": "bench"])
+    func createTenant(adminToken: String, name: String = "bench") async throws -> (id: String, apiKey: String) {
+        let tenant = try await self.expect(201, .POST, "/admin/v1/tenants", as: adminToken, body: ["name": name])
         return (tenant["id"] as! String, tenant["apiKey"] as! String)
     }
 
@@ -78,6 +103,100 @@ final class BenchClient: Sendable {
             await connection.close()
         }
         return try await LoopbackConnection.connect(host: self.host, port: self.port)
+    }
+}
+
+/// One keep-alive HTTP/1.1 connection whose answers are the status and `Retry-After`, the
+/// body dropped as it arrives: `LoopbackConnection`'s answers keep no headers, and a client
+/// that floods the service should not spend the CPU it shares with it on bodies it does not
+/// read.
+final class StatusConnection: Sendable {
+    struct Answer: Sendable {
+        let status: Int
+        /// The `Retry-After` header, as sent.
+        let retryAfter: String?
+    }
+
+    private let channel: any Channel
+
+    private init(channel: any Channel) {
+        self.channel = channel
+    }
+
+    fileprivate static func connect(host: String, port: Int) async throws -> StatusConnection {
+        let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .channelOption(.socketOption(.tcp_nodelay), value: 1)
+            .channelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.addHTTPClientHandlers(enableOutboundHeaderValidation: false)
+                    try channel.pipeline.syncOperations.addHandler(StatusHandler())
+                }
+            }
+            .connect(host: host, port: port)
+            .get()
+        return StatusConnection(channel: channel)
+    }
+
+    var isActive: Bool { self.channel.isActive }
+
+    fileprivate func exchange(_ head: HTTPRequestHead, body: ByteBuffer?) async throws -> Answer {
+        let answer = self.channel.eventLoop.makePromise(of: Answer.self)
+        self.channel.writeAndFlush(StatusHandler.Request(head: head, body: body, answer: answer), promise: nil)
+        return try await answer.futureResult.get()
+    }
+
+    func close() async {
+        try? await self.channel.close()
+    }
+}
+
+/// Writes each request's parts and completes its promise with the answer's status and
+/// `Retry-After`, in order.
+private final class StatusHandler: ChannelDuplexHandler {
+    typealias InboundIn = HTTPClientResponsePart
+    typealias OutboundIn = Request
+    typealias OutboundOut = HTTPClientRequestPart
+
+    struct Request: Sendable {
+        var head: HTTPRequestHead
+        var body: ByteBuffer?
+        var answer: EventLoopPromise<StatusConnection.Answer>
+    }
+
+    private var waiting: Deque<EventLoopPromise<StatusConnection.Answer>> = []
+    private var answer = StatusConnection.Answer(status: 0, retryAfter: nil)
+
+    func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+        let request = self.unwrapOutboundIn(data)
+        self.waiting.append(request.answer)
+        context.write(self.wrapOutboundOut(.head(request.head)), promise: nil)
+        if let body = request.body { context.write(self.wrapOutboundOut(.body(.byteBuffer(body))), promise: nil) }
+        context.write(self.wrapOutboundOut(.end(nil)), promise: promise)
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        switch self.unwrapInboundIn(data) {
+        case .head(let head):
+            self.answer = StatusConnection.Answer(status: Int(head.status.code), retryAfter: head.headers.first(name: "Retry-After"))
+        case .body:
+            break
+        case .end:
+            self.waiting.popFirst()?.succeed(self.answer)
+        }
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        self.failAll(error)
+        context.close(promise: nil)
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        self.failAll(ChannelError.ioOnClosedChannel)
+        context.fireChannelInactive()
+    }
+
+    private func failAll(_ error: any Error) {
+        while let answer = self.waiting.popFirst() { answer.fail(error) }
     }
 }
 

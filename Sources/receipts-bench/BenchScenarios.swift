@@ -20,6 +20,8 @@ struct BenchScenarios {
     /// The numbers of streams of the streams scenario (`--stream-counts`); nil: 1,000 and
     /// 10,000 at the run's scale.
     var streamCounts: [Int]? = nil
+    /// The service's admin token, for scenarios that create tenants of their own (fairness).
+    var adminToken: String? = nil
 
     func count(_ full: Int, minimum: Int = 10) -> Int { max(minimum, Int(Double(full) * self.scale)) }
 
@@ -35,6 +37,7 @@ struct BenchScenarios {
         case streams
         case streamsSSE = "streams-sse"
         case threads
+        case fairness
         case tenants
     }
 
@@ -74,6 +77,7 @@ struct BenchScenarios {
         if scenarios.contains(.markLatency) { try await self.markReadLatency(into: &results) }
         if scenarios.contains(.streams) { try await self.streamsAtScale(.webSocket, into: &results) }
         if scenarios.contains(.streamsSSE) { try await self.streamsAtScale(.serverSentEvents, into: &results) }
+        if scenarios.contains(.fairness) { try await self.fairness(into: &results) }
         // Last: its thousand tenants would change the database every later scenario measures.
         if scenarios.contains(.tenants) { try await self.historyCost(into: &results) }
     }

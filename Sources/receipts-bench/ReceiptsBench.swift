@@ -100,7 +100,7 @@ struct ReceiptsBench: AsyncParsableCommand {
                 let tenant = try await client.createTenant(adminToken: service.adminToken)
                 let scenarios = BenchScenarios(
                     client: client, tenant: tenant, database: database, scale: self.scale, concurrency: self.concurrency,
-                    servicePID: service.process?.processIdentifier, groupSizes: sizes, streamCounts: streamCounts)
+                    servicePID: service.process?.processIdentifier, groupSizes: sizes, streamCounts: streamCounts, adminToken: service.adminToken)
                 try await scenarios.run(selected, into: &results)
             } catch {
                 await client.shutdown()

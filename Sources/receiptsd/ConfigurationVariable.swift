@@ -16,6 +16,10 @@ enum ConfigurationVariable: String, CaseIterable {
     case maximumStreamsPerUser = "RECEIPTS_MAX_STREAMS_PER_USER"
     case maximumStreamsPerTenant = "RECEIPTS_MAX_STREAMS_PER_TENANT"
     case maximumConnections = "RECEIPTS_MAX_CONNECTIONS"
+    case maximumRequestsInFlight = "RECEIPTS_MAX_REQUESTS_IN_FLIGHT"
+    case tenantMaximumRequestsInFlight = "RECEIPTS_TENANT_MAX_REQUESTS_IN_FLIGHT"
+    case tenantRequestsPerSecond = "RECEIPTS_TENANT_REQUESTS_PER_SECOND"
+    case tenantBurst = "RECEIPTS_TENANT_BURST"
     case notifyOtherInstances = "RECEIPTS_NOTIFY_OTHER_INSTANCES"
     case shutdownGraceSeconds = "RECEIPTS_SHUTDOWN_GRACE_SECONDS"
     case webhookAllowPrivateNetworks = "RECEIPTS_WEBHOOK_ALLOW_PRIVATE_NETWORKS"
@@ -31,7 +35,7 @@ enum ConfigurationVariable: String, CaseIterable {
     /// `Environment` parses it; nil when unset means something else (`whenUnset`).
     var defaultValue: String? {
         switch self {
-        case .databaseURL, .adminToken, .allowedOrigins, .migrationsDirectory, .maximumConnections: nil
+        case .databaseURL, .adminToken, .allowedOrigins, .migrationsDirectory, .maximumConnections, .tenantRequestsPerSecond, .tenantBurst: nil
         case .host: "127.0.0.1"
         case .port: "8080"
         case .databasePoolSize: "10"
@@ -40,6 +44,8 @@ enum ConfigurationVariable: String, CaseIterable {
         case .streamMaximumLag: "5000"
         case .maximumStreamsPerUser: "20"
         case .maximumStreamsPerTenant: "10000"
+        case .maximumRequestsInFlight: "256"
+        case .tenantMaximumRequestsInFlight: "128"
         case .notifyOtherInstances: "true"
         case .shutdownGraceSeconds: "10"
         case .webhookAllowPrivateNetworks: "false"
@@ -58,6 +64,8 @@ enum ConfigurationVariable: String, CaseIterable {
         case .maximumStreamsPerUser: 1...100_000
         case .maximumStreamsPerTenant: 1...10_000_000
         case .maximumConnections: 1...10_000_000
+        case .maximumRequestsInFlight, .tenantMaximumRequestsInFlight: 1...1_000_000
+        case .tenantRequestsPerSecond, .tenantBurst: 1...1_000_000
         case .shutdownGraceSeconds: 1...3600
         case .webhookLeaseSeconds: 11...3600
         case .webhookRetryBaseMilliseconds: 1...300_000
@@ -72,6 +80,8 @@ enum ConfigurationVariable: String, CaseIterable {
         case .adminToken: "the admin API is off, and every /admin/* request answers 404"
         case .allowedOrigins: "no origin but the service's own and each tenant's list"
         case .migrationsDirectory: "sql/migrations of the current directory, else of the source tree"
+        case .tenantRequestsPerSecond: "no rate limit for tenants without one of their own (the limits on requests in flight still hold)"
+        case .tenantBurst: "RECEIPTS_TENANT_REQUESTS_PER_SECOND (one second's worth)"
         case .maximumConnections:
             "the open-file limit (raised to the hard limit at start) less a reserve for PostgreSQL, webhooks and files: a tenth of it, 64 to 1024, and the database pool"
         default: nil
@@ -92,6 +102,10 @@ enum ConfigurationVariable: String, CaseIterable {
         case .maximumStreamsPerUser: "most streams one user may have open on one instance; one more is 429"
         case .maximumStreamsPerTenant: "most streams one tenant (key and users together) may have open on one instance"
         case .maximumConnections: "most HTTP connections (streams included) served at once; one more is answered 503 (/healthz 200) and closed"
+        case .maximumRequestsInFlight: "requests of all tenants in flight beyond which the instance is saturated: a tenant over its share of them is answered 429"
+        case .tenantMaximumRequestsInFlight: "most requests of one tenant in flight on one instance; one more is 429"
+        case .tenantRequestsPerSecond: "default rate limit of a tenant, in requests a second on one instance (a tenant's own limit replaces it)"
+        case .tenantBurst: "default burst of a tenant: most requests at once after a quiet spell, on one instance"
         case .notifyOtherInstances: "wake the other instances on the same database after this one's writes"
         case .shutdownGraceSeconds: "on SIGTERM/SIGINT, how long streams and requests get before the process exits"
         case .webhookAllowPrivateNetworks: "let webhooks reach loopback, private and link-local addresses"

@@ -6,6 +6,7 @@ import Postgres
 struct OperationsController {
     let metrics: ServiceMetrics
     let pool: PostgresConnectionPool
+    let admission: TenantAdmissionGate
 
     func addRoutes(to router: Router<ReceiptsRequestContext>) {
         router.get("metrics", use: self.prometheus)
@@ -14,6 +15,7 @@ struct OperationsController {
 
     @Sendable func prometheus(_ request: Request, context: ReceiptsRequestContext) async throws -> Response {
         self.metrics.recordPoolUsage(self.pool.usage)
+        self.metrics.recordRequestsInFlight(self.admission.inFlight)
         var headers = HTTPFields()
         headers[.contentType] = "text/plain; version=0.0.4; charset=utf-8"
         return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: self.metrics.exposition())))

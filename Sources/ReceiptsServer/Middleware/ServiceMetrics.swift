@@ -13,6 +13,9 @@ public final class ServiceMetrics: Sendable {
     private let poolOpen: CoreMetrics.Gauge
     private let poolLeased: CoreMetrics.Gauge
     private let poolWaiting: CoreMetrics.Gauge
+    private let requestsInFlight: CoreMetrics.Gauge
+    /// Requests refused 429 by `TenantAdmission`, by rule.
+    private let refusals: [TenantAdmission.Refusal: CoreMetrics.Counter]
     /// The count and duration of each method, route and status seen, made once: making them
     /// anew per request (the factory's lookup checks and hashes the names and labels each
     /// time) cost about 3 % of the service's CPU under load (perf).
@@ -40,6 +43,21 @@ public final class ServiceMetrics: Sendable {
         self.poolOpen = CoreMetrics.Gauge(label: "receipts_db_pool_connections_open", factory: factory)
         self.poolLeased = CoreMetrics.Gauge(label: "receipts_db_pool_connections_leased", factory: factory)
         self.poolWaiting = CoreMetrics.Gauge(label: "receipts_db_pool_waiting_leases", factory: factory)
+        self.requestsInFlight = CoreMetrics.Gauge(label: "receipts_tenant_requests_in_flight", factory: factory)
+        let reasons: [(TenantAdmission.Refusal, String)] = [(.queueFull, "queue_full"), (.overShare, "over_share"), (.rateLimited, "rate_limited")]
+        self.refusals = Dictionary(uniqueKeysWithValues: reasons.map { refusal, reason in
+            (refusal, Counter(label: "receipts_tenant_refusals_total", dimensions: [("reason", reason)], factory: factory))
+        })
+    }
+
+    /// Counts a request refused 429 by the fairness rules.
+    func recordRefusal(_ refusal: TenantAdmission.Refusal) {
+        self.refusals[refusal]?.increment()
+    }
+
+    /// Records the tenants' requests in flight (at each scrape).
+    func recordRequestsInFlight(_ count: Int) {
+        self.requestsInFlight.record(count)
     }
 
     /// Counts a finished request and records its duration.
