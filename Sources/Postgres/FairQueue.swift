@@ -14,37 +14,37 @@ import DequeModule
 /// - Ties go to the element that came first (ids grow in arrival order).
 /// - At most `maximumFlows` flows are remembered: beyond it, flows with nothing waiting are
 ///   forgotten (their debt forgiven), so memory stays bounded however many flows pass.
-struct FairQueue<Flow: Hashable, Element> {
+public struct FairQueue<Flow: Hashable, Element> {
     private struct FlowState {
         var waiting: Deque<Int> = []
         var virtualTime: Int64 = 0
     }
 
     /// What taking an element out charges its flow before its real cost is known.
-    let estimate: Int64
-    let maximumFlows: Int
+    public let estimate: Int64
+    public let maximumFlows: Int
     private var flows: [Flow: FlowState] = [:]
     /// The flows with elements waiting: the ones `popNext` chooses from.
-    private var waitingFlows: Set<Flow> = []
+    public private(set) var waitingFlows: Set<Flow> = []
     private var elements: [Int: (flow: Flow, element: Element)] = [:]
-    private(set) var virtualNow: Int64 = 0
+    public private(set) var virtualNow: Int64 = 0
 
-    init(estimate: Int64, maximumFlows: Int) {
+    public init(estimate: Int64, maximumFlows: Int) {
         self.estimate = estimate
         self.maximumFlows = maximumFlows
     }
 
-    var count: Int { self.elements.count }
-    var isEmpty: Bool { self.elements.isEmpty }
+    public var count: Int { self.elements.count }
+    public var isEmpty: Bool { self.elements.isEmpty }
 
     /// How many elements of `flow` wait.
-    func count(of flow: Flow) -> Int { self.flows[flow]?.waiting.count ?? 0 }
+    public func count(of flow: Flow) -> Int { self.flows[flow]?.waiting.count ?? 0 }
 
     /// The virtual time of `flow` (for tests and metrics).
-    func virtualTime(of flow: Flow) -> Int64 { self.flows[flow]?.virtualTime ?? 0 }
+    public func virtualTime(of flow: Flow) -> Int64 { self.flows[flow]?.virtualTime ?? 0 }
 
     /// Adds `element` of `flow` as `id`, which must be greater than every id added before.
-    mutating func append(_ id: Int, _ element: Element, of flow: Flow) {
+    public mutating func append(_ id: Int, _ element: Element, of flow: Flow) {
         var state = self.flows[flow] ?? FlowState()
         if state.waiting.isEmpty { state.virtualTime = max(state.virtualTime, self.virtualNow) }
         state.waiting.append(id)
@@ -55,16 +55,16 @@ struct FairQueue<Flow: Hashable, Element> {
     }
 
     /// Removes the element `id` (its waiter gave up); nil when it is not waiting.
-    mutating func remove(_ id: Int) -> Element? {
+    public mutating func remove(_ id: Int) -> (element: Element, flow: Flow)? {
         guard let (flow, element) = self.elements.removeValue(forKey: id) else { return nil }
         self.flows[flow]?.waiting.removeAll { $0 == id }
         if self.count(of: flow) == 0 { self.waitingFlows.remove(flow) }
-        return element
+        return (element, flow)
     }
 
     /// Takes out the next element: the head of the flow with the least virtual time among
     /// those `isEligible` accepts, which is charged `estimate`.
-    mutating func popNext(where isEligible: (Flow) -> Bool = { _ in true }) -> (id: Int, element: Element, flow: Flow)? {
+    public mutating func popNext(where isEligible: (Flow) -> Bool = { _ in true }) -> (id: Int, element: Element, flow: Flow)? {
         var next: (flow: Flow, virtualTime: Int64, head: Int)?
         for flow in self.waitingFlows where isEligible(flow) {
             guard let state = self.flows[flow], let head = state.waiting.first else { continue }
@@ -80,7 +80,7 @@ struct FairQueue<Flow: Hashable, Element> {
     }
 
     /// Work of `flow` that did not wait starts: charged `estimate`, as one taken out.
-    mutating func startWithoutWaiting(_ flow: Flow) {
+    public mutating func startWithoutWaiting(_ flow: Flow) {
         var state = self.flows[flow] ?? FlowState()
         state.virtualTime = max(state.virtualTime, self.virtualNow)
         self.virtualNow = state.virtualTime
@@ -91,12 +91,12 @@ struct FairQueue<Flow: Hashable, Element> {
 
     /// Work of `flow` taken out earlier ended, having cost `cost`: its flow's virtual time is
     /// corrected from the `estimate` it was charged.
-    mutating func charge(_ flow: Flow, cost: Int64) {
+    public mutating func charge(_ flow: Flow, cost: Int64) {
         self.flows[flow]?.virtualTime += cost - self.estimate
     }
 
     /// Every element, in arrival order; the queue is empty afterwards.
-    mutating func removeAll() -> [Element] {
+    public mutating func removeAll() -> [Element] {
         let all = self.elements.sorted { $0.key < $1.key }.map(\.value.element)
         self.elements = [:]
         self.flows = [:]

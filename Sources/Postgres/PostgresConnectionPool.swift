@@ -65,10 +65,13 @@ public final class PostgresConnectionPool: Service, Sendable {
         /// abandons its connection; nil: no watchdog. Longer than the sessions'
         /// `statement_timeout`, which ends a slow statement first when the server can.
         public var unresponsiveCallTimeout: TimeAmount?
+        /// Connections that the active flows share equally while several are active (each
+        /// holds at most its share, at least one); nil: `maximumConnections`.
+        public var fairConcurrency: Int?
 
         public init(
             maximumConnections: Int = 10, leaseTimeout: TimeAmount = .seconds(5), maximumWaiters: Int = 1000,
-            unresponsiveCallTimeout: TimeAmount? = nil
+            unresponsiveCallTimeout: TimeAmount? = nil, fairConcurrency: Int? = nil
         ) {
             precondition(maximumConnections > 0, "a pool needs at least one connection")
             precondition(maximumWaiters >= 0, "the bound of waiting leases cannot be negative")
@@ -76,11 +79,12 @@ public final class PostgresConnectionPool: Service, Sendable {
             self.leaseTimeout = leaseTimeout
             self.maximumWaiters = maximumWaiters
             self.unresponsiveCallTimeout = unresponsiveCallTimeout
+            self.fairConcurrency = fairConcurrency
         }
     }
 
     /// A pooled connection, compared by identity.
-    fileprivate struct Pooled: Hashable {
+    fileprivate struct Pooled: Hashable, Sendable {
         let connection: PostgresConnection
         static func == (lhs: Self, rhs: Self) -> Bool { lhs.connection === rhs.connection }
         func hash(into hasher: inout Hasher) { hasher.combine(ObjectIdentifier(self.connection)) }
@@ -118,7 +122,8 @@ public final class PostgresConnectionPool: Service, Sendable {
         self.options = options
         self.logger = logger
         self.eventLoopGroup = eventLoopGroup
-        self.state = NIOLockedValueBox(Machine(maximumConnections: options.maximumConnections, maximumWaiters: options.maximumWaiters))
+        self.state = NIOLockedValueBox(
+            Machine(maximumConnections: options.maximumConnections, maximumWaiters: options.maximumWaiters, fairConcurrency: options.fairConcurrency))
         self.threadPool = NIOThreadPool(numberOfThreads: options.maximumConnections)
         self.threadPool.start()
         if let limit = options.unresponsiveCallTimeout {
@@ -158,6 +163,11 @@ public final class PostgresConnectionPool: Service, Sendable {
         self.state.withLockedValue { $0.usage }
     }
 
+    /// How many leases of `flow` wait for a connection.
+    public func waiting(of flow: String) -> Int {
+        self.state.withLockedValue { $0.waiting(of: flow) }
+    }
+
     /// Lends a connection to `body` and takes it back afterwards.
     ///
     /// A connection left inside a transaction, or found broken, is closed rather than reused.
@@ -175,8 +185,8 @@ public final class PostgresConnectionPool: Service, Sendable {
         var waitUntil = NIODeadline.now() + (leaseTimeout ?? self.options.leaseTimeout)
         if let deadline, deadline < waitUntil { waitUntil = deadline }
         let flow = PostgresFlow.current ?? PostgresFlow.background
-        let leasedAt = NIODeadline.now()
         let connection = try await self.lease(of: flow, by: waitUntil)
+        let leasedAt = Self.now
         connection.deadline = deadline
         let result: Result
         do {
@@ -220,17 +230,23 @@ public final class PostgresConnectionPool: Service, Sendable {
 
     private func lease(of flow: String, by deadline: NIODeadline) async throws -> PostgresConnection {
         let grant: Machine.Grant
-        switch self.state.withLockedValue({ $0.lease(of: flow) }) {
+        let now = Self.now
+        switch self.state.withLockedValue({ $0.lease(of: flow, now: now) }) {
         case .grant(let granted): grant = granted
         case .fail(let failure): throw Self.error(failure)
         case .wait: grant = try await self.waitForGrant(of: flow, until: deadline)
         }
-        let grantedAt = NIODeadline.now()
+        let grantedAt = Self.now
         do {
             return try await self.connection(for: grant, by: deadline)
         } catch {
             // Granted and failed: the grant ends here.
-            self.state.withLockedValue { $0.leaseEnded(of: flow, held: (NIODeadline.now() - grantedAt).nanoseconds) }
+            let now = Self.now
+            let granted = self.state.withLockedValue { state in
+                state.leaseEnded(of: flow, held: now - grantedAt, now: now)
+                return state.dispatch(now: now)
+            }
+            Self.resume(granted)
             throw error
         }
     }
@@ -321,19 +337,22 @@ public final class PostgresConnectionPool: Service, Sendable {
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Machine.Grant, any Error>) in
                 let timeout = self.eventLoopGroup.any().scheduleTask(deadline: deadline) { () -> Void in
-                    let waiter = self.state.withLockedValue { $0.timeOut(id) }
+                    let now = Self.now
+                    let waiter = self.state.withLockedValue { $0.timeOut(id, now: now) }
                     waiter?.resume(with: .failure(Self.error(.timedOut)))
                 }
                 let waiter = Waiter(continuation: continuation, timeout: timeout)
                 // Cancelled before it waited: `cancel` found no waiter, so it is failed here.
-                switch self.state.withLockedValue({ $0.wait(id, waiter, of: flow, isCancelled: Task.isCancelled) }) {
+                let now = Self.now
+                switch self.state.withLockedValue({ $0.wait(id, waiter, of: flow, isCancelled: Task.isCancelled, now: now) }) {
                 case .waiting: break
                 case .grant(let grant): waiter.resume(with: .success(grant))
                 case .fail(let failure): waiter.resume(with: .failure(Self.error(failure)))
                 }
             }
         } onCancel: {
-            self.state.withLockedValue { $0.cancel(id) }?.resume(with: .failure(CancellationError()))
+            let now = Self.now
+            self.state.withLockedValue { $0.cancel(id, now: now) }?.resume(with: .failure(CancellationError()))
         }
     }
 
@@ -346,20 +365,28 @@ public final class PostgresConnectionPool: Service, Sendable {
         }
     }
 
-    private func release(_ connection: PostgresConnection, of flow: String, leasedAt: NIODeadline) async {
+    private func release(_ connection: PostgresConnection, of flow: String, leasedAt: Int64) async {
         connection.deadline = nil
         let pooled = Pooled(connection: connection)
-        let held = (NIODeadline.now() - leasedAt).nanoseconds
-        self.state.withLockedValue { $0.leaseEnded(of: flow, held: held) }
+        let now = Self.now
         // A call given up at its deadline may have left a statement running: only closed.
         if connection.hasAbandonedCall {
-            self.state.withLockedValue { $0.releaseAbandoned(pooled) }
+            self.state.withLockedValue { state in
+                state.leaseEnded(of: flow, held: now - leasedAt, now: now)
+                state.releaseAbandoned(pooled)
+            }
             await connection.close()
             self.freeSlot()
             return
         }
         let fit = connection.isOpen && connection.connection.isIdle && !connection.isCancelRequested
-        switch self.state.withLockedValue({ $0.release(pooled, fit ? .reusable : .unusable) }) {
+        let (action, granted) = self.state.withLockedValue { state in
+            state.leaseEnded(of: flow, held: now - leasedAt, now: now)
+            // The end of this lease may have raised other flows' shares: `dispatch`.
+            return (state.release(pooled, fit ? .reusable : .unusable, now: now), state.dispatch(now: now))
+        }
+        Self.resume(granted)
+        switch action {
         case .handOver(let pooled, let waiter):
             waiter.resume(with: .success(.connection(pooled)))
         case .keep:
@@ -370,10 +397,18 @@ public final class PostgresConnectionPool: Service, Sendable {
         }
     }
 
-    /// Gives a freed slot to the longest waiter, who will open a connection, or frees it.
+    /// Gives a freed slot to the waiter whose turn it is, who will open a connection, or frees it.
     private func freeSlot() {
-        self.state.withLockedValue { $0.slotFreed() }?.resume(with: .success(.openSlot))
+        let now = Self.now
+        self.state.withLockedValue { $0.slotFreed(now: now) }?.resume(with: .success(.openSlot))
     }
+
+    private static func resume(_ granted: [(waiter: Waiter, grant: Machine.Grant)]) {
+        for (waiter, grant) in granted { waiter.resume(with: .success(grant)) }
+    }
+
+    /// Nanoseconds of a monotonic clock, the pool's time for its machine.
+    private static var now: Int64 { Int64(NIODeadline.now().uptimeNanoseconds) }
 
     // MARK: - Service
 

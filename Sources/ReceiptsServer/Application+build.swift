@@ -30,7 +30,8 @@ public func buildApplication(
             leaseTimeout: TimeAmount(configuration.databaseTimeout),
             // For what no deadline bounds (background work, batch pipelines): the sessions'
             // statement_timeout ends a slow statement first; this is for a server that cannot.
-            unresponsiveCallTimeout: TimeAmount(configuration.databaseTimeout + .seconds(1))
+            unresponsiveCallTimeout: TimeAmount(configuration.databaseTimeout + .seconds(1)),
+            fairConcurrency: configuration.fairness.sharedConnections
         ),
         logger: logger
     )

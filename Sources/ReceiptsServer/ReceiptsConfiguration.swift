@@ -73,8 +73,9 @@ public struct ReceiptsConfiguration: Sendable {
     /// The tenant of the demo page at `/demo` (`RECEIPTS_DEMO=true`, tenant
     /// `RECEIPTS_DEMO_TENANT`, default `demo`); nil, the default, serves no demo.
     public var demoTenant: String?
-    /// Fairness between tenants: the bounds of requests in flight and the default rate limit
-    /// (`RECEIPTS_MAX_REQUESTS_IN_FLIGHT`, `RECEIPTS_TENANT_*`; see `TenantAdmission`).
+    /// Fairness between tenants: the pool's shares, the bounds of requests in flight and the
+    /// default rate limit (`RECEIPTS_DATABASE_SHARED_CONNECTIONS`, `RECEIPTS_MAX_REQUESTS_IN_FLIGHT`,
+    /// `RECEIPTS_TENANT_*`; see `PoolStateMachine` and `TenantAdmission`).
     public var fairness = Fairness()
     /// Webhook delivery: the address check, retries, attempt time and leases
     /// (`RECEIPTS_WEBHOOK_*`; see `WebhookDispatcher.Options`).
@@ -120,6 +121,10 @@ public struct ReceiptsConfiguration: Sendable {
         public var saturation = 256
         /// The most requests of one tenant in flight; one more is refused 429 (default 128).
         public var tenantMaximum = 128
+        /// Database connections that tenants share equally while two or more are active (each
+        /// holds at most its share, at least one); a tenant alone may use the whole pool
+        /// (default 4: about twice the database server's CPU cores of the bench machine).
+        public var sharedConnections = 4
         /// The rate limit of tenants without one of their own; nil (the default): none.
         public var defaultRequestsPerSecond: Int?
         /// The burst of tenants without one of their own; nil: one second's worth.

@@ -63,6 +63,7 @@ extension ReceiptsStore {
             try await connection.withPipeline { pipeline in
                 // What was sent and is not answered yet, in the pipeline's order.
                 var inFlight: [InFlight<Request, Outcome>] = []
+                var batchesSent = 0
                 func send(_ batch: Batch<Request, Outcome>, attempt: Int) throws(PostgresError) {
                     // Never a request whose deadline has passed (its answer is 503 already).
                     let (expired, live) = batch.partitioned(expiredBy: .now())
@@ -81,6 +82,7 @@ extension ReceiptsStore {
                         return
                     }
                     inFlight.append(.batch(batch, attempt: attempt))
+                    batchesSent += 1
                     // While the event hub would take them, the log is read right behind the
                     // batch, as soon as it has committed, and handed to the hub with the
                     // signal: the hub need not read it itself.
@@ -91,6 +93,11 @@ extension ReceiptsStore {
                     }
                 }
                 while true {
+                    // Another lease of the tenant waits for the pool (the tenant holds its share
+                    // of it): this run gives its connection back between two batches, and the
+                    // batcher starts it again behind that lease, so that a tenant's steady
+                    // stream of reads cannot keep its other work from the pool.
+                    if inFlight.isEmpty, batchesSent > 0, self.pool.waiting(of: tenant) > 0 { return }
                     if inFlight.count(where: { !$0.isEventLog }) < Self.batchesInFlight, let batch = queue.next(endingRunWhenEmpty: inFlight.isEmpty) {
                         try send(batch, attempt: 1)
                         continue

@@ -18,6 +18,7 @@ enum ConfigurationVariable: String, CaseIterable {
     case maximumConnections = "RECEIPTS_MAX_CONNECTIONS"
     case maximumRequestsInFlight = "RECEIPTS_MAX_REQUESTS_IN_FLIGHT"
     case tenantMaximumRequestsInFlight = "RECEIPTS_TENANT_MAX_REQUESTS_IN_FLIGHT"
+    case databaseSharedConnections = "RECEIPTS_DATABASE_SHARED_CONNECTIONS"
     case tenantRequestsPerSecond = "RECEIPTS_TENANT_REQUESTS_PER_SECOND"
     case tenantBurst = "RECEIPTS_TENANT_BURST"
     case notifyOtherInstances = "RECEIPTS_NOTIFY_OTHER_INSTANCES"
@@ -45,6 +46,7 @@ enum ConfigurationVariable: String, CaseIterable {
         case .maximumStreamsPerUser: "20"
         case .maximumStreamsPerTenant: "10000"
         case .maximumRequestsInFlight: "256"
+        case .databaseSharedConnections: "4"
         case .tenantMaximumRequestsInFlight: "128"
         case .notifyOtherInstances: "true"
         case .shutdownGraceSeconds: "10"
@@ -64,7 +66,7 @@ enum ConfigurationVariable: String, CaseIterable {
         case .maximumStreamsPerUser: 1...100_000
         case .maximumStreamsPerTenant: 1...10_000_000
         case .maximumConnections: 1...10_000_000
-        case .maximumRequestsInFlight, .tenantMaximumRequestsInFlight: 1...1_000_000
+        case .maximumRequestsInFlight, .tenantMaximumRequestsInFlight, .databaseSharedConnections: 1...1_000_000
         case .tenantRequestsPerSecond, .tenantBurst: 1...1_000_000
         case .shutdownGraceSeconds: 1...3600
         case .webhookLeaseSeconds: 11...3600
@@ -104,6 +106,7 @@ enum ConfigurationVariable: String, CaseIterable {
         case .maximumConnections: "most HTTP connections (streams included) served at once; one more is answered 503 (/healthz 200) and closed"
         case .maximumRequestsInFlight: "requests of all tenants in flight beyond which the instance is saturated: a tenant over its share of them is answered 429"
         case .tenantMaximumRequestsInFlight: "most requests of one tenant in flight on one instance; one more is 429"
+        case .databaseSharedConnections: "database connections that tenants share equally while two or more are active (a tenant alone may use the whole pool); about twice the database server's CPU cores"
         case .tenantRequestsPerSecond: "default rate limit of a tenant, in requests a second on one instance (a tenant's own limit replaces it)"
         case .tenantBurst: "default burst of a tenant: most requests at once after a quiet spell, on one instance"
         case .notifyOtherInstances: "wake the other instances on the same database after this one's writes"

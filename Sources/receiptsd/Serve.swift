@@ -44,6 +44,7 @@ struct Serve: AsyncParsableCommand {
         ConnectionCap.warnIfTooHigh(configuration.maximumConnections, fileLimit: fileLimit, databasePoolSize: configuration.databasePoolSize, logger: logger)
         configuration.fairness.saturation = try environment.integer(.maximumRequestsInFlight)
         configuration.fairness.tenantMaximum = try environment.integer(.tenantMaximumRequestsInFlight)
+        configuration.fairness.sharedConnections = try environment.integer(.databaseSharedConnections)
         configuration.fairness.defaultRequestsPerSecond = try environment.optionalInteger(.tenantRequestsPerSecond)
         configuration.fairness.defaultBurst = try environment.optionalInteger(.tenantBurst)
         configuration.webhooks.allowsPrivateNetworks = try environment.boolean(.webhookAllowPrivateNetworks)

@@ -1,3 +1,30 @@
+/// A tenant's rate limit: a bucket of `burst` tokens refilled at `perSecond`.
+struct RateLimit: Equatable, Sendable {
+    /// Tokens added a second.
+    var perSecond: Int
+    /// The bucket's size: the most requests at once after a quiet spell.
+    var burst: Int
+
+    /// Where a tenant with a rate limit stands, for the `RateLimit` headers.
+    struct Quota: Equatable, Sendable {
+        var rate: RateLimit
+        /// Whole tokens left.
+        var remaining: Int
+        /// Seconds until the bucket is full again.
+        var fullIn: Int
+    }
+}
+
+/// Why `TenantAdmission` refuses a request.
+enum AdmissionRefusal: Equatable, Sendable {
+    /// The tenant's bucket is empty.
+    case rateLimited
+    /// The tenant's requests in flight on this instance are at `tenantMaximum`.
+    case queueFull
+    /// The service is saturated and the tenant has its share in flight.
+    case overShare
+}
+
 /// The decisions of `TenantAdmissionMiddleware`: whether a tenant's request may start its work
 /// now, or is refused 429 `rate_limited` before anything of it is done, and what the answer
 /// tells the client of its limit.
@@ -13,10 +40,13 @@
 ///    divided by the tenants with requests in flight): the heaviest tenants' newest requests
 ///    are refused (`overShare`), and a tenant within its share is never refused for the load
 ///    of others (so the total may pass `saturation` by the shares of light tenants).
-/// 3. **Its rate**: a tenant with a limit (`Rate`: requests a second, and a burst) spends one
+/// 3. **Its rate**: a tenant with a limit (`RateLimit`: requests a second, and a burst) spends one
 ///    token a request from a bucket of `burst` tokens refilled at `perSecond`; with none left,
 ///    it is refused (`rateLimited`) until one is back.
 /// A request refused by a rule spends nothing of the next.
+///
+/// Sharing the database between tenants is the pool's (`PostgresFlow`): this decides only
+/// whether a request may begin.
 ///
 /// What it remembers is bounded: a tenant with nothing in flight and a full bucket is
 /// forgotten, and beyond `maximumTenants` remembered, tenants with nothing in flight are
@@ -31,37 +61,11 @@ struct TenantAdmission {
         var maximumTenants = 10_000
     }
 
-    /// A tenant's rate limit.
-    struct Rate: Equatable, Sendable {
-        /// Tokens added a second.
-        var perSecond: Int
-        /// The bucket's size: the most requests at once after a quiet spell.
-        var burst: Int
-    }
-
-    /// Where a tenant with a rate limit stands, for the `RateLimit` headers.
-    struct Quota: Equatable, Sendable {
-        var rate: Rate
-        /// Whole tokens left.
-        var remaining: Int
-        /// Seconds until the bucket is full again.
-        var fullIn: Int
-    }
-
-    enum Refusal: Equatable, Sendable {
-        /// The tenant's requests in flight on this instance are at `tenantMaximum`.
-        case queueFull
-        /// The service is saturated and the tenant has its share in flight.
-        case overShare
-        /// The tenant's bucket is empty.
-        case rateLimited
-    }
-
     enum Decision: Equatable, Sendable {
         /// Start; `finish` when done. The quota after spending this request's token.
-        case admitted(Quota?)
+        case admitted(RateLimit.Quota?)
         /// Refused: retry after this many seconds (at least one).
-        case refused(Refusal, retryAfter: Int, Quota?)
+        case refused(AdmissionRefusal, retryAfter: Int, RateLimit.Quota?)
     }
 
     private struct TenantState {
@@ -70,13 +74,13 @@ struct TenantAdmission {
     }
 
     private struct Bucket {
-        var rate: Rate
+        var rate: RateLimit
         var tokens: Double
         var updatedAt: Int64
 
         /// The bucket at `now`, refilled since it was last looked at, under `rate` (an
         /// operator may have changed it: what is left carries over, up to the new burst).
-        mutating func refill(at now: Int64, rate: Rate) {
+        mutating func refill(at now: Int64, rate: RateLimit) {
             let elapsed = Double(max(0, now - self.updatedAt)) / 1e9
             self.tokens = min(Double(rate.burst), self.tokens + elapsed * Double(self.rate.perSecond))
             self.rate = rate
@@ -88,10 +92,10 @@ struct TenantAdmission {
             return self.tokens + elapsed * Double(self.rate.perSecond) >= Double(self.rate.burst)
         }
 
-        var quota: Quota {
+        var quota: RateLimit.Quota {
             let missing = Double(self.rate.burst) - self.tokens
             let fullIn = missing <= 0 ? 0 : Int((missing / Double(self.rate.perSecond)).rounded(.up))
-            return Quota(rate: self.rate, remaining: Int(self.tokens.rounded(.down)), fullIn: fullIn)
+            return RateLimit.Quota(rate: self.rate, remaining: Int(self.tokens.rounded(.down)), fullIn: fullIn)
         }
 
         /// Seconds until one whole token is back.
@@ -115,7 +119,7 @@ struct TenantAdmission {
     func inFlight(of tenant: String) -> Int { self.tenants[tenant]?.inFlight ?? 0 }
 
     /// Whether a request of `tenant` under `rate` (nil: no rate limit) may start at `now`.
-    mutating func admit(_ tenant: String, rate: Rate?, now: Int64) -> Decision {
+    mutating func admit(_ tenant: String, rate: RateLimit?, now: Int64) -> Decision {
         var state = self.tenants[tenant] ?? TenantState()
         if let rate {
             if state.bucket == nil { state.bucket = Bucket(rate: rate, tokens: Double(rate.burst), updatedAt: now) }

@@ -15,7 +15,7 @@ public final class ServiceMetrics: Sendable {
     private let poolWaiting: CoreMetrics.Gauge
     private let requestsInFlight: CoreMetrics.Gauge
     /// Requests refused 429 by `TenantAdmission`, by rule.
-    private let refusals: [TenantAdmission.Refusal: CoreMetrics.Counter]
+    private let refusals: [AdmissionRefusal: CoreMetrics.Counter]
     /// The count and duration of each method, route and status seen, made once: making them
     /// anew per request (the factory's lookup checks and hashes the names and labels each
     /// time) cost about 3 % of the service's CPU under load (perf).
@@ -44,14 +44,16 @@ public final class ServiceMetrics: Sendable {
         self.poolLeased = CoreMetrics.Gauge(label: "receipts_db_pool_connections_leased", factory: factory)
         self.poolWaiting = CoreMetrics.Gauge(label: "receipts_db_pool_waiting_leases", factory: factory)
         self.requestsInFlight = CoreMetrics.Gauge(label: "receipts_tenant_requests_in_flight", factory: factory)
-        let reasons: [(TenantAdmission.Refusal, String)] = [(.queueFull, "queue_full"), (.overShare, "over_share"), (.rateLimited, "rate_limited")]
+        let reasons: [(AdmissionRefusal, String)] = [
+            (.rateLimited, "rate_limited"), (.queueFull, "queue_full"), (.overShare, "over_share"),
+        ]
         self.refusals = Dictionary(uniqueKeysWithValues: reasons.map { refusal, reason in
             (refusal, Counter(label: "receipts_tenant_refusals_total", dimensions: [("reason", reason)], factory: factory))
         })
     }
 
     /// Counts a request refused 429 by the fairness rules.
-    func recordRefusal(_ refusal: TenantAdmission.Refusal) {
+    func recordRefusal(_ refusal: AdmissionRefusal) {
         self.refusals[refusal]?.increment()
     }
 
