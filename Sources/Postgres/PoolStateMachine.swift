@@ -18,7 +18,8 @@
 ///   `fairConcurrency` (at least one connection), and waits for more even when connections are
 ///   idle: a flow that makes one request at a time then finds a connection at once beside
 ///   another's flood, and its statement shares the database's CPUs with a few of the flood's
-///   instead of all of them. A flow alone is not held back. The background flow is neither
+///   instead of all of them. A flow alone holds all connections but one, which a flow that
+///   arrives then finds free (a lease cannot be taken back). The background flow is neither
 ///   held back nor counted.
 
 /// A *slot* is the right to have one connection open: `openCount` counts the connections open
@@ -136,11 +137,12 @@ struct PoolStateMachine<Connection: Hashable, Waiter> {
     func holding(of flow: String) -> Int { self.held[flow] ?? 0 }
 
     /// The most connections `flow` may hold now: its share of `fairConcurrency` while other
-    /// flows are active, else all.
+    /// flows are active; alone, all but one (which a flow that arrives then finds free: no
+    /// lease can be taken back, so one is kept); the background flow, any.
     func share(of flow: String) -> Int {
         if flow == PostgresFlow.background { return .max }
         let active = self.activity.count + (self.activity.isActive(flow) ? 0 : 1)
-        guard active > 1 else { return .max }
+        guard active > 1 else { return max(1, self.maximumConnections - 1) }
         return max(1, self.fairConcurrency / active)
     }
 

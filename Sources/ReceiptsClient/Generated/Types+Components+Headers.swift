@@ -18,5 +18,28 @@ import struct Foundation.Data
 import struct Foundation.Date
 extension Components {
     /// Types generated from the `#/components/headers` section of the OpenAPI document.
-    public enum Headers {}
+    public enum Headers {
+        /// Whole seconds to wait before trying again (at least 1).
+        ///
+        /// - Remark: Generated from `#/components/headers/RetryAfter`.
+        public typealias RetryAfter = Swift.Int
+        /// The tenant's rate limit on the instance that answered, as an IETF structured field
+        /// (draft-ietf-httpapi-ratelimit-headers): `"tenant";q=<burst>;w=<seconds>`, a quota of
+        /// `q` requests (the bucket's size, `burst`) and `w` the whole seconds it takes to refill
+        /// an empty bucket (`burst` divided by `requestsPerSecond`, rounded up, at least 1).
+        /// Present on the answers to a tenant with a rate limit (its own or the instance's
+        /// default; `GET /admin/v1/tenants/{tenantId}/limits`), absent otherwise.
+        ///
+        ///
+        /// - Remark: Generated from `#/components/headers/RateLimitPolicy`.
+        public typealias RateLimitPolicy = Swift.String
+        /// Where the tenant stands against `RateLimit-Policy` on the instance that answered,
+        /// after this request: `"tenant";r=<requests left>;t=<seconds>`, `r` the whole requests
+        /// it may still send at once and `t` the whole seconds until its bucket is full again
+        /// (0: full). Present exactly when `RateLimit-Policy` is.
+        ///
+        ///
+        /// - Remark: Generated from `#/components/headers/RateLimit`.
+        public typealias RateLimit = Swift.String
+    }
 }

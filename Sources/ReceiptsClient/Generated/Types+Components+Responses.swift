@@ -215,6 +215,81 @@ extension Components {
                 self.body = body
             }
         }
+        public struct TooManyRequests: Sendable, Hashable {
+            /// - Remark: Generated from `#/components/responses/TooManyRequests/headers`.
+            public struct Headers: Sendable, Hashable {
+                /// Whole seconds to wait before trying again (at least 1).
+                ///
+                /// - Remark: Generated from `#/components/responses/TooManyRequests/headers/Retry-After`.
+                public var retryAfter: Components.Headers.RetryAfter
+                /// The tenant's rate limit on the instance that answered, as an IETF structured field
+                /// (draft-ietf-httpapi-ratelimit-headers): `"tenant";q=<burst>;w=<seconds>`, a quota of
+                /// `q` requests (the bucket's size, `burst`) and `w` the whole seconds it takes to refill
+                /// an empty bucket (`burst` divided by `requestsPerSecond`, rounded up, at least 1).
+                /// Present on the answers to a tenant with a rate limit (its own or the instance's
+                /// default; `GET /admin/v1/tenants/{tenantId}/limits`), absent otherwise.
+                ///
+                ///
+                /// - Remark: Generated from `#/components/responses/TooManyRequests/headers/RateLimit-Policy`.
+                public var rateLimitPolicy: Components.Headers.RateLimitPolicy?
+                /// Where the tenant stands against `RateLimit-Policy` on the instance that answered,
+                /// after this request: `"tenant";r=<requests left>;t=<seconds>`, `r` the whole requests
+                /// it may still send at once and `t` the whole seconds until its bucket is full again
+                /// (0: full). Present exactly when `RateLimit-Policy` is.
+                ///
+                ///
+                /// - Remark: Generated from `#/components/responses/TooManyRequests/headers/RateLimit`.
+                public var rateLimit: Components.Headers.RateLimit?
+                /// Creates a new `Headers`.
+                ///
+                /// - Parameters:
+                ///   - retryAfter: Whole seconds to wait before trying again (at least 1).
+                ///   - rateLimitPolicy: The tenant's rate limit on the instance that answered, as an IETF structured field
+                ///   - rateLimit: Where the tenant stands against `RateLimit-Policy` on the instance that answered,
+                public init(
+                    retryAfter: Components.Headers.RetryAfter,
+                    rateLimitPolicy: Components.Headers.RateLimitPolicy? = nil,
+                    rateLimit: Components.Headers.RateLimit? = nil
+                ) {
+                    self.retryAfter = retryAfter
+                    self.rateLimitPolicy = rateLimitPolicy
+                    self.rateLimit = rateLimit
+                }
+            }
+            /// Received HTTP response headers
+            public var headers: Components.Responses.TooManyRequests.Headers
+            /// - Remark: Generated from `#/components/responses/TooManyRequests/content`.
+            @frozen public enum Body: Sendable, Hashable {
+                /// - Remark: Generated from `#/components/responses/TooManyRequests/content/application\/json`.
+                case json(Components.Schemas._Error)
+                /// The associated value of the enum case if `self` is `.json`.
+                ///
+                /// - Throws: An error if `self` is not `.json`.
+                /// - SeeAlso: `.json`.
+                public var json: Components.Schemas._Error {
+                    get throws {
+                        switch self {
+                        case let .json(body):
+                            return body
+                        }
+                    }
+                }
+            }
+            /// Received HTTP response body
+            public var body: Components.Responses.TooManyRequests.Body
+            /// Creates a new `TooManyRequests`.
+            ///
+            /// - Parameters:
+            ///   - headers: Received HTTP response headers
+            ///   - body: Received HTTP response body
+            public init(
+                headers: Components.Responses.TooManyRequests.Headers,
+                body: Components.Responses.TooManyRequests.Body
+            ) {
+                self.headers = headers
+                self.body = body
+            }
+        }
         public struct Unavailable: Sendable, Hashable {
             /// - Remark: Generated from `#/components/responses/Unavailable/content`.
             @frozen public enum Body: Sendable, Hashable {

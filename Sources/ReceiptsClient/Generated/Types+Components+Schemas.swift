@@ -537,6 +537,112 @@ extension Components {
                 case revokedBefore
             }
         }
+        /// A tenant's own rate limit. Each member absent or `null`: the instance's default
+        /// (`RECEIPTS_TENANT_REQUESTS_PER_SECOND`, `RECEIPTS_TENANT_BURST`). A number out of
+        /// range, or not a whole number, is 400 `invalid_request`.
+        ///
+        ///
+        /// - Remark: Generated from `#/components/schemas/TenantLimitsRequest`.
+        public struct TenantLimitsRequest: Codable, Hashable, Sendable {
+            /// Requests a second the tenant's bucket is refilled by, on each instance.
+            ///
+            /// - Remark: Generated from `#/components/schemas/TenantLimitsRequest/requestsPerSecond`.
+            public var requestsPerSecond: Swift.Int?
+            /// The bucket's size: the most requests at once after a quiet spell, on each
+            /// instance. Without one of its own, a tenant with a `requestsPerSecond` of its own
+            /// has one second's worth.
+            ///
+            ///
+            /// - Remark: Generated from `#/components/schemas/TenantLimitsRequest/burst`.
+            public var burst: Swift.Int?
+            /// Creates a new `TenantLimitsRequest`.
+            ///
+            /// - Parameters:
+            ///   - requestsPerSecond: Requests a second the tenant's bucket is refilled by, on each instance.
+            ///   - burst: The bucket's size: the most requests at once after a quiet spell, on each
+            public init(
+                requestsPerSecond: Swift.Int? = nil,
+                burst: Swift.Int? = nil
+            ) {
+                self.requestsPerSecond = requestsPerSecond
+                self.burst = burst
+            }
+            public enum CodingKeys: String, CodingKey {
+                case requestsPerSecond
+                case burst
+            }
+            public init(from decoder: any Swift.Decoder) throws {
+                let container = try decoder.container(keyedBy: CodingKeys.self)
+                self.requestsPerSecond = try container.decodeIfPresent(
+                    Swift.Int.self,
+                    forKey: .requestsPerSecond
+                )
+                self.burst = try container.decodeIfPresent(
+                    Swift.Int.self,
+                    forKey: .burst
+                )
+                try decoder.ensureNoAdditionalProperties(knownKeys: [
+                    "requestsPerSecond",
+                    "burst"
+                ])
+            }
+        }
+        /// The rate limit in force for a tenant on each instance: a bucket of `burst` requests
+        /// refilled at `requestsPerSecond`. Both `null`: no rate limit.
+        ///
+        ///
+        /// - Remark: Generated from `#/components/schemas/TenantLimits`.
+        public struct TenantLimits: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/TenantLimits/tenantId`.
+            public var tenantId: Components.Schemas.Id
+            /// Requests a second, or null for no rate limit.
+            ///
+            /// - Remark: Generated from `#/components/schemas/TenantLimits/requestsPerSecond`.
+            public var requestsPerSecond: Swift.Int?
+            /// The bucket's size, or null for no rate limit.
+            ///
+            /// - Remark: Generated from `#/components/schemas/TenantLimits/burst`.
+            public var burst: Swift.Int?
+            /// `tenant` when the tenant has a limit of its own (a member of it at least),
+            /// `default` when what is in force is the instance's default.
+            ///
+            ///
+            /// - Remark: Generated from `#/components/schemas/TenantLimits/source`.
+            @frozen public enum SourcePayload: String, Codable, Hashable, Sendable, CaseIterable {
+                case tenant = "tenant"
+                case _default = "default"
+            }
+            /// `tenant` when the tenant has a limit of its own (a member of it at least),
+            /// `default` when what is in force is the instance's default.
+            ///
+            ///
+            /// - Remark: Generated from `#/components/schemas/TenantLimits/source`.
+            public var source: Components.Schemas.TenantLimits.SourcePayload
+            /// Creates a new `TenantLimits`.
+            ///
+            /// - Parameters:
+            ///   - tenantId:
+            ///   - requestsPerSecond: Requests a second, or null for no rate limit.
+            ///   - burst: The bucket's size, or null for no rate limit.
+            ///   - source: `tenant` when the tenant has a limit of its own (a member of it at least),
+            public init(
+                tenantId: Components.Schemas.Id,
+                requestsPerSecond: Swift.Int? = nil,
+                burst: Swift.Int? = nil,
+                source: Components.Schemas.TenantLimits.SourcePayload
+            ) {
+                self.tenantId = tenantId
+                self.requestsPerSecond = requestsPerSecond
+                self.burst = burst
+                self.source = source
+            }
+            public enum CodingKeys: String, CodingKey {
+                case tenantId
+                case requestsPerSecond
+                case burst
+                case source
+            }
+        }
         /// - Remark: Generated from `#/components/schemas/Tenant`.
         public struct Tenant: Codable, Hashable, Sendable {
             /// - Remark: Generated from `#/components/schemas/Tenant/id`.

@@ -1498,6 +1498,521 @@ public enum Operations {
             }
         }
     }
+    /// A tenant's rate limit
+    ///
+    /// The rate limit in force for the tenant on each instance (see "Fairness between
+    /// tenants" in this document's description): its own, or the instance's default
+    /// (`RECEIPTS_TENANT_REQUESTS_PER_SECOND`, `RECEIPTS_TENANT_BURST`). `null` members:
+    /// no rate limit (the limits on requests in flight still hold). Unknown tenant, or one
+    /// being erased: 404.
+    ///
+    ///
+    /// - Remark: HTTP `GET /admin/v1/tenants/{tenantId}/limits`.
+    /// - Remark: Generated from `#/paths//admin/v1/tenants/{tenantId}/limits/get(getTenantLimits)`.
+    public enum GetTenantLimits {
+        public static let id: Swift.String = "getTenantLimits"
+        public struct Input: Sendable, Hashable {
+            /// - Remark: Generated from `#/paths/admin/v1/tenants/{tenantId}/limits/GET/path`.
+            public struct Path: Sendable, Hashable {
+                /// The tenant's id.
+                ///
+                /// - Remark: Generated from `#/paths/admin/v1/tenants/{tenantId}/limits/GET/path/tenantId`.
+                public var tenantId: Components.Parameters.TenantId
+                /// Creates a new `Path`.
+                ///
+                /// - Parameters:
+                ///   - tenantId: The tenant's id.
+                public init(tenantId: Components.Parameters.TenantId) {
+                    self.tenantId = tenantId
+                }
+            }
+            public var path: Operations.GetTenantLimits.Input.Path
+            /// - Remark: Generated from `#/paths/admin/v1/tenants/{tenantId}/limits/GET/header`.
+            public struct Headers: Sendable, Hashable {
+                public var accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.GetTenantLimits.AcceptableContentType>]
+                /// Creates a new `Headers`.
+                ///
+                /// - Parameters:
+                ///   - accept:
+                public init(accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.GetTenantLimits.AcceptableContentType>] = .defaultValues()) {
+                    self.accept = accept
+                }
+            }
+            public var headers: Operations.GetTenantLimits.Input.Headers
+            /// Creates a new `Input`.
+            ///
+            /// - Parameters:
+            ///   - path:
+            ///   - headers:
+            public init(
+                path: Operations.GetTenantLimits.Input.Path,
+                headers: Operations.GetTenantLimits.Input.Headers = .init()
+            ) {
+                self.path = path
+                self.headers = headers
+            }
+        }
+        @frozen public enum Output: Sendable, Hashable {
+            public struct Ok: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/admin/v1/tenants/{tenantId}/limits/GET/responses/200/content`.
+                @frozen public enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/admin/v1/tenants/{tenantId}/limits/GET/responses/200/content/application\/json`.
+                    case json(Components.Schemas.TenantLimits)
+                    /// The associated value of the enum case if `self` is `.json`.
+                    ///
+                    /// - Throws: An error if `self` is not `.json`.
+                    /// - SeeAlso: `.json`.
+                    public var json: Components.Schemas.TenantLimits {
+                        get throws {
+                            switch self {
+                            case let .json(body):
+                                return body
+                            }
+                        }
+                    }
+                }
+                /// Received HTTP response body
+                public var body: Operations.GetTenantLimits.Output.Ok.Body
+                /// Creates a new `Ok`.
+                ///
+                /// - Parameters:
+                ///   - body: Received HTTP response body
+                public init(body: Operations.GetTenantLimits.Output.Ok.Body) {
+                    self.body = body
+                }
+            }
+            /// The limit in force.
+            ///
+            /// - Remark: Generated from `#/paths//admin/v1/tenants/{tenantId}/limits/get(getTenantLimits)/responses/200`.
+            ///
+            /// HTTP response code: `200 ok`.
+            case ok(Operations.GetTenantLimits.Output.Ok)
+            /// The associated value of the enum case if `self` is `.ok`.
+            ///
+            /// - Throws: An error if `self` is not `.ok`.
+            /// - SeeAlso: `.ok`.
+            public var ok: Operations.GetTenantLimits.Output.Ok {
+                get throws {
+                    switch self {
+                    case let .ok(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "ok",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Invalid request (`invalid_request`): bad JSON, a bad id, too many ids, wrong
+            /// types, or a value out of range. Nothing was changed.
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//admin/v1/tenants/{tenantId}/limits/get(getTenantLimits)/responses/400`.
+            ///
+            /// HTTP response code: `400 badRequest`.
+            case badRequest(Components.Responses.BadRequest)
+            /// The associated value of the enum case if `self` is `.badRequest`.
+            ///
+            /// - Throws: An error if `self` is not `.badRequest`.
+            /// - SeeAlso: `.badRequest`.
+            public var badRequest: Components.Responses.BadRequest {
+                get throws {
+                    switch self {
+                    case let .badRequest(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "badRequest",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// A wrong or missing credential (`unauthorized`). To a browser it carries
+            /// `Access-Control-Allow-Origin` whatever its origin, so that a web client can tell
+            /// an expired token from a network failure.
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//admin/v1/tenants/{tenantId}/limits/get(getTenantLimits)/responses/401`.
+            ///
+            /// HTTP response code: `401 unauthorized`.
+            case unauthorized(Components.Responses.Unauthorized)
+            /// The associated value of the enum case if `self` is `.unauthorized`.
+            ///
+            /// - Throws: An error if `self` is not `.unauthorized`.
+            /// - SeeAlso: `.unauthorized`.
+            public var unauthorized: Components.Responses.Unauthorized {
+                get throws {
+                    switch self {
+                    case let .unauthorized(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "unauthorized",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Not found (`not_found`). Another tenant's chat looks exactly like a chat that
+            /// does not exist.
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//admin/v1/tenants/{tenantId}/limits/get(getTenantLimits)/responses/404`.
+            ///
+            /// HTTP response code: `404 notFound`.
+            case notFound(Components.Responses.NotFound)
+            /// The associated value of the enum case if `self` is `.notFound`.
+            ///
+            /// - Throws: An error if `self` is not `.notFound`.
+            /// - SeeAlso: `.notFound`.
+            public var notFound: Components.Responses.NotFound {
+                get throws {
+                    switch self {
+                    case let .notFound(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "notFound",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// PostgreSQL is unreachable or did not answer within `RECEIPTS_DATABASE_TIMEOUT_SECONDS`
+            /// (`unavailable`). Nothing is known to have changed; retry (idempotent requests are
+            /// safe to repeat).
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//admin/v1/tenants/{tenantId}/limits/get(getTenantLimits)/responses/503`.
+            ///
+            /// HTTP response code: `503 serviceUnavailable`.
+            case serviceUnavailable(Components.Responses.Unavailable)
+            /// The associated value of the enum case if `self` is `.serviceUnavailable`.
+            ///
+            /// - Throws: An error if `self` is not `.serviceUnavailable`.
+            /// - SeeAlso: `.serviceUnavailable`.
+            public var serviceUnavailable: Components.Responses.Unavailable {
+                get throws {
+                    switch self {
+                    case let .serviceUnavailable(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "serviceUnavailable",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Undocumented response.
+            ///
+            /// A response with a code that is not documented in the OpenAPI document.
+            case undocumented(statusCode: Swift.Int, OpenAPIRuntime.UndocumentedPayload)
+        }
+        @frozen public enum AcceptableContentType: AcceptableProtocol {
+            case json
+            case other(Swift.String)
+            public init?(rawValue: Swift.String) {
+                switch rawValue.lowercased() {
+                case "application/json":
+                    self = .json
+                default:
+                    self = .other(rawValue)
+                }
+            }
+            public var rawValue: Swift.String {
+                switch self {
+                case let .other(string):
+                    return string
+                case .json:
+                    return "application/json"
+                }
+            }
+            public static var allCases: [Self] {
+                [
+                    .json
+                ]
+            }
+        }
+    }
+    /// Set a tenant's rate limit
+    ///
+    /// Sets the tenant's own rate limit, replacing the one it had: a bucket of `burst`
+    /// requests refilled at `requestsPerSecond`, on each instance (with N instances
+    /// behind a balancer the tenant gets up to N times it). A member absent or `null`
+    /// takes the instance's default: `{}` returns the tenant to the defaults. A
+    /// `requestsPerSecond` of its own without a `burst` of its own has a burst of one
+    /// second's worth; a `burst` of its own without a `requestsPerSecond` of its own goes
+    /// with the instance's default rate, and limits nothing while the instance has none.
+    /// Answers the limit now in force, as `GET` does; every
+    /// instance applies it within about a second. The change is logged. Unknown tenant,
+    /// or one being erased: 404.
+    ///
+    ///
+    /// - Remark: HTTP `PUT /admin/v1/tenants/{tenantId}/limits`.
+    /// - Remark: Generated from `#/paths//admin/v1/tenants/{tenantId}/limits/put(putTenantLimits)`.
+    public enum PutTenantLimits {
+        public static let id: Swift.String = "putTenantLimits"
+        public struct Input: Sendable, Hashable {
+            /// - Remark: Generated from `#/paths/admin/v1/tenants/{tenantId}/limits/PUT/path`.
+            public struct Path: Sendable, Hashable {
+                /// The tenant's id.
+                ///
+                /// - Remark: Generated from `#/paths/admin/v1/tenants/{tenantId}/limits/PUT/path/tenantId`.
+                public var tenantId: Components.Parameters.TenantId
+                /// Creates a new `Path`.
+                ///
+                /// - Parameters:
+                ///   - tenantId: The tenant's id.
+                public init(tenantId: Components.Parameters.TenantId) {
+                    self.tenantId = tenantId
+                }
+            }
+            public var path: Operations.PutTenantLimits.Input.Path
+            /// - Remark: Generated from `#/paths/admin/v1/tenants/{tenantId}/limits/PUT/header`.
+            public struct Headers: Sendable, Hashable {
+                public var accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.PutTenantLimits.AcceptableContentType>]
+                /// Creates a new `Headers`.
+                ///
+                /// - Parameters:
+                ///   - accept:
+                public init(accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.PutTenantLimits.AcceptableContentType>] = .defaultValues()) {
+                    self.accept = accept
+                }
+            }
+            public var headers: Operations.PutTenantLimits.Input.Headers
+            /// - Remark: Generated from `#/paths/admin/v1/tenants/{tenantId}/limits/PUT/requestBody`.
+            @frozen public enum Body: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/admin/v1/tenants/{tenantId}/limits/PUT/requestBody/content/application\/json`.
+                case json(Components.Schemas.TenantLimitsRequest)
+            }
+            public var body: Operations.PutTenantLimits.Input.Body
+            /// Creates a new `Input`.
+            ///
+            /// - Parameters:
+            ///   - path:
+            ///   - headers:
+            ///   - body:
+            public init(
+                path: Operations.PutTenantLimits.Input.Path,
+                headers: Operations.PutTenantLimits.Input.Headers = .init(),
+                body: Operations.PutTenantLimits.Input.Body
+            ) {
+                self.path = path
+                self.headers = headers
+                self.body = body
+            }
+        }
+        @frozen public enum Output: Sendable, Hashable {
+            public struct Ok: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/admin/v1/tenants/{tenantId}/limits/PUT/responses/200/content`.
+                @frozen public enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/admin/v1/tenants/{tenantId}/limits/PUT/responses/200/content/application\/json`.
+                    case json(Components.Schemas.TenantLimits)
+                    /// The associated value of the enum case if `self` is `.json`.
+                    ///
+                    /// - Throws: An error if `self` is not `.json`.
+                    /// - SeeAlso: `.json`.
+                    public var json: Components.Schemas.TenantLimits {
+                        get throws {
+                            switch self {
+                            case let .json(body):
+                                return body
+                            }
+                        }
+                    }
+                }
+                /// Received HTTP response body
+                public var body: Operations.PutTenantLimits.Output.Ok.Body
+                /// Creates a new `Ok`.
+                ///
+                /// - Parameters:
+                ///   - body: Received HTTP response body
+                public init(body: Operations.PutTenantLimits.Output.Ok.Body) {
+                    self.body = body
+                }
+            }
+            /// The limit now in force.
+            ///
+            /// - Remark: Generated from `#/paths//admin/v1/tenants/{tenantId}/limits/put(putTenantLimits)/responses/200`.
+            ///
+            /// HTTP response code: `200 ok`.
+            case ok(Operations.PutTenantLimits.Output.Ok)
+            /// The associated value of the enum case if `self` is `.ok`.
+            ///
+            /// - Throws: An error if `self` is not `.ok`.
+            /// - SeeAlso: `.ok`.
+            public var ok: Operations.PutTenantLimits.Output.Ok {
+                get throws {
+                    switch self {
+                    case let .ok(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "ok",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Invalid request (`invalid_request`): bad JSON, a bad id, too many ids, wrong
+            /// types, or a value out of range. Nothing was changed.
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//admin/v1/tenants/{tenantId}/limits/put(putTenantLimits)/responses/400`.
+            ///
+            /// HTTP response code: `400 badRequest`.
+            case badRequest(Components.Responses.BadRequest)
+            /// The associated value of the enum case if `self` is `.badRequest`.
+            ///
+            /// - Throws: An error if `self` is not `.badRequest`.
+            /// - SeeAlso: `.badRequest`.
+            public var badRequest: Components.Responses.BadRequest {
+                get throws {
+                    switch self {
+                    case let .badRequest(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "badRequest",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// A wrong or missing credential (`unauthorized`). To a browser it carries
+            /// `Access-Control-Allow-Origin` whatever its origin, so that a web client can tell
+            /// an expired token from a network failure.
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//admin/v1/tenants/{tenantId}/limits/put(putTenantLimits)/responses/401`.
+            ///
+            /// HTTP response code: `401 unauthorized`.
+            case unauthorized(Components.Responses.Unauthorized)
+            /// The associated value of the enum case if `self` is `.unauthorized`.
+            ///
+            /// - Throws: An error if `self` is not `.unauthorized`.
+            /// - SeeAlso: `.unauthorized`.
+            public var unauthorized: Components.Responses.Unauthorized {
+                get throws {
+                    switch self {
+                    case let .unauthorized(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "unauthorized",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Not found (`not_found`). Another tenant's chat looks exactly like a chat that
+            /// does not exist.
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//admin/v1/tenants/{tenantId}/limits/put(putTenantLimits)/responses/404`.
+            ///
+            /// HTTP response code: `404 notFound`.
+            case notFound(Components.Responses.NotFound)
+            /// The associated value of the enum case if `self` is `.notFound`.
+            ///
+            /// - Throws: An error if `self` is not `.notFound`.
+            /// - SeeAlso: `.notFound`.
+            public var notFound: Components.Responses.NotFound {
+                get throws {
+                    switch self {
+                    case let .notFound(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "notFound",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The request body is over 1 MiB (`payload_too_large`), whatever it contains.
+            ///
+            /// - Remark: Generated from `#/paths//admin/v1/tenants/{tenantId}/limits/put(putTenantLimits)/responses/413`.
+            ///
+            /// HTTP response code: `413 contentTooLarge`.
+            case contentTooLarge(Components.Responses.PayloadTooLarge)
+            /// The associated value of the enum case if `self` is `.contentTooLarge`.
+            ///
+            /// - Throws: An error if `self` is not `.contentTooLarge`.
+            /// - SeeAlso: `.contentTooLarge`.
+            public var contentTooLarge: Components.Responses.PayloadTooLarge {
+                get throws {
+                    switch self {
+                    case let .contentTooLarge(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "contentTooLarge",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// PostgreSQL is unreachable or did not answer within `RECEIPTS_DATABASE_TIMEOUT_SECONDS`
+            /// (`unavailable`). Nothing is known to have changed; retry (idempotent requests are
+            /// safe to repeat).
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//admin/v1/tenants/{tenantId}/limits/put(putTenantLimits)/responses/503`.
+            ///
+            /// HTTP response code: `503 serviceUnavailable`.
+            case serviceUnavailable(Components.Responses.Unavailable)
+            /// The associated value of the enum case if `self` is `.serviceUnavailable`.
+            ///
+            /// - Throws: An error if `self` is not `.serviceUnavailable`.
+            /// - SeeAlso: `.serviceUnavailable`.
+            public var serviceUnavailable: Components.Responses.Unavailable {
+                get throws {
+                    switch self {
+                    case let .serviceUnavailable(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "serviceUnavailable",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Undocumented response.
+            ///
+            /// A response with a code that is not documented in the OpenAPI document.
+            case undocumented(statusCode: Swift.Int, OpenAPIRuntime.UndocumentedPayload)
+        }
+        @frozen public enum AcceptableContentType: AcceptableProtocol {
+            case json
+            case other(Swift.String)
+            public init?(rawValue: Swift.String) {
+                switch rawValue.lowercased() {
+                case "application/json":
+                    self = .json
+                default:
+                    self = .other(rawValue)
+                }
+            }
+            public var rawValue: Swift.String {
+                switch self {
+                case let .other(string):
+                    return string
+                case .json:
+                    return "application/json"
+                }
+            }
+            public static var allCases: [Self] {
+                [
+                    .json
+                ]
+            }
+        }
+    }
     /// Mint a user token
     ///
     /// Mints a short-lived user token (a JWT) for one user of the calling tenant. An
@@ -1689,6 +2204,38 @@ public enum Operations {
                     default:
                         try throwUnexpectedResponseStatus(
                             expectedStatus: "contentTooLarge",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The tenant may not start this request now (`rate_limited`), and nothing of it was
+            /// done: the tenant already has `RECEIPTS_TENANT_MAX_REQUESTS_IN_FLIGHT` (default 128)
+            /// requests in progress on this instance; or the instance is saturated
+            /// (`RECEIPTS_MAX_REQUESTS_IN_FLIGHT`, default 256, requests in progress) and the tenant
+            /// has its share of them; or the tenant's rate limit is spent. Retry after
+            /// `Retry-After` seconds (any request may be repeated: none of it happened). To a
+            /// tenant with a rate limit it carries `RateLimit-Policy` and `RateLimit` (then `r=0`
+            /// when the limit is what was spent). See "Fairness between tenants" in this document's
+            /// description.
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/tokens/post(createToken)/responses/429`.
+            ///
+            /// HTTP response code: `429 tooManyRequests`.
+            case tooManyRequests(Components.Responses.TooManyRequests)
+            /// The associated value of the enum case if `self` is `.tooManyRequests`.
+            ///
+            /// - Throws: An error if `self` is not `.tooManyRequests`.
+            /// - SeeAlso: `.tooManyRequests`.
+            public var tooManyRequests: Components.Responses.TooManyRequests {
+                get throws {
+                    switch self {
+                    case let .tooManyRequests(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "tooManyRequests",
                             response: self
                         )
                     }
@@ -1952,6 +2499,38 @@ public enum Operations {
                     default:
                         try throwUnexpectedResponseStatus(
                             expectedStatus: "notFound",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The tenant may not start this request now (`rate_limited`), and nothing of it was
+            /// done: the tenant already has `RECEIPTS_TENANT_MAX_REQUESTS_IN_FLIGHT` (default 128)
+            /// requests in progress on this instance; or the instance is saturated
+            /// (`RECEIPTS_MAX_REQUESTS_IN_FLIGHT`, default 256, requests in progress) and the tenant
+            /// has its share of them; or the tenant's rate limit is spent. Retry after
+            /// `Retry-After` seconds (any request may be repeated: none of it happened). To a
+            /// tenant with a rate limit it carries `RateLimit-Policy` and `RateLimit` (then `r=0`
+            /// when the limit is what was spent). See "Fairness between tenants" in this document's
+            /// description.
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/chats/{chatId}/get(getChat)/responses/429`.
+            ///
+            /// HTTP response code: `429 tooManyRequests`.
+            case tooManyRequests(Components.Responses.TooManyRequests)
+            /// The associated value of the enum case if `self` is `.tooManyRequests`.
+            ///
+            /// - Throws: An error if `self` is not `.tooManyRequests`.
+            /// - SeeAlso: `.tooManyRequests`.
+            public var tooManyRequests: Components.Responses.TooManyRequests {
+                get throws {
+                    switch self {
+                    case let .tooManyRequests(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "tooManyRequests",
                             response: self
                         )
                     }
@@ -2303,6 +2882,38 @@ public enum Operations {
                     }
                 }
             }
+            /// The tenant may not start this request now (`rate_limited`), and nothing of it was
+            /// done: the tenant already has `RECEIPTS_TENANT_MAX_REQUESTS_IN_FLIGHT` (default 128)
+            /// requests in progress on this instance; or the instance is saturated
+            /// (`RECEIPTS_MAX_REQUESTS_IN_FLIGHT`, default 256, requests in progress) and the tenant
+            /// has its share of them; or the tenant's rate limit is spent. Retry after
+            /// `Retry-After` seconds (any request may be repeated: none of it happened). To a
+            /// tenant with a rate limit it carries `RateLimit-Policy` and `RateLimit` (then `r=0`
+            /// when the limit is what was spent). See "Fairness between tenants" in this document's
+            /// description.
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/chats/{chatId}/put(putChat)/responses/429`.
+            ///
+            /// HTTP response code: `429 tooManyRequests`.
+            case tooManyRequests(Components.Responses.TooManyRequests)
+            /// The associated value of the enum case if `self` is `.tooManyRequests`.
+            ///
+            /// - Throws: An error if `self` is not `.tooManyRequests`.
+            /// - SeeAlso: `.tooManyRequests`.
+            public var tooManyRequests: Components.Responses.TooManyRequests {
+                get throws {
+                    switch self {
+                    case let .tooManyRequests(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "tooManyRequests",
+                            response: self
+                        )
+                    }
+                }
+            }
             /// PostgreSQL is unreachable or did not answer within `RECEIPTS_DATABASE_TIMEOUT_SECONDS`
             /// (`unavailable`). Nothing is known to have changed; retry (idempotent requests are
             /// safe to repeat).
@@ -2548,6 +3159,38 @@ public enum Operations {
                     default:
                         try throwUnexpectedResponseStatus(
                             expectedStatus: "notFound",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The tenant may not start this request now (`rate_limited`), and nothing of it was
+            /// done: the tenant already has `RECEIPTS_TENANT_MAX_REQUESTS_IN_FLIGHT` (default 128)
+            /// requests in progress on this instance; or the instance is saturated
+            /// (`RECEIPTS_MAX_REQUESTS_IN_FLIGHT`, default 256, requests in progress) and the tenant
+            /// has its share of them; or the tenant's rate limit is spent. Retry after
+            /// `Retry-After` seconds (any request may be repeated: none of it happened). To a
+            /// tenant with a rate limit it carries `RateLimit-Policy` and `RateLimit` (then `r=0`
+            /// when the limit is what was spent). See "Fairness between tenants" in this document's
+            /// description.
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/chats/{chatId}/delete(deleteChat)/responses/429`.
+            ///
+            /// HTTP response code: `429 tooManyRequests`.
+            case tooManyRequests(Components.Responses.TooManyRequests)
+            /// The associated value of the enum case if `self` is `.tooManyRequests`.
+            ///
+            /// - Throws: An error if `self` is not `.tooManyRequests`.
+            /// - SeeAlso: `.tooManyRequests`.
+            public var tooManyRequests: Components.Responses.TooManyRequests {
+                get throws {
+                    switch self {
+                    case let .tooManyRequests(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "tooManyRequests",
                             response: self
                         )
                     }
@@ -2873,6 +3516,38 @@ public enum Operations {
                     }
                 }
             }
+            /// The tenant may not start this request now (`rate_limited`), and nothing of it was
+            /// done: the tenant already has `RECEIPTS_TENANT_MAX_REQUESTS_IN_FLIGHT` (default 128)
+            /// requests in progress on this instance; or the instance is saturated
+            /// (`RECEIPTS_MAX_REQUESTS_IN_FLIGHT`, default 256, requests in progress) and the tenant
+            /// has its share of them; or the tenant's rate limit is spent. Retry after
+            /// `Retry-After` seconds (any request may be repeated: none of it happened). To a
+            /// tenant with a rate limit it carries `RateLimit-Policy` and `RateLimit` (then `r=0`
+            /// when the limit is what was spent). See "Fairness between tenants" in this document's
+            /// description.
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/chats/{chatId}/members/post(addMember)/responses/429`.
+            ///
+            /// HTTP response code: `429 tooManyRequests`.
+            case tooManyRequests(Components.Responses.TooManyRequests)
+            /// The associated value of the enum case if `self` is `.tooManyRequests`.
+            ///
+            /// - Throws: An error if `self` is not `.tooManyRequests`.
+            /// - SeeAlso: `.tooManyRequests`.
+            public var tooManyRequests: Components.Responses.TooManyRequests {
+                get throws {
+                    switch self {
+                    case let .tooManyRequests(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "tooManyRequests",
+                            response: self
+                        )
+                    }
+                }
+            }
             /// PostgreSQL is unreachable or did not answer within `RECEIPTS_DATABASE_TIMEOUT_SECONDS`
             /// (`unavailable`). Nothing is known to have changed; retry (idempotent requests are
             /// safe to repeat).
@@ -3142,6 +3817,38 @@ public enum Operations {
                     default:
                         try throwUnexpectedResponseStatus(
                             expectedStatus: "notFound",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The tenant may not start this request now (`rate_limited`), and nothing of it was
+            /// done: the tenant already has `RECEIPTS_TENANT_MAX_REQUESTS_IN_FLIGHT` (default 128)
+            /// requests in progress on this instance; or the instance is saturated
+            /// (`RECEIPTS_MAX_REQUESTS_IN_FLIGHT`, default 256, requests in progress) and the tenant
+            /// has its share of them; or the tenant's rate limit is spent. Retry after
+            /// `Retry-After` seconds (any request may be repeated: none of it happened). To a
+            /// tenant with a rate limit it carries `RateLimit-Policy` and `RateLimit` (then `r=0`
+            /// when the limit is what was spent). See "Fairness between tenants" in this document's
+            /// description.
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/chats/{chatId}/members/{userId}/delete(removeMember)/responses/429`.
+            ///
+            /// HTTP response code: `429 tooManyRequests`.
+            case tooManyRequests(Components.Responses.TooManyRequests)
+            /// The associated value of the enum case if `self` is `.tooManyRequests`.
+            ///
+            /// - Throws: An error if `self` is not `.tooManyRequests`.
+            /// - SeeAlso: `.tooManyRequests`.
+            public var tooManyRequests: Components.Responses.TooManyRequests {
+                get throws {
+                    switch self {
+                    case let .tooManyRequests(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "tooManyRequests",
                             response: self
                         )
                     }
@@ -3452,6 +4159,38 @@ public enum Operations {
                     default:
                         try throwUnexpectedResponseStatus(
                             expectedStatus: "contentTooLarge",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The tenant may not start this request now (`rate_limited`), and nothing of it was
+            /// done: the tenant already has `RECEIPTS_TENANT_MAX_REQUESTS_IN_FLIGHT` (default 128)
+            /// requests in progress on this instance; or the instance is saturated
+            /// (`RECEIPTS_MAX_REQUESTS_IN_FLIGHT`, default 256, requests in progress) and the tenant
+            /// has its share of them; or the tenant's rate limit is spent. Retry after
+            /// `Retry-After` seconds (any request may be repeated: none of it happened). To a
+            /// tenant with a rate limit it carries `RateLimit-Policy` and `RateLimit` (then `r=0`
+            /// when the limit is what was spent). See "Fairness between tenants" in this document's
+            /// description.
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/chats/{chatId}/members/{userId}/settings/put(putMemberSettings)/responses/429`.
+            ///
+            /// HTTP response code: `429 tooManyRequests`.
+            case tooManyRequests(Components.Responses.TooManyRequests)
+            /// The associated value of the enum case if `self` is `.tooManyRequests`.
+            ///
+            /// - Throws: An error if `self` is not `.tooManyRequests`.
+            /// - SeeAlso: `.tooManyRequests`.
+            public var tooManyRequests: Components.Responses.TooManyRequests {
+                get throws {
+                    switch self {
+                    case let .tooManyRequests(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "tooManyRequests",
                             response: self
                         )
                     }
@@ -3804,6 +4543,38 @@ public enum Operations {
                     default:
                         try throwUnexpectedResponseStatus(
                             expectedStatus: "notFound",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The tenant may not start this request now (`rate_limited`), and nothing of it was
+            /// done: the tenant already has `RECEIPTS_TENANT_MAX_REQUESTS_IN_FLIGHT` (default 128)
+            /// requests in progress on this instance; or the instance is saturated
+            /// (`RECEIPTS_MAX_REQUESTS_IN_FLIGHT`, default 256, requests in progress) and the tenant
+            /// has its share of them; or the tenant's rate limit is spent. Retry after
+            /// `Retry-After` seconds (any request may be repeated: none of it happened). To a
+            /// tenant with a rate limit it carries `RateLimit-Policy` and `RateLimit` (then `r=0`
+            /// when the limit is what was spent). See "Fairness between tenants" in this document's
+            /// description.
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/chats/{chatId}/messages/get(listMessages)/responses/429`.
+            ///
+            /// HTTP response code: `429 tooManyRequests`.
+            case tooManyRequests(Components.Responses.TooManyRequests)
+            /// The associated value of the enum case if `self` is `.tooManyRequests`.
+            ///
+            /// - Throws: An error if `self` is not `.tooManyRequests`.
+            /// - SeeAlso: `.tooManyRequests`.
+            public var tooManyRequests: Components.Responses.TooManyRequests {
+                get throws {
+                    switch self {
+                    case let .tooManyRequests(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "tooManyRequests",
                             response: self
                         )
                     }
@@ -4195,6 +4966,38 @@ public enum Operations {
                     }
                 }
             }
+            /// The tenant may not start this request now (`rate_limited`), and nothing of it was
+            /// done: the tenant already has `RECEIPTS_TENANT_MAX_REQUESTS_IN_FLIGHT` (default 128)
+            /// requests in progress on this instance; or the instance is saturated
+            /// (`RECEIPTS_MAX_REQUESTS_IN_FLIGHT`, default 256, requests in progress) and the tenant
+            /// has its share of them; or the tenant's rate limit is spent. Retry after
+            /// `Retry-After` seconds (any request may be repeated: none of it happened). To a
+            /// tenant with a rate limit it carries `RateLimit-Policy` and `RateLimit` (then `r=0`
+            /// when the limit is what was spent). See "Fairness between tenants" in this document's
+            /// description.
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/chats/{chatId}/messages/post(sendMessage)/responses/429`.
+            ///
+            /// HTTP response code: `429 tooManyRequests`.
+            case tooManyRequests(Components.Responses.TooManyRequests)
+            /// The associated value of the enum case if `self` is `.tooManyRequests`.
+            ///
+            /// - Throws: An error if `self` is not `.tooManyRequests`.
+            /// - SeeAlso: `.tooManyRequests`.
+            public var tooManyRequests: Components.Responses.TooManyRequests {
+                get throws {
+                    switch self {
+                    case let .tooManyRequests(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "tooManyRequests",
+                            response: self
+                        )
+                    }
+                }
+            }
             /// PostgreSQL is unreachable or did not answer within `RECEIPTS_DATABASE_TIMEOUT_SECONDS`
             /// (`unavailable`). Nothing is known to have changed; retry (idempotent requests are
             /// safe to repeat).
@@ -4525,6 +5328,38 @@ public enum Operations {
                     }
                 }
             }
+            /// The tenant may not start this request now (`rate_limited`), and nothing of it was
+            /// done: the tenant already has `RECEIPTS_TENANT_MAX_REQUESTS_IN_FLIGHT` (default 128)
+            /// requests in progress on this instance; or the instance is saturated
+            /// (`RECEIPTS_MAX_REQUESTS_IN_FLIGHT`, default 256, requests in progress) and the tenant
+            /// has its share of them; or the tenant's rate limit is spent. Retry after
+            /// `Retry-After` seconds (any request may be repeated: none of it happened). To a
+            /// tenant with a rate limit it carries `RateLimit-Policy` and `RateLimit` (then `r=0`
+            /// when the limit is what was spent). See "Fairness between tenants" in this document's
+            /// description.
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/chats/{chatId}/messages/{messageId}/get(getMessage)/responses/429`.
+            ///
+            /// HTTP response code: `429 tooManyRequests`.
+            case tooManyRequests(Components.Responses.TooManyRequests)
+            /// The associated value of the enum case if `self` is `.tooManyRequests`.
+            ///
+            /// - Throws: An error if `self` is not `.tooManyRequests`.
+            /// - SeeAlso: `.tooManyRequests`.
+            public var tooManyRequests: Components.Responses.TooManyRequests {
+                get throws {
+                    switch self {
+                    case let .tooManyRequests(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "tooManyRequests",
+                            response: self
+                        )
+                    }
+                }
+            }
             /// PostgreSQL is unreachable or did not answer within `RECEIPTS_DATABASE_TIMEOUT_SECONDS`
             /// (`unavailable`). Nothing is known to have changed; retry (idempotent requests are
             /// safe to repeat).
@@ -4836,6 +5671,38 @@ public enum Operations {
                     }
                 }
             }
+            /// The tenant may not start this request now (`rate_limited`), and nothing of it was
+            /// done: the tenant already has `RECEIPTS_TENANT_MAX_REQUESTS_IN_FLIGHT` (default 128)
+            /// requests in progress on this instance; or the instance is saturated
+            /// (`RECEIPTS_MAX_REQUESTS_IN_FLIGHT`, default 256, requests in progress) and the tenant
+            /// has its share of them; or the tenant's rate limit is spent. Retry after
+            /// `Retry-After` seconds (any request may be repeated: none of it happened). To a
+            /// tenant with a rate limit it carries `RateLimit-Policy` and `RateLimit` (then `r=0`
+            /// when the limit is what was spent). See "Fairness between tenants" in this document's
+            /// description.
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/chats/{chatId}/messages/{messageId}/patch(editMessage)/responses/429`.
+            ///
+            /// HTTP response code: `429 tooManyRequests`.
+            case tooManyRequests(Components.Responses.TooManyRequests)
+            /// The associated value of the enum case if `self` is `.tooManyRequests`.
+            ///
+            /// - Throws: An error if `self` is not `.tooManyRequests`.
+            /// - SeeAlso: `.tooManyRequests`.
+            public var tooManyRequests: Components.Responses.TooManyRequests {
+                get throws {
+                    switch self {
+                    case let .tooManyRequests(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "tooManyRequests",
+                            response: self
+                        )
+                    }
+                }
+            }
             /// PostgreSQL is unreachable or did not answer within `RECEIPTS_DATABASE_TIMEOUT_SECONDS`
             /// (`unavailable`). Nothing is known to have changed; retry (idempotent requests are
             /// safe to repeat).
@@ -5097,6 +5964,38 @@ public enum Operations {
                     default:
                         try throwUnexpectedResponseStatus(
                             expectedStatus: "notFound",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The tenant may not start this request now (`rate_limited`), and nothing of it was
+            /// done: the tenant already has `RECEIPTS_TENANT_MAX_REQUESTS_IN_FLIGHT` (default 128)
+            /// requests in progress on this instance; or the instance is saturated
+            /// (`RECEIPTS_MAX_REQUESTS_IN_FLIGHT`, default 256, requests in progress) and the tenant
+            /// has its share of them; or the tenant's rate limit is spent. Retry after
+            /// `Retry-After` seconds (any request may be repeated: none of it happened). To a
+            /// tenant with a rate limit it carries `RateLimit-Policy` and `RateLimit` (then `r=0`
+            /// when the limit is what was spent). See "Fairness between tenants" in this document's
+            /// description.
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/chats/{chatId}/messages/{messageId}/delete(deleteMessage)/responses/429`.
+            ///
+            /// HTTP response code: `429 tooManyRequests`.
+            case tooManyRequests(Components.Responses.TooManyRequests)
+            /// The associated value of the enum case if `self` is `.tooManyRequests`.
+            ///
+            /// - Throws: An error if `self` is not `.tooManyRequests`.
+            /// - SeeAlso: `.tooManyRequests`.
+            public var tooManyRequests: Components.Responses.TooManyRequests {
+                get throws {
+                    switch self {
+                    case let .tooManyRequests(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "tooManyRequests",
                             response: self
                         )
                     }
@@ -5403,6 +6302,38 @@ public enum Operations {
                     }
                 }
             }
+            /// The tenant may not start this request now (`rate_limited`), and nothing of it was
+            /// done: the tenant already has `RECEIPTS_TENANT_MAX_REQUESTS_IN_FLIGHT` (default 128)
+            /// requests in progress on this instance; or the instance is saturated
+            /// (`RECEIPTS_MAX_REQUESTS_IN_FLIGHT`, default 256, requests in progress) and the tenant
+            /// has its share of them; or the tenant's rate limit is spent. Retry after
+            /// `Retry-After` seconds (any request may be repeated: none of it happened). To a
+            /// tenant with a rate limit it carries `RateLimit-Policy` and `RateLimit` (then `r=0`
+            /// when the limit is what was spent). See "Fairness between tenants" in this document's
+            /// description.
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/chats/{chatId}/read/post(markRead)/responses/429`.
+            ///
+            /// HTTP response code: `429 tooManyRequests`.
+            case tooManyRequests(Components.Responses.TooManyRequests)
+            /// The associated value of the enum case if `self` is `.tooManyRequests`.
+            ///
+            /// - Throws: An error if `self` is not `.tooManyRequests`.
+            /// - SeeAlso: `.tooManyRequests`.
+            public var tooManyRequests: Components.Responses.TooManyRequests {
+                get throws {
+                    switch self {
+                    case let .tooManyRequests(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "tooManyRequests",
+                            response: self
+                        )
+                    }
+                }
+            }
             /// PostgreSQL is unreachable or did not answer within `RECEIPTS_DATABASE_TIMEOUT_SECONDS`
             /// (`unavailable`). Nothing is known to have changed; retry (idempotent requests are
             /// safe to repeat).
@@ -5695,6 +6626,38 @@ public enum Operations {
                     default:
                         try throwUnexpectedResponseStatus(
                             expectedStatus: "contentTooLarge",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The tenant may not start this request now (`rate_limited`), and nothing of it was
+            /// done: the tenant already has `RECEIPTS_TENANT_MAX_REQUESTS_IN_FLIGHT` (default 128)
+            /// requests in progress on this instance; or the instance is saturated
+            /// (`RECEIPTS_MAX_REQUESTS_IN_FLIGHT`, default 256, requests in progress) and the tenant
+            /// has its share of them; or the tenant's rate limit is spent. Retry after
+            /// `Retry-After` seconds (any request may be repeated: none of it happened). To a
+            /// tenant with a rate limit it carries `RateLimit-Policy` and `RateLimit` (then `r=0`
+            /// when the limit is what was spent). See "Fairness between tenants" in this document's
+            /// description.
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/chats/{chatId}/delivered/post(markDelivered)/responses/429`.
+            ///
+            /// HTTP response code: `429 tooManyRequests`.
+            case tooManyRequests(Components.Responses.TooManyRequests)
+            /// The associated value of the enum case if `self` is `.tooManyRequests`.
+            ///
+            /// - Throws: An error if `self` is not `.tooManyRequests`.
+            /// - SeeAlso: `.tooManyRequests`.
+            public var tooManyRequests: Components.Responses.TooManyRequests {
+                get throws {
+                    switch self {
+                    case let .tooManyRequests(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "tooManyRequests",
                             response: self
                         )
                     }
@@ -5996,6 +6959,38 @@ public enum Operations {
                     }
                 }
             }
+            /// The tenant may not start this request now (`rate_limited`), and nothing of it was
+            /// done: the tenant already has `RECEIPTS_TENANT_MAX_REQUESTS_IN_FLIGHT` (default 128)
+            /// requests in progress on this instance; or the instance is saturated
+            /// (`RECEIPTS_MAX_REQUESTS_IN_FLIGHT`, default 256, requests in progress) and the tenant
+            /// has its share of them; or the tenant's rate limit is spent. Retry after
+            /// `Retry-After` seconds (any request may be repeated: none of it happened). To a
+            /// tenant with a rate limit it carries `RateLimit-Policy` and `RateLimit` (then `r=0`
+            /// when the limit is what was spent). See "Fairness between tenants" in this document's
+            /// description.
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/chats/{chatId}/unread/post(markUnread)/responses/429`.
+            ///
+            /// HTTP response code: `429 tooManyRequests`.
+            case tooManyRequests(Components.Responses.TooManyRequests)
+            /// The associated value of the enum case if `self` is `.tooManyRequests`.
+            ///
+            /// - Throws: An error if `self` is not `.tooManyRequests`.
+            /// - SeeAlso: `.tooManyRequests`.
+            public var tooManyRequests: Components.Responses.TooManyRequests {
+                get throws {
+                    switch self {
+                    case let .tooManyRequests(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "tooManyRequests",
+                            response: self
+                        )
+                    }
+                }
+            }
             /// PostgreSQL is unreachable or did not answer within `RECEIPTS_DATABASE_TIMEOUT_SECONDS`
             /// (`unavailable`). Nothing is known to have changed; retry (idempotent requests are
             /// safe to repeat).
@@ -6264,6 +7259,38 @@ public enum Operations {
                     }
                 }
             }
+            /// The tenant may not start this request now (`rate_limited`), and nothing of it was
+            /// done: the tenant already has `RECEIPTS_TENANT_MAX_REQUESTS_IN_FLIGHT` (default 128)
+            /// requests in progress on this instance; or the instance is saturated
+            /// (`RECEIPTS_MAX_REQUESTS_IN_FLIGHT`, default 256, requests in progress) and the tenant
+            /// has its share of them; or the tenant's rate limit is spent. Retry after
+            /// `Retry-After` seconds (any request may be repeated: none of it happened). To a
+            /// tenant with a rate limit it carries `RateLimit-Policy` and `RateLimit` (then `r=0`
+            /// when the limit is what was spent). See "Fairness between tenants" in this document's
+            /// description.
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/users/{userId}/delete(eraseUser)/responses/429`.
+            ///
+            /// HTTP response code: `429 tooManyRequests`.
+            case tooManyRequests(Components.Responses.TooManyRequests)
+            /// The associated value of the enum case if `self` is `.tooManyRequests`.
+            ///
+            /// - Throws: An error if `self` is not `.tooManyRequests`.
+            /// - SeeAlso: `.tooManyRequests`.
+            public var tooManyRequests: Components.Responses.TooManyRequests {
+                get throws {
+                    switch self {
+                    case let .tooManyRequests(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "tooManyRequests",
+                            response: self
+                        )
+                    }
+                }
+            }
             /// PostgreSQL is unreachable or did not answer within `RECEIPTS_DATABASE_TIMEOUT_SECONDS`
             /// (`unavailable`). Nothing is known to have changed; retry (idempotent requests are
             /// safe to repeat).
@@ -6527,6 +7554,38 @@ public enum Operations {
                     }
                 }
             }
+            /// The tenant may not start this request now (`rate_limited`), and nothing of it was
+            /// done: the tenant already has `RECEIPTS_TENANT_MAX_REQUESTS_IN_FLIGHT` (default 128)
+            /// requests in progress on this instance; or the instance is saturated
+            /// (`RECEIPTS_MAX_REQUESTS_IN_FLIGHT`, default 256, requests in progress) and the tenant
+            /// has its share of them; or the tenant's rate limit is spent. Retry after
+            /// `Retry-After` seconds (any request may be repeated: none of it happened). To a
+            /// tenant with a rate limit it carries `RateLimit-Policy` and `RateLimit` (then `r=0`
+            /// when the limit is what was spent). See "Fairness between tenants" in this document's
+            /// description.
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/users/{userId}/erasure/get(getUserErasure)/responses/429`.
+            ///
+            /// HTTP response code: `429 tooManyRequests`.
+            case tooManyRequests(Components.Responses.TooManyRequests)
+            /// The associated value of the enum case if `self` is `.tooManyRequests`.
+            ///
+            /// - Throws: An error if `self` is not `.tooManyRequests`.
+            /// - SeeAlso: `.tooManyRequests`.
+            public var tooManyRequests: Components.Responses.TooManyRequests {
+                get throws {
+                    switch self {
+                    case let .tooManyRequests(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "tooManyRequests",
+                            response: self
+                        )
+                    }
+                }
+            }
             /// PostgreSQL is unreachable or did not answer within `RECEIPTS_DATABASE_TIMEOUT_SECONDS`
             /// (`unavailable`). Nothing is known to have changed; retry (idempotent requests are
             /// safe to repeat).
@@ -6764,6 +7823,38 @@ public enum Operations {
                     default:
                         try throwUnexpectedResponseStatus(
                             expectedStatus: "forbidden",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The tenant may not start this request now (`rate_limited`), and nothing of it was
+            /// done: the tenant already has `RECEIPTS_TENANT_MAX_REQUESTS_IN_FLIGHT` (default 128)
+            /// requests in progress on this instance; or the instance is saturated
+            /// (`RECEIPTS_MAX_REQUESTS_IN_FLIGHT`, default 256, requests in progress) and the tenant
+            /// has its share of them; or the tenant's rate limit is spent. Retry after
+            /// `Retry-After` seconds (any request may be repeated: none of it happened). To a
+            /// tenant with a rate limit it carries `RateLimit-Policy` and `RateLimit` (then `r=0`
+            /// when the limit is what was spent). See "Fairness between tenants" in this document's
+            /// description.
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/users/{userId}/unread/get(getUnread)/responses/429`.
+            ///
+            /// HTTP response code: `429 tooManyRequests`.
+            case tooManyRequests(Components.Responses.TooManyRequests)
+            /// The associated value of the enum case if `self` is `.tooManyRequests`.
+            ///
+            /// - Throws: An error if `self` is not `.tooManyRequests`.
+            /// - SeeAlso: `.tooManyRequests`.
+            public var tooManyRequests: Components.Responses.TooManyRequests {
+                get throws {
+                    switch self {
+                    case let .tooManyRequests(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "tooManyRequests",
                             response: self
                         )
                     }
@@ -7043,6 +8134,38 @@ public enum Operations {
                     }
                 }
             }
+            /// The tenant may not start this request now (`rate_limited`), and nothing of it was
+            /// done: the tenant already has `RECEIPTS_TENANT_MAX_REQUESTS_IN_FLIGHT` (default 128)
+            /// requests in progress on this instance; or the instance is saturated
+            /// (`RECEIPTS_MAX_REQUESTS_IN_FLIGHT`, default 256, requests in progress) and the tenant
+            /// has its share of them; or the tenant's rate limit is spent. Retry after
+            /// `Retry-After` seconds (any request may be repeated: none of it happened). To a
+            /// tenant with a rate limit it carries `RateLimit-Policy` and `RateLimit` (then `r=0`
+            /// when the limit is what was spent). See "Fairness between tenants" in this document's
+            /// description.
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/users/{userId}/settings/put(putSettings)/responses/429`.
+            ///
+            /// HTTP response code: `429 tooManyRequests`.
+            case tooManyRequests(Components.Responses.TooManyRequests)
+            /// The associated value of the enum case if `self` is `.tooManyRequests`.
+            ///
+            /// - Throws: An error if `self` is not `.tooManyRequests`.
+            /// - SeeAlso: `.tooManyRequests`.
+            public var tooManyRequests: Components.Responses.TooManyRequests {
+                get throws {
+                    switch self {
+                    case let .tooManyRequests(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "tooManyRequests",
+                            response: self
+                        )
+                    }
+                }
+            }
             /// PostgreSQL is unreachable or did not answer within `RECEIPTS_DATABASE_TIMEOUT_SECONDS`
             /// (`unavailable`). Nothing is known to have changed; retry (idempotent requests are
             /// safe to repeat).
@@ -7282,6 +8405,38 @@ public enum Operations {
                     }
                 }
             }
+            /// The tenant may not start this request now (`rate_limited`), and nothing of it was
+            /// done: the tenant already has `RECEIPTS_TENANT_MAX_REQUESTS_IN_FLIGHT` (default 128)
+            /// requests in progress on this instance; or the instance is saturated
+            /// (`RECEIPTS_MAX_REQUESTS_IN_FLIGHT`, default 256, requests in progress) and the tenant
+            /// has its share of them; or the tenant's rate limit is spent. Retry after
+            /// `Retry-After` seconds (any request may be repeated: none of it happened). To a
+            /// tenant with a rate limit it carries `RateLimit-Policy` and `RateLimit` (then `r=0`
+            /// when the limit is what was spent). See "Fairness between tenants" in this document's
+            /// description.
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/users/{userId}/tokens/revoke/post(revokeTokens)/responses/429`.
+            ///
+            /// HTTP response code: `429 tooManyRequests`.
+            case tooManyRequests(Components.Responses.TooManyRequests)
+            /// The associated value of the enum case if `self` is `.tooManyRequests`.
+            ///
+            /// - Throws: An error if `self` is not `.tooManyRequests`.
+            /// - SeeAlso: `.tooManyRequests`.
+            public var tooManyRequests: Components.Responses.TooManyRequests {
+                get throws {
+                    switch self {
+                    case let .tooManyRequests(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "tooManyRequests",
+                            response: self
+                        )
+                    }
+                }
+            }
             /// PostgreSQL is unreachable or did not answer within `RECEIPTS_DATABASE_TIMEOUT_SECONDS`
             /// (`unavailable`). Nothing is known to have changed; retry (idempotent requests are
             /// safe to repeat).
@@ -7468,6 +8623,38 @@ public enum Operations {
                     default:
                         try throwUnexpectedResponseStatus(
                             expectedStatus: "forbidden",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The tenant may not start this request now (`rate_limited`), and nothing of it was
+            /// done: the tenant already has `RECEIPTS_TENANT_MAX_REQUESTS_IN_FLIGHT` (default 128)
+            /// requests in progress on this instance; or the instance is saturated
+            /// (`RECEIPTS_MAX_REQUESTS_IN_FLIGHT`, default 256, requests in progress) and the tenant
+            /// has its share of them; or the tenant's rate limit is spent. Retry after
+            /// `Retry-After` seconds (any request may be repeated: none of it happened). To a
+            /// tenant with a rate limit it carries `RateLimit-Policy` and `RateLimit` (then `r=0`
+            /// when the limit is what was spent). See "Fairness between tenants" in this document's
+            /// description.
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/settings/get(getTenantSettings)/responses/429`.
+            ///
+            /// HTTP response code: `429 tooManyRequests`.
+            case tooManyRequests(Components.Responses.TooManyRequests)
+            /// The associated value of the enum case if `self` is `.tooManyRequests`.
+            ///
+            /// - Throws: An error if `self` is not `.tooManyRequests`.
+            /// - SeeAlso: `.tooManyRequests`.
+            public var tooManyRequests: Components.Responses.TooManyRequests {
+                get throws {
+                    switch self {
+                    case let .tooManyRequests(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "tooManyRequests",
                             response: self
                         )
                     }
@@ -7731,6 +8918,38 @@ public enum Operations {
                     }
                 }
             }
+            /// The tenant may not start this request now (`rate_limited`), and nothing of it was
+            /// done: the tenant already has `RECEIPTS_TENANT_MAX_REQUESTS_IN_FLIGHT` (default 128)
+            /// requests in progress on this instance; or the instance is saturated
+            /// (`RECEIPTS_MAX_REQUESTS_IN_FLIGHT`, default 256, requests in progress) and the tenant
+            /// has its share of them; or the tenant's rate limit is spent. Retry after
+            /// `Retry-After` seconds (any request may be repeated: none of it happened). To a
+            /// tenant with a rate limit it carries `RateLimit-Policy` and `RateLimit` (then `r=0`
+            /// when the limit is what was spent). See "Fairness between tenants" in this document's
+            /// description.
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/settings/put(putTenantSettings)/responses/429`.
+            ///
+            /// HTTP response code: `429 tooManyRequests`.
+            case tooManyRequests(Components.Responses.TooManyRequests)
+            /// The associated value of the enum case if `self` is `.tooManyRequests`.
+            ///
+            /// - Throws: An error if `self` is not `.tooManyRequests`.
+            /// - SeeAlso: `.tooManyRequests`.
+            public var tooManyRequests: Components.Responses.TooManyRequests {
+                get throws {
+                    switch self {
+                    case let .tooManyRequests(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "tooManyRequests",
+                            response: self
+                        )
+                    }
+                }
+            }
             /// PostgreSQL is unreachable or did not answer within `RECEIPTS_DATABASE_TIMEOUT_SECONDS`
             /// (`unavailable`). Nothing is known to have changed; retry (idempotent requests are
             /// safe to repeat).
@@ -7917,6 +9136,38 @@ public enum Operations {
                     default:
                         try throwUnexpectedResponseStatus(
                             expectedStatus: "forbidden",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The tenant may not start this request now (`rate_limited`), and nothing of it was
+            /// done: the tenant already has `RECEIPTS_TENANT_MAX_REQUESTS_IN_FLIGHT` (default 128)
+            /// requests in progress on this instance; or the instance is saturated
+            /// (`RECEIPTS_MAX_REQUESTS_IN_FLIGHT`, default 256, requests in progress) and the tenant
+            /// has its share of them; or the tenant's rate limit is spent. Retry after
+            /// `Retry-After` seconds (any request may be repeated: none of it happened). To a
+            /// tenant with a rate limit it carries `RateLimit-Policy` and `RateLimit` (then `r=0`
+            /// when the limit is what was spent). See "Fairness between tenants" in this document's
+            /// description.
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/webhooks/get(listWebhooks)/responses/429`.
+            ///
+            /// HTTP response code: `429 tooManyRequests`.
+            case tooManyRequests(Components.Responses.TooManyRequests)
+            /// The associated value of the enum case if `self` is `.tooManyRequests`.
+            ///
+            /// - Throws: An error if `self` is not `.tooManyRequests`.
+            /// - SeeAlso: `.tooManyRequests`.
+            public var tooManyRequests: Components.Responses.TooManyRequests {
+                get throws {
+                    switch self {
+                    case let .tooManyRequests(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "tooManyRequests",
                             response: self
                         )
                     }
@@ -8176,6 +9427,38 @@ public enum Operations {
                     default:
                         try throwUnexpectedResponseStatus(
                             expectedStatus: "notFound",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The tenant may not start this request now (`rate_limited`), and nothing of it was
+            /// done: the tenant already has `RECEIPTS_TENANT_MAX_REQUESTS_IN_FLIGHT` (default 128)
+            /// requests in progress on this instance; or the instance is saturated
+            /// (`RECEIPTS_MAX_REQUESTS_IN_FLIGHT`, default 256, requests in progress) and the tenant
+            /// has its share of them; or the tenant's rate limit is spent. Retry after
+            /// `Retry-After` seconds (any request may be repeated: none of it happened). To a
+            /// tenant with a rate limit it carries `RateLimit-Policy` and `RateLimit` (then `r=0`
+            /// when the limit is what was spent). See "Fairness between tenants" in this document's
+            /// description.
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/webhooks/{webhookId}/get(getWebhook)/responses/429`.
+            ///
+            /// HTTP response code: `429 tooManyRequests`.
+            case tooManyRequests(Components.Responses.TooManyRequests)
+            /// The associated value of the enum case if `self` is `.tooManyRequests`.
+            ///
+            /// - Throws: An error if `self` is not `.tooManyRequests`.
+            /// - SeeAlso: `.tooManyRequests`.
+            public var tooManyRequests: Components.Responses.TooManyRequests {
+                get throws {
+                    switch self {
+                    case let .tooManyRequests(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "tooManyRequests",
                             response: self
                         )
                     }
@@ -8536,6 +9819,38 @@ public enum Operations {
                     }
                 }
             }
+            /// The tenant may not start this request now (`rate_limited`), and nothing of it was
+            /// done: the tenant already has `RECEIPTS_TENANT_MAX_REQUESTS_IN_FLIGHT` (default 128)
+            /// requests in progress on this instance; or the instance is saturated
+            /// (`RECEIPTS_MAX_REQUESTS_IN_FLIGHT`, default 256, requests in progress) and the tenant
+            /// has its share of them; or the tenant's rate limit is spent. Retry after
+            /// `Retry-After` seconds (any request may be repeated: none of it happened). To a
+            /// tenant with a rate limit it carries `RateLimit-Policy` and `RateLimit` (then `r=0`
+            /// when the limit is what was spent). See "Fairness between tenants" in this document's
+            /// description.
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/webhooks/{webhookId}/put(putWebhook)/responses/429`.
+            ///
+            /// HTTP response code: `429 tooManyRequests`.
+            case tooManyRequests(Components.Responses.TooManyRequests)
+            /// The associated value of the enum case if `self` is `.tooManyRequests`.
+            ///
+            /// - Throws: An error if `self` is not `.tooManyRequests`.
+            /// - SeeAlso: `.tooManyRequests`.
+            public var tooManyRequests: Components.Responses.TooManyRequests {
+                get throws {
+                    switch self {
+                    case let .tooManyRequests(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "tooManyRequests",
+                            response: self
+                        )
+                    }
+                }
+            }
             /// PostgreSQL is unreachable or did not answer within `RECEIPTS_DATABASE_TIMEOUT_SECONDS`
             /// (`unavailable`). Nothing is known to have changed; retry (idempotent requests are
             /// safe to repeat).
@@ -8776,6 +10091,38 @@ public enum Operations {
                     default:
                         try throwUnexpectedResponseStatus(
                             expectedStatus: "notFound",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The tenant may not start this request now (`rate_limited`), and nothing of it was
+            /// done: the tenant already has `RECEIPTS_TENANT_MAX_REQUESTS_IN_FLIGHT` (default 128)
+            /// requests in progress on this instance; or the instance is saturated
+            /// (`RECEIPTS_MAX_REQUESTS_IN_FLIGHT`, default 256, requests in progress) and the tenant
+            /// has its share of them; or the tenant's rate limit is spent. Retry after
+            /// `Retry-After` seconds (any request may be repeated: none of it happened). To a
+            /// tenant with a rate limit it carries `RateLimit-Policy` and `RateLimit` (then `r=0`
+            /// when the limit is what was spent). See "Fairness between tenants" in this document's
+            /// description.
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/webhooks/{webhookId}/delete(deleteWebhook)/responses/429`.
+            ///
+            /// HTTP response code: `429 tooManyRequests`.
+            case tooManyRequests(Components.Responses.TooManyRequests)
+            /// The associated value of the enum case if `self` is `.tooManyRequests`.
+            ///
+            /// - Throws: An error if `self` is not `.tooManyRequests`.
+            /// - SeeAlso: `.tooManyRequests`.
+            public var tooManyRequests: Components.Responses.TooManyRequests {
+                get throws {
+                    switch self {
+                    case let .tooManyRequests(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "tooManyRequests",
                             response: self
                         )
                     }
@@ -9042,6 +10389,38 @@ public enum Operations {
                     default:
                         try throwUnexpectedResponseStatus(
                             expectedStatus: "notFound",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The tenant may not start this request now (`rate_limited`), and nothing of it was
+            /// done: the tenant already has `RECEIPTS_TENANT_MAX_REQUESTS_IN_FLIGHT` (default 128)
+            /// requests in progress on this instance; or the instance is saturated
+            /// (`RECEIPTS_MAX_REQUESTS_IN_FLIGHT`, default 256, requests in progress) and the tenant
+            /// has its share of them; or the tenant's rate limit is spent. Retry after
+            /// `Retry-After` seconds (any request may be repeated: none of it happened). To a
+            /// tenant with a rate limit it carries `RateLimit-Policy` and `RateLimit` (then `r=0`
+            /// when the limit is what was spent). See "Fairness between tenants" in this document's
+            /// description.
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/webhooks/{webhookId}/secret/rotate/post(rotateWebhookSecret)/responses/429`.
+            ///
+            /// HTTP response code: `429 tooManyRequests`.
+            case tooManyRequests(Components.Responses.TooManyRequests)
+            /// The associated value of the enum case if `self` is `.tooManyRequests`.
+            ///
+            /// - Throws: An error if `self` is not `.tooManyRequests`.
+            /// - SeeAlso: `.tooManyRequests`.
+            public var tooManyRequests: Components.Responses.TooManyRequests {
+                get throws {
+                    switch self {
+                    case let .tooManyRequests(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "tooManyRequests",
                             response: self
                         )
                     }
@@ -9368,6 +10747,38 @@ public enum Operations {
                     }
                 }
             }
+            /// The tenant may not start this request now (`rate_limited`), and nothing of it was
+            /// done: the tenant already has `RECEIPTS_TENANT_MAX_REQUESTS_IN_FLIGHT` (default 128)
+            /// requests in progress on this instance; or the instance is saturated
+            /// (`RECEIPTS_MAX_REQUESTS_IN_FLIGHT`, default 256, requests in progress) and the tenant
+            /// has its share of them; or the tenant's rate limit is spent. Retry after
+            /// `Retry-After` seconds (any request may be repeated: none of it happened). To a
+            /// tenant with a rate limit it carries `RateLimit-Policy` and `RateLimit` (then `r=0`
+            /// when the limit is what was spent). See "Fairness between tenants" in this document's
+            /// description.
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/webhooks/{webhookId}/replay/post(replayWebhook)/responses/429`.
+            ///
+            /// HTTP response code: `429 tooManyRequests`.
+            case tooManyRequests(Components.Responses.TooManyRequests)
+            /// The associated value of the enum case if `self` is `.tooManyRequests`.
+            ///
+            /// - Throws: An error if `self` is not `.tooManyRequests`.
+            /// - SeeAlso: `.tooManyRequests`.
+            public var tooManyRequests: Components.Responses.TooManyRequests {
+                get throws {
+                    switch self {
+                    case let .tooManyRequests(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "tooManyRequests",
+                            response: self
+                        )
+                    }
+                }
+            }
             /// PostgreSQL is unreachable or did not answer within `RECEIPTS_DATABASE_TIMEOUT_SECONDS`
             /// (`unavailable`). Nothing is known to have changed; retry (idempotent requests are
             /// safe to repeat).
@@ -9645,6 +11056,38 @@ public enum Operations {
                     default:
                         try throwUnexpectedResponseStatus(
                             expectedStatus: "notFound",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The tenant may not start this request now (`rate_limited`), and nothing of it was
+            /// done: the tenant already has `RECEIPTS_TENANT_MAX_REQUESTS_IN_FLIGHT` (default 128)
+            /// requests in progress on this instance; or the instance is saturated
+            /// (`RECEIPTS_MAX_REQUESTS_IN_FLIGHT`, default 256, requests in progress) and the tenant
+            /// has its share of them; or the tenant's rate limit is spent. Retry after
+            /// `Retry-After` seconds (any request may be repeated: none of it happened). To a
+            /// tenant with a rate limit it carries `RateLimit-Policy` and `RateLimit` (then `r=0`
+            /// when the limit is what was spent). See "Fairness between tenants" in this document's
+            /// description.
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/webhooks/{webhookId}/attempts/get(listWebhookAttempts)/responses/429`.
+            ///
+            /// HTTP response code: `429 tooManyRequests`.
+            case tooManyRequests(Components.Responses.TooManyRequests)
+            /// The associated value of the enum case if `self` is `.tooManyRequests`.
+            ///
+            /// - Throws: An error if `self` is not `.tooManyRequests`.
+            /// - SeeAlso: `.tooManyRequests`.
+            public var tooManyRequests: Components.Responses.TooManyRequests {
+                get throws {
+                    switch self {
+                    case let .tooManyRequests(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "tooManyRequests",
                             response: self
                         )
                     }

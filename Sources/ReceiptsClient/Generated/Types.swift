@@ -80,6 +80,35 @@ public protocol APIProtocol: Sendable {
     /// - Remark: HTTP `POST /admin/v1/tenants/{tenantId}/token-secret/rotate`.
     /// - Remark: Generated from `#/paths//admin/v1/tenants/{tenantId}/token-secret/rotate/post(rotateTokenSecret)`.
     func rotateTokenSecret(_ input: Operations.RotateTokenSecret.Input) async throws -> Operations.RotateTokenSecret.Output
+    /// A tenant's rate limit
+    ///
+    /// The rate limit in force for the tenant on each instance (see "Fairness between
+    /// tenants" in this document's description): its own, or the instance's default
+    /// (`RECEIPTS_TENANT_REQUESTS_PER_SECOND`, `RECEIPTS_TENANT_BURST`). `null` members:
+    /// no rate limit (the limits on requests in flight still hold). Unknown tenant, or one
+    /// being erased: 404.
+    ///
+    ///
+    /// - Remark: HTTP `GET /admin/v1/tenants/{tenantId}/limits`.
+    /// - Remark: Generated from `#/paths//admin/v1/tenants/{tenantId}/limits/get(getTenantLimits)`.
+    func getTenantLimits(_ input: Operations.GetTenantLimits.Input) async throws -> Operations.GetTenantLimits.Output
+    /// Set a tenant's rate limit
+    ///
+    /// Sets the tenant's own rate limit, replacing the one it had: a bucket of `burst`
+    /// requests refilled at `requestsPerSecond`, on each instance (with N instances
+    /// behind a balancer the tenant gets up to N times it). A member absent or `null`
+    /// takes the instance's default: `{}` returns the tenant to the defaults. A
+    /// `requestsPerSecond` of its own without a `burst` of its own has a burst of one
+    /// second's worth; a `burst` of its own without a `requestsPerSecond` of its own goes
+    /// with the instance's default rate, and limits nothing while the instance has none.
+    /// Answers the limit now in force, as `GET` does; every
+    /// instance applies it within about a second. The change is logged. Unknown tenant,
+    /// or one being erased: 404.
+    ///
+    ///
+    /// - Remark: HTTP `PUT /admin/v1/tenants/{tenantId}/limits`.
+    /// - Remark: Generated from `#/paths//admin/v1/tenants/{tenantId}/limits/put(putTenantLimits)`.
+    func putTenantLimits(_ input: Operations.PutTenantLimits.Input) async throws -> Operations.PutTenantLimits.Output
     /// Mint a user token
     ///
     /// Mints a short-lived user token (a JWT) for one user of the calling tenant. An
@@ -613,6 +642,53 @@ extension APIProtocol {
         try await rotateTokenSecret(Operations.RotateTokenSecret.Input(
             path: path,
             headers: headers
+        ))
+    }
+    /// A tenant's rate limit
+    ///
+    /// The rate limit in force for the tenant on each instance (see "Fairness between
+    /// tenants" in this document's description): its own, or the instance's default
+    /// (`RECEIPTS_TENANT_REQUESTS_PER_SECOND`, `RECEIPTS_TENANT_BURST`). `null` members:
+    /// no rate limit (the limits on requests in flight still hold). Unknown tenant, or one
+    /// being erased: 404.
+    ///
+    ///
+    /// - Remark: HTTP `GET /admin/v1/tenants/{tenantId}/limits`.
+    /// - Remark: Generated from `#/paths//admin/v1/tenants/{tenantId}/limits/get(getTenantLimits)`.
+    public func getTenantLimits(
+        path: Operations.GetTenantLimits.Input.Path,
+        headers: Operations.GetTenantLimits.Input.Headers = .init()
+    ) async throws -> Operations.GetTenantLimits.Output {
+        try await getTenantLimits(Operations.GetTenantLimits.Input(
+            path: path,
+            headers: headers
+        ))
+    }
+    /// Set a tenant's rate limit
+    ///
+    /// Sets the tenant's own rate limit, replacing the one it had: a bucket of `burst`
+    /// requests refilled at `requestsPerSecond`, on each instance (with N instances
+    /// behind a balancer the tenant gets up to N times it). A member absent or `null`
+    /// takes the instance's default: `{}` returns the tenant to the defaults. A
+    /// `requestsPerSecond` of its own without a `burst` of its own has a burst of one
+    /// second's worth; a `burst` of its own without a `requestsPerSecond` of its own goes
+    /// with the instance's default rate, and limits nothing while the instance has none.
+    /// Answers the limit now in force, as `GET` does; every
+    /// instance applies it within about a second. The change is logged. Unknown tenant,
+    /// or one being erased: 404.
+    ///
+    ///
+    /// - Remark: HTTP `PUT /admin/v1/tenants/{tenantId}/limits`.
+    /// - Remark: Generated from `#/paths//admin/v1/tenants/{tenantId}/limits/put(putTenantLimits)`.
+    public func putTenantLimits(
+        path: Operations.PutTenantLimits.Input.Path,
+        headers: Operations.PutTenantLimits.Input.Headers = .init(),
+        body: Operations.PutTenantLimits.Input.Body
+    ) async throws -> Operations.PutTenantLimits.Output {
+        try await putTenantLimits(Operations.PutTenantLimits.Input(
+            path: path,
+            headers: headers,
+            body: body
         ))
     }
     /// Mint a user token
