@@ -4,7 +4,8 @@ import DequeModule
 /// whose last work ended less than `window` ago, so that a flow that asks for one thing at a
 /// time counts between two of them. A value with no clocks: each event takes `now`.
 ///
-/// Its size is the flows with work under way and those inside their window.
+/// Its size is the flows with work under way, those inside their window, and one entry for
+/// each end of work within the last `window` (each expires with it).
 struct FlowActivity<Flow: Hashable> {
     /// How long a flow stays active after its last work ended, in nanoseconds.
     let window: Int64

@@ -22,6 +22,8 @@ struct ErrorResponseMiddleware: ClientMiddleware {
                 if bytes.count >= Self.maximumErrorBodyBytes { break }
             }
         }
-        throw ReceiptsError(status: response.status.code, body: bytes)
+        // Seconds only (the service never sends an HTTP date), at most an hour.
+        let retryAfter = response.headerFields[.retryAfter].flatMap { Int($0) }.map { min(max($0, 0), 3600) }
+        throw ReceiptsError(status: response.status.code, body: bytes, retryAfter: retryAfter)
     }
 }

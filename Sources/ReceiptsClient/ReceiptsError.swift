@@ -28,7 +28,10 @@ public struct ReceiptsError: Error, Sendable, Hashable, CustomStringConvertible 
         public static let upgradeRequired = Code(rawValue: "upgrade_required")
         /// 413: a request body over 1 MiB.
         public static let payloadTooLarge = Code(rawValue: "payload_too_large")
-        /// 429: too many streams open for the user or the tenant.
+        /// 429: too many streams open for the user or the tenant, or the tenant over its
+        /// bounds on the instance (its requests in flight, its share of a busy instance, its
+        /// rate limit); the answer's `Retry-After` says when to try again. Not retried by the
+        /// client.
         public static let rateLimited = Code(rawValue: "rate_limited")
         /// 503: PostgreSQL unreachable or too slow; idempotent calls are retried.
         public static let unavailable = Code(rawValue: "unavailable")
@@ -45,11 +48,15 @@ public struct ReceiptsError: Error, Sendable, Hashable, CustomStringConvertible 
     public var code: Code
     /// The service's explanation, for logs and people.
     public var message: String
+    /// Seconds the service asked to wait before trying again (`Retry-After` of a 429 or a
+    /// 503), when it said.
+    public var retryAfter: Int?
 
-    public init(status: Int, code: Code, message: String) {
+    public init(status: Int, code: Code, message: String, retryAfter: Int? = nil) {
         self.status = status
         self.code = code
         self.message = message
+        self.retryAfter = retryAfter
     }
 
     public var description: String { "Receipts \(status) \(code): \(message)" }
@@ -64,12 +71,14 @@ public struct ReceiptsError: Error, Sendable, Hashable, CustomStringConvertible 
     }
 
     /// The error an answer's body states, or `unexpectedResponse` when it states none.
-    init(status: Int, body: Data) {
+    init(status: Int, body: Data, retryAfter: Int? = nil) {
         if let decoded = try? JSONDecoder().decode(Body.self, from: body) {
-            self.init(status: status, code: Code(rawValue: decoded.error.code), message: decoded.error.message)
+            self.init(status: status, code: Code(rawValue: decoded.error.code), message: decoded.error.message, retryAfter: retryAfter)
         } else {
             let text = String(decoding: body.prefix(200), as: UTF8.self)
-            self.init(status: status, code: .unexpectedResponse, message: "HTTP \(status) without the contract's error body: \(text)")
+            self.init(
+                status: status, code: .unexpectedResponse, message: "HTTP \(status) without the contract's error body: \(text)",
+                retryAfter: retryAfter)
         }
     }
 }

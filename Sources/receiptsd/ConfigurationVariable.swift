@@ -83,7 +83,7 @@ enum ConfigurationVariable: String, CaseIterable {
         case .allowedOrigins: "no origin but the service's own and each tenant's list"
         case .migrationsDirectory: "sql/migrations of the current directory, else of the source tree"
         case .tenantRequestsPerSecond: "no rate limit for tenants without one of their own (the limits on requests in flight still hold)"
-        case .tenantBurst: "RECEIPTS_TENANT_REQUESTS_PER_SECOND (one second's worth)"
+        case .tenantBurst: "one second's worth of the default rate"
         case .maximumConnections:
             "the open-file limit (raised to the hard limit at start) less a reserve for PostgreSQL, webhooks and files: a tenth of it, 64 to 1024, and the database pool"
         default: nil

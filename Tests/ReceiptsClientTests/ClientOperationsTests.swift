@@ -18,6 +18,8 @@ struct ClientOperationsTests {
             #expect(try await admin.apiKeys(of: another.id).map(\.keyId).contains(key.keyId))
             try await admin.removeAPIKey(key.keyId, of: another.id)
             try await admin.rotateTokenSecret(of: another.id)
+            #expect(try await admin.setLimits(of: another.id, requestsPerSecond: 50).burst == 50)
+            #expect(try await admin.limits(of: another.id).source == .tenant)
             #expect(try await admin.erase(tenant: another.id).erasure == .pending)
 
             let token = try await receipts.userToken(for: "bob", ttl: .seconds(600))
@@ -188,6 +190,33 @@ struct ClientOperationsTests {
             // The event sequence does not retry what retrying cannot fix.
             let refused = await #expect(throws: ReceiptsError.self) { try await stranger.events() }
             #expect(refused?.code == .unauthorized)
+        }
+    }
+
+    @Test("a tenant over its rate limit gets ReceiptsError rate_limited with the wait the service asked for, not retried")
+    func rateLimitedCarriesRetryAfter() async throws {
+        try await ReceiptsService.with { service in
+            let tenant = try await service.admin.createTenant(named: "limited")
+            _ = try await service.admin.setLimits(of: tenant.id, requestsPerSecond: 1, burst: 1)
+            let receipts = ReceiptsClient(baseURL: service.baseURL, credential: tenant.apiKey)
+            // Five at once against a burst of one (one after the other, a slow answer could
+            // let the bucket refill between them).
+            let errors = await withTaskGroup(of: ReceiptsError?.self) { group in
+                for _ in 0..<5 {
+                    group.addTask {
+                        do {
+                            _ = try await receipts.unreadCounts(for: "a")
+                            return nil
+                        } catch {
+                            return error as? ReceiptsError
+                        }
+                    }
+                }
+                return await group.reduce(into: []) { $0.append($1) }
+            }
+            let limited = errors.compactMap { $0 }
+            #expect(limited.count >= 3, "\(errors)")
+            #expect(limited.allSatisfy { $0.code == .rateLimited && $0.status == 429 && $0.retryAfter == 1 }, "\(limited)")
         }
     }
 
