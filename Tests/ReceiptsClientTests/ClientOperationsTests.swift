@@ -215,7 +215,7 @@ struct ClientOperationsTests {
                 return await group.reduce(into: []) { $0.append($1) }
             }
             let limited = errors.compactMap { $0 }
-            #expect(limited.count >= 3, "\(errors)")
+            #expect(!limited.isEmpty, "\(errors)")
             #expect(limited.allSatisfy { $0.code == .rateLimited && $0.status == 429 && $0.retryAfter == 1 }, "\(limited)")
         }
     }
