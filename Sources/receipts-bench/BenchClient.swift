@@ -1,9 +1,7 @@
-import DequeModule
 import Foundation
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOHTTP1
-import NIOPosix
 
 /// HTTP on loopback: keep-alive connections, each used by one request at a time, opened as
 /// the concurrency asks and kept for the next request.
@@ -57,17 +55,18 @@ final class BenchClient: Sendable {
         return (head, bytes)
     }
 
-    /// A connection of the caller's own whose answers keep their `Retry-After`: for a
-    /// client that must back off when refused (the fairness scenario's flood).
-    func openStatusConnection() async throws -> StatusConnection {
-        try await StatusConnection.connect(host: self.host, port: self.port)
+    /// A connection of the caller's own that drops the answers' bodies (their status and
+    /// `Retry-After` kept): for a client that floods the service and must back off when
+    /// refused (the fairness scenario's flood).
+    func openStatusConnection() async throws -> LoopbackConnection {
+        try await LoopbackConnection.connect(host: self.host, port: self.port, keepsBodies: false)
     }
 
     /// Sends a request on `connection` and returns its status and `Retry-After` whatever the
     /// status (the body is dropped unread). Throws only when the connection fails.
     func send(
-        _ method: HTTPMethod, _ path: String, as credential: String?, body: [String: Any]? = nil, on connection: StatusConnection
-    ) async throws -> StatusConnection.Answer {
+        _ method: HTTPMethod, _ path: String, as credential: String?, body: [String: Any]? = nil, on connection: LoopbackConnection
+    ) async throws -> LoopbackConnection.Answer {
         let (head, bytes) = try self.request(method, path, as: credential, body: body)
         return try await connection.exchange(head, body: bytes)
     }
@@ -103,100 +102,6 @@ final class BenchClient: Sendable {
             await connection.close()
         }
         return try await LoopbackConnection.connect(host: self.host, port: self.port)
-    }
-}
-
-/// One keep-alive HTTP/1.1 connection whose answers are the status and `Retry-After`, the
-/// body dropped as it arrives: `LoopbackConnection`'s answers keep no headers, and a client
-/// that floods the service should not spend the CPU it shares with it on bodies it does not
-/// read.
-final class StatusConnection: Sendable {
-    struct Answer: Sendable {
-        let status: Int
-        /// The `Retry-After` header, as sent.
-        let retryAfter: String?
-    }
-
-    private let channel: any Channel
-
-    private init(channel: any Channel) {
-        self.channel = channel
-    }
-
-    fileprivate static func connect(host: String, port: Int) async throws -> StatusConnection {
-        let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
-            .channelOption(.socketOption(.tcp_nodelay), value: 1)
-            .channelInitializer { channel in
-                channel.eventLoop.makeCompletedFuture {
-                    try channel.pipeline.syncOperations.addHTTPClientHandlers(enableOutboundHeaderValidation: false)
-                    try channel.pipeline.syncOperations.addHandler(StatusHandler())
-                }
-            }
-            .connect(host: host, port: port)
-            .get()
-        return StatusConnection(channel: channel)
-    }
-
-    var isActive: Bool { self.channel.isActive }
-
-    fileprivate func exchange(_ head: HTTPRequestHead, body: ByteBuffer?) async throws -> Answer {
-        let answer = self.channel.eventLoop.makePromise(of: Answer.self)
-        self.channel.writeAndFlush(StatusHandler.Request(head: head, body: body, answer: answer), promise: nil)
-        return try await answer.futureResult.get()
-    }
-
-    func close() async {
-        try? await self.channel.close()
-    }
-}
-
-/// Writes each request's parts and completes its promise with the answer's status and
-/// `Retry-After`, in order.
-private final class StatusHandler: ChannelDuplexHandler {
-    typealias InboundIn = HTTPClientResponsePart
-    typealias OutboundIn = Request
-    typealias OutboundOut = HTTPClientRequestPart
-
-    struct Request: Sendable {
-        var head: HTTPRequestHead
-        var body: ByteBuffer?
-        var answer: EventLoopPromise<StatusConnection.Answer>
-    }
-
-    private var waiting: Deque<EventLoopPromise<StatusConnection.Answer>> = []
-    private var answer = StatusConnection.Answer(status: 0, retryAfter: nil)
-
-    func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
-        let request = self.unwrapOutboundIn(data)
-        self.waiting.append(request.answer)
-        context.write(self.wrapOutboundOut(.head(request.head)), promise: nil)
-        if let body = request.body { context.write(self.wrapOutboundOut(.body(.byteBuffer(body))), promise: nil) }
-        context.write(self.wrapOutboundOut(.end(nil)), promise: promise)
-    }
-
-    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        switch self.unwrapInboundIn(data) {
-        case .head(let head):
-            self.answer = StatusConnection.Answer(status: Int(head.status.code), retryAfter: head.headers.first(name: "Retry-After"))
-        case .body:
-            break
-        case .end:
-            self.waiting.popFirst()?.succeed(self.answer)
-        }
-    }
-
-    func errorCaught(context: ChannelHandlerContext, error: any Error) {
-        self.failAll(error)
-        context.close(promise: nil)
-    }
-
-    func channelInactive(context: ChannelHandlerContext) {
-        self.failAll(ChannelError.ioOnClosedChannel)
-        context.fireChannelInactive()
-    }
-
-    private func failAll(_ error: any Error) {
-        while let answer = self.waiting.popFirst() { answer.fail(error) }
     }
 }
 

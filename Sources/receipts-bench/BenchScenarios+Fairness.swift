@@ -221,9 +221,9 @@ private struct Flood: Sendable {
 
     let client: BenchClient
     let apiKey: String
-    let connections: [StatusConnection]
+    let connections: [LoopbackConnection]
 
-    init(client: BenchClient, apiKey: String, connections: [StatusConnection]) {
+    init(client: BenchClient, apiKey: String, connections: [LoopbackConnection]) {
         self.client = client
         self.apiKey = apiKey
         self.connections = connections
@@ -237,7 +237,7 @@ private struct Flood: Sendable {
         let client = self.client
         let apiKey = self.apiKey
         let start = ContinuousClock.now
-        let ended = try await withThrowingTaskGroup(of: (Int, StatusConnection, Tally).self) { group in
+        let ended = try await withThrowingTaskGroup(of: (Int, LoopbackConnection, Tally).self) { group in
             for (index, connection) in self.connections.enumerated() {
                 group.addTask {
                     var connection = connection
@@ -246,7 +246,7 @@ private struct Flood: Sendable {
                     var request = 0
                     while going() && !Task.isCancelled {
                         request += 1
-                        let answer: StatusConnection.Answer
+                        let answer: LoopbackConnection.Answer
                         do {
                             if request.isMultiple(of: 4) {
                                 sent += 1
@@ -283,7 +283,7 @@ private struct Flood: Sendable {
                     return (index, connection, tally)
                 }
             }
-            return try await group.reduce(into: [(Int, StatusConnection, Tally)]()) { $0.append($1) }
+            return try await group.reduce(into: [(Int, LoopbackConnection, Tally)]()) { $0.append($1) }
         }
         let seconds = Double((ContinuousClock.now - start) / .microseconds(1)) / 1_000_000
         var connections = self.connections

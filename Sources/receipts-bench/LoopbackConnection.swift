@@ -10,20 +10,30 @@ import NIOPosix
 /// tracing, connection-pool state machines) was about 40 % of the bench's CPU in the
 /// throughput figures (BENCHMARKS.md); this one writes a request and collects its answer.
 final class LoopbackConnection: Sendable {
+    /// An answer: its status, its `Retry-After`, and its body (empty on a connection that
+    /// drops bodies).
+    struct Answer: Sendable {
+        let status: Int
+        let retryAfter: String?
+        let body: ByteBuffer
+    }
+
     private let channel: any Channel
 
     private init(channel: any Channel) {
         self.channel = channel
     }
 
-    static func connect(host: String, port: Int) async throws -> LoopbackConnection {
+    /// - Parameter keepsBodies: false for a client that floods the service and reads no
+    ///   answer: it should not spend the CPU it shares with the service on bodies.
+    static func connect(host: String, port: Int, keepsBodies: Bool = true) async throws -> LoopbackConnection {
         let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .channelOption(.socketOption(.tcp_nodelay), value: 1)
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
                     // The bench writes only headers it built itself: no need to check them.
                     try channel.pipeline.syncOperations.addHTTPClientHandlers(enableOutboundHeaderValidation: false)
-                    try channel.pipeline.syncOperations.addHandler(ExchangeHandler())
+                    try channel.pipeline.syncOperations.addHandler(ExchangeHandler(keepsBodies: keepsBodies))
                 }
             }
             .connect(host: host, port: port)
@@ -34,8 +44,8 @@ final class LoopbackConnection: Sendable {
     var isActive: Bool { self.channel.isActive }
 
     /// Sends one request and waits for its whole answer.
-    func exchange(_ head: HTTPRequestHead, body: ByteBuffer?) async throws -> (status: Int, body: ByteBuffer) {
-        let answer = self.channel.eventLoop.makePromise(of: (status: Int, body: ByteBuffer).self)
+    func exchange(_ head: HTTPRequestHead, body: ByteBuffer?) async throws -> Answer {
+        let answer = self.channel.eventLoop.makePromise(of: Answer.self)
         self.channel.writeAndFlush(ExchangeHandler.Request(head: head, body: body, answer: answer), promise: nil)
         return try await answer.futureResult.get()
     }
@@ -54,12 +64,18 @@ private final class ExchangeHandler: ChannelDuplexHandler {
     struct Request: Sendable {
         var head: HTTPRequestHead
         var body: ByteBuffer?
-        var answer: EventLoopPromise<(status: Int, body: ByteBuffer)>
+        var answer: EventLoopPromise<LoopbackConnection.Answer>
     }
 
-    private var waiting: Deque<EventLoopPromise<(status: Int, body: ByteBuffer)>> = []
+    private let keepsBodies: Bool
+    private var waiting: Deque<EventLoopPromise<LoopbackConnection.Answer>> = []
     private var status = 0
+    private var retryAfter: String?
     private var body = ByteBuffer()
+
+    init(keepsBodies: Bool) {
+        self.keepsBodies = keepsBodies
+    }
 
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
         let request = self.unwrapOutboundIn(data)
@@ -73,10 +89,11 @@ private final class ExchangeHandler: ChannelDuplexHandler {
         switch self.unwrapInboundIn(data) {
         case .head(let head):
             self.status = Int(head.status.code)
+            self.retryAfter = head.headers.first(name: "Retry-After")
         case .body(var part):
-            self.body.writeBuffer(&part)
+            if self.keepsBodies { self.body.writeBuffer(&part) }
         case .end:
-            self.waiting.popFirst()?.succeed((self.status, self.body))
+            self.waiting.popFirst()?.succeed(LoopbackConnection.Answer(status: self.status, retryAfter: self.retryAfter, body: self.body))
             self.body = ByteBuffer()
         }
     }
