@@ -21,7 +21,7 @@
 ///   instead of all of them. A flow alone holds all connections but one, which a flow that
 ///   arrives then finds free (a lease cannot be taken back). The background flow is neither
 ///   held back nor counted.
-
+///
 /// A *slot* is the right to have one connection open: `openCount` counts the connections open
 /// or being opened, idle or lent, and never exceeds `maximumConnections`. A slot is freed
 /// only when its connection is closed (or its opening failed), so a connection still busy

@@ -41,8 +41,9 @@ import Synchronization
 ///
 /// - Leases wait in one line per `PostgresFlow` (a tenant of the service), and a connection
 ///   that comes free goes to the waiting flow that has held the pool's connections least, by
-///   time (fair queuing: `PoolStateMachine`), so one flow's flood never makes another's
-///   short work wait behind all of it.
+///   time; while several flows are active, each holds at most its share of
+///   `Options.fairConcurrency`, and a flow alone all but one connection (`PoolStateMachine`),
+///   so one flow's flood never makes another's short work wait behind all of it.
 ///
 /// Connections run without threads of their own (`PostgresConnection`); only opening one
 /// blocks, on a thread pool with a thread per connection, so a server slow to accept never

@@ -122,8 +122,8 @@ public struct ReceiptsConfiguration: Sendable {
         /// The most requests of one tenant in flight; one more is refused 429 (default 128).
         public var tenantMaximum = 128
         /// Database connections that tenants share equally while two or more are active (each
-        /// holds at most its share, at least one); a tenant alone may use the whole pool
-        /// (default 4: about twice the database server's CPU cores of the bench machine).
+        /// holds at most its share, at least one); a tenant alone may use all of the pool but
+        /// one connection (default 4: about twice the bench machine's CPU cores).
         public var sharedConnections = 4
         /// The rate limit of tenants without one of their own; nil (the default): none.
         public var defaultRequestsPerSecond: Int?

@@ -27,10 +27,10 @@ import Synchronization
 ///   younger `maximumAge` (an open stream's periodic re-check of its credential: a key replaced
 ///   or removed in the database ends the stream within about one and a half intervals).
 ///
-/// Its size is the number of tenants with their keys and origins (at most 50 a tenant), and
-/// the users revoked in the last day, whatever callers guess. Concurrent reloads share one
-/// query. A reload that fails throws (the caller answers 503, never 401: a client must not
-/// throw away a valid credential during an outage).
+/// Its size is the number of tenants with their keys, origins (at most 50 a tenant) and
+/// limits, and the users revoked in the last day, whatever callers guess. Concurrent reloads
+/// share one load. A reload that fails throws (the caller answers 503, never 401: a client
+/// must not throw away a valid credential during an outage).
 public final class CredentialDirectory: Sendable {
     /// How long answers may be old.
     public struct Options: Sendable {

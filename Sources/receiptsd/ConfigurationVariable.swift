@@ -106,7 +106,7 @@ enum ConfigurationVariable: String, CaseIterable {
         case .maximumConnections: "most HTTP connections (streams included) served at once; one more is answered 503 (/healthz 200) and closed"
         case .maximumRequestsInFlight: "requests of all tenants in flight beyond which the instance is saturated: a tenant over its share of them is answered 429"
         case .tenantMaximumRequestsInFlight: "most requests of one tenant in flight on one instance; one more is 429"
-        case .databaseSharedConnections: "database connections that tenants share equally while two or more are active (a tenant alone may use the whole pool); about twice the database server's CPU cores"
+        case .databaseSharedConnections: "database connections that tenants share equally while two or more are active (a tenant alone may use all of the pool but one connection); about twice the database server's CPU cores"
         case .tenantRequestsPerSecond: "default rate limit of a tenant, in requests a second on one instance (a tenant's own limit replaces it)"
         case .tenantBurst: "default burst of a tenant: most requests at once after a quiet spell, on one instance"
         case .notifyOtherInstances: "wake the other instances on the same database after this one's writes"

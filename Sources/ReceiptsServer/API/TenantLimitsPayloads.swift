@@ -18,7 +18,8 @@ struct TenantLimitsRequest: RequestBody {
     func validate() throws {
         for (name, value) in [("requestsPerSecond", self.requestsPerSecond), ("burst", self.burst)] {
             if let value, !Self.range.contains(value) {
-                throw APIError.invalidRequest("\(name) must be from \(Self.range.lowerBound) to 1000000, or null for the default; not \(value)")
+                throw APIError.invalidRequest(
+                    "\(name) must be from \(Self.range.lowerBound) to \(Self.range.upperBound), or null for the default; not \(value)")
             }
         }
     }

@@ -11,28 +11,36 @@ struct ErrorMiddleware<Context: RequestContext>: RouterMiddleware {
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         do {
             return try await next(request, context)
-        } catch let error as APIError {
-            throw error
-        } catch let error as HTTPError {
-            throw Self.apiError(for: error)
-        } catch is EventHub.NotReady {
-            throw APIError(.serviceUnavailable, .unavailable, "the event stream is not ready yet; retry")
-        } catch let refusal as StreamLimiter.Refusal {
-            throw APIError(.tooManyRequests, .rateLimited, refusal.message)
-        } catch let error as PostgresError where error.isUnavailability {
-            context.logger.notice("database unavailable", metadata: Self.metadata(of: error))
-            throw Self.unavailable
-        } catch is CancellationError {
+        } catch {
+            throw Self.apiError(for: error, logger: context.logger)
+        }
+    }
+
+    /// The answer the contract gives for `error` (logged when it is the service's fault).
+    static func apiError(for error: any Error, logger: Logger) -> APIError {
+        switch error {
+        case let error as APIError:
+            return error
+        case let error as HTTPError:
+            return Self.apiError(for: error)
+        case is EventHub.NotReady:
+            return APIError(.serviceUnavailable, .unavailable, "the event stream is not ready yet; retry")
+        case let refusal as StreamLimiter.Refusal:
+            return APIError(.tooManyRequests, .rateLimited, refusal.message)
+        case let error as PostgresError where error.isUnavailability:
+            logger.notice("database unavailable", metadata: Self.metadata(of: error))
+            return Self.unavailable
+        case is CancellationError:
             // The request's task was cancelled (its client left, or the service stops) while it
             // waited for the database.
-            throw Self.unavailable
-        } catch let error as PostgresError {
+            return Self.unavailable
+        case let error as PostgresError:
             // Never the whole error: its detail (and a value in its message) can carry data.
-            context.logger.error("request failed", metadata: Self.metadata(of: error))
-            throw APIError(.internalServerError, .internalError, "internal error")
-        } catch {
-            context.logger.error("request failed", metadata: ["error": "\(error)"])
-            throw APIError(.internalServerError, .internalError, "internal error")
+            logger.error("request failed", metadata: Self.metadata(of: error))
+            return APIError(.internalServerError, .internalError, "internal error")
+        default:
+            logger.error("request failed", metadata: ["error": "\(error)"])
+            return APIError(.internalServerError, .internalError, "internal error")
         }
     }
 

@@ -43,9 +43,12 @@ struct TenantAdmissionMiddleware: RouterMiddleware {
             var response = try await PostgresFlow.named(tenant) { try await next(request, context) }
             Self.add(quota, to: &response.headers)
             return response
-        } catch var error as APIError {
-            Self.add(quota, to: &error.headers)
-            throw error
+        } catch {
+            // Every answer to a limited tenant carries its fields, errors too: the contract's
+            // error here, as `ErrorMiddleware` would make it.
+            var answer = ErrorMiddleware<Context>.apiError(for: error, logger: context.logger)
+            Self.add(quota, to: &answer.headers)
+            throw answer
         }
     }
 
