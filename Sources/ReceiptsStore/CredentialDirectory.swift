@@ -259,28 +259,32 @@ public final class CredentialDirectory: Sendable {
         return try outcome.get()
     }
 
+    /// The directory as the database holds it: its four reads on one connection, so that a
+    /// reload waits for the pool once (a request's authentication may wait for it).
     private func load() async throws -> Snapshot {
         let started = ContinuousClock.now
-        let rows = try await self.pool.query("SELECT tenant_id, api_key_hash, secret_generation FROM receipts.credential_directory()")
-        var snapshot = Snapshot(loadedAt: started)
-        snapshot.tenantsByKeyHash.reserveCapacity(rows.count)
-        snapshot.secretGenerations.reserveCapacity(rows.count)
-        for (tenant, hash, generation) in try rows.decode((String, PostgresBytes?, Int).self) {
-            if let hash { snapshot.tenantsByKeyHash[hash.bytes] = tenant }
-            snapshot.secretGenerations[tenant] = generation
+        return try await self.pool.withConnection { connection in
+            let rows = try await connection.query("SELECT tenant_id, api_key_hash, secret_generation FROM receipts.credential_directory()")
+            var snapshot = Snapshot(loadedAt: started)
+            snapshot.tenantsByKeyHash.reserveCapacity(rows.count)
+            snapshot.secretGenerations.reserveCapacity(rows.count)
+            for (tenant, hash, generation) in try rows.decode((String, PostgresBytes?, Int).self) {
+                if let hash { snapshot.tenantsByKeyHash[hash.bytes] = tenant }
+                snapshot.secretGenerations[tenant] = generation
+            }
+            let revocations = try await connection.query("SELECT tenant_id, user_id, revoked_before FROM receipts.current_token_revocations()")
+            for (tenant, user, revokedBefore) in try revocations.decode((String, String, Date).self) {
+                snapshot.revocations[tenant, default: [:]][user] = revokedBefore
+            }
+            let origins = try await connection.query("SELECT tenant_id, allowed_origins FROM receipts.tenant_allowed_origins()")
+            for (tenant, allowedOrigins) in try origins.decode((String, [String]).self) {
+                snapshot.allowedOrigins[tenant] = allowedOrigins
+            }
+            let limits = try await connection.query("SELECT tenant_id, requests_per_second, burst FROM receipts.tenant_limits()")
+            for (tenant, requestsPerSecond, burst) in try limits.decode((String, Int?, Int?).self) {
+                snapshot.limits[tenant] = TenantLimits(requestsPerSecond: requestsPerSecond, burst: burst)
+            }
+            return snapshot
         }
-        let revocations = try await self.pool.query("SELECT tenant_id, user_id, revoked_before FROM receipts.current_token_revocations()")
-        for (tenant, user, revokedBefore) in try revocations.decode((String, String, Date).self) {
-            snapshot.revocations[tenant, default: [:]][user] = revokedBefore
-        }
-        let origins = try await self.pool.query("SELECT tenant_id, allowed_origins FROM receipts.tenant_allowed_origins()")
-        for (tenant, allowedOrigins) in try origins.decode((String, [String]).self) {
-            snapshot.allowedOrigins[tenant] = allowedOrigins
-        }
-        let limits = try await self.pool.query("SELECT tenant_id, requests_per_second, burst FROM receipts.tenant_limits()")
-        for (tenant, requestsPerSecond, burst) in try limits.decode((String, Int?, Int?).self) {
-            snapshot.limits[tenant] = TenantLimits(requestsPerSecond: requestsPerSecond, burst: burst)
-        }
-        return snapshot
     }
 }
