@@ -65,6 +65,9 @@ struct EventSubscription: Sendable {
         after resync: EventHub.Resync?, goingLiveTo sink: LiveSink?,
         _ send: ([(id: String, json: String)]) async throws -> Void
     ) async throws {
+        // What the hub handed the socket's event loop while the stream was live is older than
+        // anything pulled now: written first.
+        if let sink, sink.hasWaitingWrites { await sink.writeWaiting() }
         if let resync { try await send([(resync.eventId, resync.json)]) }
         while true {
             let batch = try await self.hub.nextEvents(for: self)

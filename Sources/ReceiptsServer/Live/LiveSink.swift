@@ -1,12 +1,14 @@
 import NIOCore
 import NIOHTTPTypes
+import Synchronization
 
 /// A stream's socket, which the hub writes a live subscriber's events to directly.
 ///
 /// While a subscriber is at the newest event with nothing pending (`EventFanOut.goLive`), the
 /// hub does not wake its stream for each event: it hands the event's frame, encoded once for
 /// every stream, to the event loops of the subscribers' sockets, one hop a loop
-/// (`LiveDeliveries`), and each loop writes it to its sockets there. A socket that cannot take
+/// (`LiveDeliveries`), and each loop writes it to its sockets there, tenant by tenant in turns
+/// (`LiveWriteQueue`). A socket that cannot take
 /// more (its outbound buffer is above NIO's high-water mark) is not written to: the
 /// subscriber leaves live delivery at the event before (`EventHub.fellBehind`), and its stream
 /// pulls what follows at the client's pace, as a stream that is behind always does.
@@ -41,6 +43,9 @@ final class LiveSink: Sendable {
     private let state: NIOLoopBoundBox<LoopState>
     /// A WebSocket's place next to the socket (`install()`).
     private let outlet: NIOLoopBoundBox<LiveFrameOutlet?>
+    /// Writes handed to the loop's `LiveWriteQueue` (`handedOver(_:)`) and not yet written or
+    /// dropped there.
+    private let waitingWrites = Atomic<Int>(0)
 
     init(channel: any Channel, framing: Framing) {
         self.channel = channel
@@ -63,7 +68,26 @@ final class LiveSink: Sendable {
     /// event loop are written first, any later one is dropped (the client resumes after its
     /// last id). On the channel's event loop.
     func close() {
+        if self.hasWaitingWrites { LiveWriteQueue.on(self.channel.eventLoop).writeAll() }
         self.state.value.isClosed = true
+    }
+
+    /// Whether writes handed to the event loop for this sink wait there (`LiveWriteQueue`).
+    /// A stream that left live delivery checks it before it sends anything itself.
+    var hasWaitingWrites: Bool { self.waitingWrites.load(ordering: .relaxed) > 0 }
+
+    /// Counts `count` writes handed to the event loop's `LiveWriteQueue`: before the hand-over,
+    /// and before the stream can be woken to pull.
+    func handedOver(_ count: Int) {
+        self.waitingWrites.add(count, ordering: .relaxed)
+    }
+
+    /// Has the writes waiting on the event loop written, from any task: a stream that left
+    /// live delivery, before it sends what it pulls (they are older).
+    func writeWaiting() async {
+        try? await self.channel.eventLoop.submit {
+            if self.hasWaitingWrites { LiveWriteQueue.on(self.channel.eventLoop).writeAll() }
+        }.get()
     }
 
     /// `close()` from any task: done once this returns.
@@ -101,7 +125,7 @@ final class LiveSink: Sendable {
     }
 
     /// What `write` did.
-    fileprivate enum WriteOutcome {
+    enum WriteOutcome {
         /// Written; `isFirstSinceFlush`: the sink is to be flushed after this batch.
         case written(isFirstSinceFlush: Bool)
         /// Not written: of a live period that ended, after `close()`, or to a closed socket.
@@ -110,9 +134,10 @@ final class LiveSink: Sendable {
         case full
     }
 
-    /// Writes `frame` (not flushed), on the channel's event loop, unless it is of a live period
-    /// that ended.
-    fileprivate func write(_ frame: LiveFrame, period: Int) -> WriteOutcome {
+    /// Writes `frame` (not flushed), one of the writes handed over (`handedOver(_:)`), on the
+    /// channel's event loop, unless it is of a live period that ended.
+    func write(_ frame: LiveFrame, period: Int) -> WriteOutcome {
+        self.waitingWrites.subtract(1, ordering: .relaxed)
         if period > self.state.value.period {
             self.state.value.period = period
             self.state.value.isStopped = false
@@ -138,7 +163,7 @@ final class LiveSink: Sendable {
     }
 
     /// Flushes what `write` left unflushed: on the channel's event loop.
-    fileprivate func flush() {
+    func flush() {
         self.state.value.isUnflushed = false
         switch self.framing {
         case .webSocket, .serverSentEventChunks: self.outlet.value?.context?.flush()
@@ -228,9 +253,10 @@ struct LiveDeliveries {
         let previous: Int64
     }
 
-    /// Most writes one look at the log gathers (about 64 bytes each while they wait): a page of
-    /// events to a great many live streams would otherwise take as much memory as events times
-    /// streams. The subscribers an event would take past it pull instead (`Feed.append`).
+    /// Most writes one look at the log gathers, with those still waiting on the event loops
+    /// (about 100 bytes each while they wait): a page of events to a great many live streams
+    /// would otherwise take as much memory as events times streams. The subscribers an event
+    /// would take past it pull instead (`Feed.append`).
     static let defaultLimit = 1 << 18
 
     let limit: Int
@@ -238,7 +264,9 @@ struct LiveDeliveries {
     private var byLoop: [ObjectIdentifier: (loop: any EventLoop, deliveries: [Delivery])] = [:]
     private(set) var count = 0
 
-    init(limit: Int = LiveDeliveries.defaultLimit) {
+    /// `limit`: the most writes; by default what `defaultLimit` leaves beside the writes still
+    /// waiting on the event loops (`LiveWriteQueue.waitingEverywhere`).
+    init(limit: Int = max(0, LiveDeliveries.defaultLimit - LiveWriteQueue.waitingEverywhere.load(ordering: .relaxed))) {
         self.limit = limit
     }
 
@@ -267,28 +295,21 @@ struct LiveDeliveries {
         }
     }
 
-    /// Encodes each event's frame once and has every event loop write its deliveries, in
-    /// order; `fellBehind` is called (on that loop) for each subscriber whose socket could not
-    /// take one, with the live period and the position before that event.
+    /// Encodes each event's frame once and hands every event loop its deliveries, in order,
+    /// to write tenant by tenant in turns (`LiveWriteQueue`); `fellBehind` is called (on that
+    /// loop) for each subscriber whose socket could not take one, with the live period and the
+    /// position before that event.
     func send(fellBehind: @escaping @Sendable (EventFanOut.Key, _ period: Int, _ position: Int64) -> Void) {
         guard !self.isEmpty else { return }
+        LiveWriteQueue.waitingEverywhere.add(self.count, ordering: .relaxed)
         for (loop, deliveries) in self.byLoop.values {
             // Bytes of each loop's own: one buffer written by the sockets of two threads is
             // retained and released by both for every write, and its reference count's cache
             // line goes back and forth between the cores (a profile of 10,000 streams showed it).
-            let frames = self.events.map(LiveFrame.init)
-            loop.execute {
-                var toFlush: [LiveSink] = []
-                for delivery in deliveries {
-                    let sink = delivery.route.sink
-                    switch sink.write(frames[delivery.frame], period: delivery.route.period) {
-                    case .written(isFirstSinceFlush: true): toFlush.append(sink)
-                    case .written, .dropped: break
-                    case .full: fellBehind(delivery.subscriber, delivery.route.period, delivery.previous)
-                    }
-                }
-                for sink in toFlush { sink.flush() }
-            }
+            let frames = LiveFrames(self.events.map(LiveFrame.init))
+            for delivery in deliveries { delivery.route.sink.handedOver(1) }
+            let writes = deliveries.map { LiveWriteQueue.Write(delivery: $0, frames: frames, fellBehind: fellBehind) }
+            loop.execute { LiveWriteQueue.on(loop).enqueue(writes) }
         }
     }
 }
