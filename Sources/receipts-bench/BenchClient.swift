@@ -2,6 +2,7 @@ import Foundation
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOHTTP1
+import NIOPosix
 
 /// HTTP on loopback: keep-alive connections, each used by one request at a time, opened as
 /// the concurrency asks and kept for the next request.
@@ -10,14 +11,17 @@ final class BenchClient: Sendable {
     private let host: String
     private let port: Int
     private let idle = NIOLockedValueBox<[LoopbackConnection]>([])
+    /// The event loops its connections are read on.
+    private let group: any EventLoopGroup
 
-    init(baseURL: String) throws {
+    init(baseURL: String, group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton) throws {
         guard let url = URL(string: baseURL), url.scheme == "http", let host = url.host, let port = url.port else {
             throw BenchFailure("the service URL must look like http://host:port, not \(baseURL)")
         }
         self.baseURL = baseURL
         self.host = host
         self.port = port
+        self.group = group
     }
 
     func shutdown() async {
@@ -59,7 +63,7 @@ final class BenchClient: Sendable {
     /// `Retry-After` kept): for a client that floods the service and must back off when
     /// refused (the fairness scenario's flood).
     func openStatusConnection() async throws -> LoopbackConnection {
-        try await LoopbackConnection.connect(host: self.host, port: self.port, keepsBodies: false)
+        try await LoopbackConnection.connect(host: self.host, port: self.port, keepsBodies: false, group: self.group)
     }
 
     /// Sends a request on `connection` and returns its status and `Retry-After` whatever the
@@ -101,7 +105,7 @@ final class BenchClient: Sendable {
             if connection.isActive { return connection }
             await connection.close()
         }
-        return try await LoopbackConnection.connect(host: self.host, port: self.port)
+        return try await LoopbackConnection.connect(host: self.host, port: self.port, group: self.group)
     }
 }
 

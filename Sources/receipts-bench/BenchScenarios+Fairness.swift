@@ -189,7 +189,7 @@ extension BenchScenarios {
     }
 
     /// `percentile` as `BenchResults` takes it.
-    private static func percentile(_ q: Double, of latencies: [Double]) -> Double {
+    static func percentile(_ q: Double, of latencies: [Double]) -> Double {
         let sorted = latencies.sorted()
         return sorted.isEmpty ? .nan : sorted[min(sorted.count - 1, Int(q * Double(sorted.count)))]
     }

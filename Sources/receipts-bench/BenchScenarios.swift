@@ -38,6 +38,7 @@ struct BenchScenarios {
         case streamsSSE = "streams-sse"
         case threads
         case fairness
+        case streamFairness = "fairness-streams"
         case tenants
     }
 
@@ -78,6 +79,7 @@ struct BenchScenarios {
         if scenarios.contains(.streams) { try await self.streamsAtScale(.webSocket, into: &results) }
         if scenarios.contains(.streamsSSE) { try await self.streamsAtScale(.serverSentEvents, into: &results) }
         if scenarios.contains(.fairness) { try await self.fairness(into: &results) }
+        if scenarios.contains(.streamFairness) { try await self.streamFairness(into: &results) }
         // Last: its thousand tenants would change the database every later scenario measures.
         if scenarios.contains(.tenants) { try await self.historyCost(into: &results) }
     }

@@ -26,8 +26,10 @@ final class LoopbackConnection: Sendable {
 
     /// - Parameter keepsBodies: false for a client that floods the service and reads no
     ///   answer: it should not spend the CPU it shares with the service on bodies.
-    static func connect(host: String, port: Int, keepsBodies: Bool = true) async throws -> LoopbackConnection {
-        let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+    static func connect(
+        host: String, port: Int, keepsBodies: Bool = true, group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton
+    ) async throws -> LoopbackConnection {
+        let channel = try await ClientBootstrap(group: group)
             .channelOption(.socketOption(.tcp_nodelay), value: 1)
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {

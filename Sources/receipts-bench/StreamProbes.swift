@@ -24,16 +24,20 @@ final class StreamProbes: Sendable {
     private let awaited = NIOLockedValueBox<[[UInt8]]>([])
     private let channels = NIOLockedValueBox<[any Channel]>([])
 
-    init(kind: Kind = .webSocket) {
+    /// The event loops the streams are read on.
+    let group: any EventLoopGroup
+
+    init(kind: Kind = .webSocket, group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton) {
         self.kind = kind
+        self.group = group
     }
 
     /// Opens one stream from `source` (a loopback address: several spread the connections
     /// over more ports than one address has) with `credential`; returns once the server
     /// answered 101.
     func open(host: String, port: Int, source: String, credential: String) async throws {
-        let upgraded = MultiThreadedEventLoopGroup.singleton.any().makePromise(of: Void.self)
-        let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+        let upgraded = self.group.any().makePromise(of: Void.self)
+        let channel = try await ClientBootstrap(group: self.group)
             .bind(to: try SocketAddress(ipAddress: source, port: 0))
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
