@@ -43,7 +43,8 @@ public func buildApplication(
         maximumLag: configuration.streamMaximumLag,
         notifiesOtherInstances: configuration.notifiesOtherInstances,
         peerAnnouncementInterval: configuration.peerAnnouncementInterval,
-        abandonGapsAfter: configuration.abandonEventGapsAfter
+        abandonGapsAfter: configuration.abandonEventGapsAfter,
+        fanOutLoopShare: configuration.fairness.fanOutLoopShare
     )
     let metrics = ServiceMetrics()
     // Each subscribes to its channel of the listener.

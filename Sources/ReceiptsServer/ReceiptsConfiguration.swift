@@ -129,6 +129,9 @@ public struct ReceiptsConfiguration: Sendable {
         public var defaultRequestsPerSecond: Int?
         /// The burst of tenants without one of their own; nil: one second's worth.
         public var defaultBurst: Int?
+        /// The most of each event loop's time, in percent, that writing events to live streams
+        /// takes while more wait (`EventHub.Options.fanOutLoopShare`; default 80).
+        public var fanOutLoopShare = 80
 
         public init() {}
     }

@@ -23,6 +23,7 @@ final class StreamProbes: Sendable {
     /// The byte strings an awaited event's frame holds, all of them.
     private let awaited = NIOLockedValueBox<[[UInt8]]>([])
     private let channels = NIOLockedValueBox<[any Channel]>([])
+    private let frames = NIOLockedValueBox(0)
 
     /// The event loops the streams are read on.
     let group: any EventLoopGroup
@@ -75,6 +76,9 @@ final class StreamProbes: Sendable {
         self.awaited.withLockedValue { $0 = markers.map { Array($0.utf8) } }
     }
 
+    /// Text frames (WebSocket) or events (SSE) received on every stream so far.
+    var framesReceived: Int { self.frames.withLockedValue { $0 } }
+
     /// The arrivals so far of what `expect(_:)` awaits.
     var arrivalTimes: [ContinuousClock.Instant] { self.arrivals.withLockedValue { $0 } }
 
@@ -89,6 +93,7 @@ final class StreamProbes: Sendable {
     }
 
     fileprivate func received(text payload: [UInt8], at time: ContinuousClock.Instant) {
+        self.frames.withLockedValue { $0 += 1 }
         let markers = self.awaited.withLockedValue { $0 }
         guard !markers.isEmpty, markers.allSatisfy({ payload.firstRange(of: $0) != nil }) else { return }
         self.arrivals.withLockedValue { $0.append(time) }

@@ -21,6 +21,7 @@ enum ConfigurationVariable: String, CaseIterable {
     case databaseSharedConnections = "RECEIPTS_DATABASE_SHARED_CONNECTIONS"
     case tenantRequestsPerSecond = "RECEIPTS_TENANT_REQUESTS_PER_SECOND"
     case tenantBurst = "RECEIPTS_TENANT_BURST"
+    case streamFanOutShare = "RECEIPTS_STREAM_FANOUT_SHARE"
     case notifyOtherInstances = "RECEIPTS_NOTIFY_OTHER_INSTANCES"
     case shutdownGraceSeconds = "RECEIPTS_SHUTDOWN_GRACE_SECONDS"
     case webhookAllowPrivateNetworks = "RECEIPTS_WEBHOOK_ALLOW_PRIVATE_NETWORKS"
@@ -48,6 +49,7 @@ enum ConfigurationVariable: String, CaseIterable {
         case .maximumRequestsInFlight: "256"
         case .databaseSharedConnections: "4"
         case .tenantMaximumRequestsInFlight: "128"
+        case .streamFanOutShare: "80"
         case .notifyOtherInstances: "true"
         case .shutdownGraceSeconds: "10"
         case .webhookAllowPrivateNetworks: "false"
@@ -68,6 +70,7 @@ enum ConfigurationVariable: String, CaseIterable {
         case .maximumConnections: 1...10_000_000
         case .maximumRequestsInFlight, .tenantMaximumRequestsInFlight, .databaseSharedConnections: 1...1_000_000
         case .tenantRequestsPerSecond, .tenantBurst: 1...1_000_000
+        case .streamFanOutShare: 1...100
         case .shutdownGraceSeconds: 1...3600
         case .webhookLeaseSeconds: 11...3600
         case .webhookRetryBaseMilliseconds: 1...300_000
@@ -109,6 +112,7 @@ enum ConfigurationVariable: String, CaseIterable {
         case .databaseSharedConnections: "database connections that tenants share equally while two or more are active (a tenant alone may use all of the pool but one connection); about twice the database server's CPU cores"
         case .tenantRequestsPerSecond: "default rate limit of a tenant, in requests a second on one instance (a tenant's own limit replaces it)"
         case .tenantBurst: "default burst of a tenant: most requests at once after a quiet spell, on one instance"
+        case .streamFanOutShare: "most of each event loop's time, in percent, that writing events to live streams takes while more wait (the rest is left to requests); 100: no pause"
         case .notifyOtherInstances: "wake the other instances on the same database after this one's writes"
         case .shutdownGraceSeconds: "on SIGTERM/SIGINT, how long streams and requests get before the process exits"
         case .webhookAllowPrivateNetworks: "let webhooks reach loopback, private and link-local addresses"

@@ -47,6 +47,7 @@ struct Serve: AsyncParsableCommand {
         configuration.fairness.sharedConnections = try environment.integer(.databaseSharedConnections)
         configuration.fairness.defaultRequestsPerSecond = try environment.optionalInteger(.tenantRequestsPerSecond)
         configuration.fairness.defaultBurst = try environment.optionalInteger(.tenantBurst)
+        configuration.fairness.fanOutLoopShare = try environment.integer(.streamFanOutShare)
         configuration.webhooks.allowsPrivateNetworks = try environment.boolean(.webhookAllowPrivateNetworks)
         configuration.webhooks.retryBase = .milliseconds(try environment.integer(.webhookRetryBaseMilliseconds))
         configuration.webhooks.lease = .seconds(try environment.integer(.webhookLeaseSeconds))

@@ -94,4 +94,28 @@ struct LiveWriteQueueTests {
         #expect(lastWritten == ["1", "2", "end"])
         #expect(try self.written(crowd.first!.1) == ["1", "2", "3"])
     }
+
+    @Test("while writes wait, the loop pauses between goes for its share; a tenant with nothing waiting is written at once meanwhile")
+    func pausesForItsShare() throws {
+        let crowd = try (0..<600).map { _ in try self.sink() }
+        let (quietSink, quietChannel) = try self.sink()
+        var deliveries = LiveDeliveries()
+        deliveries.add(self.event(1, tenant: "crowd"), after: 0, to: crowd.enumerated().map { (key: $0.offset, value: LiveRoute(sink: $0.element.0, period: 1, committedBefore: nil)) }, tenant: "crowd")
+        deliveries.send(loopShare: 50) { _, _, _ in }
+        self.loop.run()
+        // One go written; the next waits for the pause (the embedded loop's clock stands still).
+        #expect(crowd.count { $0.0.hasWaitingWrites } == 600 - LiveWriteQueue.writesPerGo)
+
+        var quiet = LiveDeliveries()
+        quiet.add(self.event(2, tenant: "quiet"), after: 0, to: [(key: 0, value: LiveRoute(sink: quietSink, period: 1, committedBefore: nil))], tenant: "quiet")
+        quiet.send(loopShare: 50) { _, _, _ in }
+        self.loop.run()
+        #expect(!quietSink.hasWaitingWrites)
+        #expect(try self.written(quietChannel) == ["2"])
+        #expect(crowd.count { $0.0.hasWaitingWrites } == 600 - LiveWriteQueue.writesPerGo)
+
+        self.loop.advanceTime(by: .seconds(10))
+        #expect(crowd.allSatisfy { !$0.0.hasWaitingWrites })
+        for (_, channel) in crowd { #expect(try self.written(channel) == ["1"]) }
+    }
 }

@@ -81,11 +81,15 @@ public final class EventHub: Service, Sendable {
         /// this much time before the failover (a rollback) may cost clients past it a
         /// `resync.required` they did not need.
         public var historySettleInterval: Duration
+        /// The most of each event loop's time, in percent, that live writes take while more wait
+        /// than one go writes (`LiveWriteQueue`): the rest is left to requests and to what else
+        /// runs on the machine. Default 80.
+        public var fanOutLoopShare: Int
 
         public init(
             recentEvents: Int = 10_000, recentEventBytes: Int = 16 << 20, maximumLag: Int = 5_000, pageSize: Int = 500,
             notifiesOtherInstances: Bool = true, peerAnnouncementInterval: Duration = .seconds(5),
-            abandonGapsAfter: Duration = .seconds(5), historySettleInterval: Duration = .seconds(1)
+            abandonGapsAfter: Duration = .seconds(5), historySettleInterval: Duration = .seconds(1), fanOutLoopShare: Int = 80
         ) {
             self.recentEvents = recentEvents
             self.recentEventBytes = recentEventBytes
@@ -95,6 +99,7 @@ public final class EventHub: Service, Sendable {
             self.peerAnnouncementInterval = peerAnnouncementInterval
             self.abandonGapsAfter = abandonGapsAfter
             self.historySettleInterval = historySettleInterval
+            self.fanOutLoopShare = fanOutLoopShare
         }
     }
 
@@ -622,7 +627,7 @@ public final class EventHub: Service, Sendable {
         }
         // After the lock, and before any stream woken now can write: a live subscriber's
         // events reach its event loop in order, ahead of its close.
-        deliveries.send { [weak self] subscriber, period, position in
+        deliveries.send(loopShare: self.options.fanOutLoopShare) { [weak self] subscriber, period, position in
             self?.fellBehind(subscriber, period: period, at: position)
         }
         for wake in appended?.wakes ?? [] { wake.yield() }

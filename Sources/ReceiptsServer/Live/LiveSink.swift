@@ -296,10 +296,11 @@ struct LiveDeliveries {
     }
 
     /// Encodes each event's frame once and hands every event loop its deliveries, in order,
-    /// to write tenant by tenant in turns (`LiveWriteQueue`); `fellBehind` is called (on that
-    /// loop) for each subscriber whose socket could not take one, with the live period and the
-    /// position before that event.
-    func send(fellBehind: @escaping @Sendable (EventFanOut.Key, _ period: Int, _ position: Int64) -> Void) {
+    /// to write tenant by tenant in turns, taking at most `loopShare` percent of the loop's time
+    /// while more wait (`LiveWriteQueue`); `fellBehind` is called (on that loop) for each
+    /// subscriber whose socket could not take one, with the live period and the position
+    /// before that event.
+    func send(loopShare: Int = 100, fellBehind: @escaping @Sendable (EventFanOut.Key, _ period: Int, _ position: Int64) -> Void) {
         guard !self.isEmpty else { return }
         LiveWriteQueue.waitingEverywhere.add(self.count, ordering: .relaxed)
         for (loop, deliveries) in self.byLoop.values {
@@ -309,7 +310,7 @@ struct LiveDeliveries {
             let frames = LiveFrames(self.events.map(LiveFrame.init))
             for delivery in deliveries { delivery.route.sink.handedOver(1) }
             let writes = deliveries.map { LiveWriteQueue.Write(delivery: $0, frames: frames, fellBehind: fellBehind) }
-            loop.execute { LiveWriteQueue.on(loop).enqueue(writes) }
+            loop.execute { LiveWriteQueue.on(loop).enqueue(writes, loopShare: loopShare) }
         }
     }
 }

@@ -14,6 +14,9 @@ struct TenantRoundRobin<Item> {
 
     var isEmpty: Bool { self.count == 0 }
 
+    /// Whether `tenant` has items waiting.
+    func hasItems(of tenant: String) -> Bool { self.lines[tenant] != nil }
+
     /// Adds `items` at the end of `tenant`'s line; a tenant that had none waiting takes its
     /// turn after those who have.
     mutating func append(_ items: some Sequence<Item>, of tenant: String) {
