@@ -138,18 +138,57 @@ struct FairnessTests {
         }
     }
 
+    @Test("while the instance is saturated, the tenant with its share in flight is answered 429 over_share and a tenant within its share is served")
+    func saturatedInstanceRefusesHeaviest() async throws {
+        try await TestService.run(configure: { configuration in
+            configuration.fairness.saturation = 2
+            // The stuck requests wait for the lock through the test's steps, not 503 at 5 s.
+            configuration.databaseTimeout = .seconds(60)
+        }) { client in
+            let noisy = try await client.createTenant(name: "noisy")
+            let quiet = try await client.createTenant(name: "quiet")
+            for chat in 0..<2 { try await noisy.createChat("n\(chat)", members: ["a", "b"]) }
+            try await quiet.createChat("q", members: ["a", "b"])
+
+            let lock = try await ChatLock(tenant: noisy.id)
+            let stuck = (0..<2).map { chat in
+                Task { try await Self.concurrentRequest(.POST, "/v1/chats/n\(chat)/members", as: noisy.apiKey, json: ["userId": "c"], port: client.port) }
+            }
+            try await Self.waitForRequestsInFlight(2, client: client)
+
+            let refused = try await client.request(.post, "/v1/chats/n0/messages", as: noisy.apiKey, json: ["senderId": "a", "text": "over", "id": "refused"])
+            #expect(refused.status == .tooManyRequests)
+            #expect(refused.errorCode == "rate_limited")
+            #expect(Int(refused.headers[.retryAfter] ?? "") ?? 0 >= 1)
+            // The quiet tenant has nothing in flight: within its share, though the instance is saturated.
+            #expect(try await client.request(.post, "/v1/chats/q/messages", as: quiet.apiKey, json: ["senderId": "a", "text": "hi"]).status == .created)
+
+            try await lock.release()
+            for request in stuck { #expect(try await [200, 201].contains(request.value)) }
+            let messages = try await client.request(.get, "/v1/chats/n0/messages?viewer=a", as: noisy.apiKey)
+            #expect(!messages.body.contains("refused"))
+            let metrics = try await client.request(.get, "/metrics", as: nil)
+            #expect(metrics.body.contains(#"receipts_tenant_refusals_total{reason="over_share"} 1"#))
+        }
+    }
+
     /// Waits until `tenant` has a request under way (`/metrics`: requests in flight).
     static func waitForRequestInFlight(of tenant: TestTenant, client: APIClient) async throws {
+        try await Self.waitForRequestsInFlight(1, client: client)
+    }
+
+    /// Waits until `count` requests are under way (`/metrics`: requests in flight).
+    static func waitForRequestsInFlight(_ count: Int, client: APIClient) async throws {
         let deadline = ContinuousClock.now + .seconds(10)
         while ContinuousClock.now < deadline {
             let metrics = try await client.request(.get, "/metrics", as: nil)
-            if metrics.body.split(separator: "\n").contains(where: { $0 == "receipts_tenant_requests_in_flight 1" || $0 == "receipts_tenant_requests_in_flight 1.0" }) {
+            if metrics.body.split(separator: "\n").contains(where: { $0 == "receipts_tenant_requests_in_flight \(count)" || $0 == "receipts_tenant_requests_in_flight \(count).0" }) {
                 return
             }
             try await Task.sleep(for: .milliseconds(20))
         }
         let metrics = try await client.request(.get, "/metrics", as: nil)
-        Issue.record("the tenant's request never got under way: \(metrics.body.split(separator: "\n").filter { $0.contains("in_flight") || $0.contains("pool") })")
+        Issue.record("\(count) requests never got under way: \(metrics.body.split(separator: "\n").filter { $0.contains("in_flight") || $0.contains("pool") })")
     }
 
     @Test("a tenant's rate limit: the burst passes, the next request is 429 with Retry-After, and every answer carries RateLimit-Policy and RateLimit")
