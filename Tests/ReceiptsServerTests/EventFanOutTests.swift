@@ -183,7 +183,7 @@ struct LiveFanOutTests {
         let alice = self.tests.subscribe(&fanOut, .user(tenant: "t", user: "a"), at: 10)
         let carol = self.tests.subscribe(&fanOut, .user(tenant: "t", user: "c"), at: 10)
         for subscriber in [key, alice, carol] {
-            let outcome1 = fanOut.goLive(subscriber.key, sink: LiveSink(channel: self.channel, framing: .webSocket))
+            let outcome1 = fanOut.goLive(subscriber.key, sink: LiveSink(channel: self.channel, framing: .webSocket, tenant: "t"))
             #expect(outcome1)
         }
         var deliveries = LiveDeliveries()
@@ -205,7 +205,7 @@ struct LiveFanOutTests {
         let subscriber = self.tests.subscribe(&fanOut, .tenant("t"), at: 10)
         var deliveries = LiveDeliveries()
         _ = fanOut.append([self.tests.event(11)], encoded: [:], history: self.tests.history, deliveries: &deliveries)
-        let sink = LiveSink(channel: self.channel, framing: .webSocket)
+        let sink = LiveSink(channel: self.channel, framing: .webSocket, tenant: "t")
         let outcome3 = fanOut.goLive(subscriber.key, sink: sink)
         #expect(!outcome3)
         let outcome4 = self.tests.pulledIds(&fanOut, subscriber.key)
@@ -220,7 +220,7 @@ struct LiveFanOutTests {
     func fellBehind() {
         var fanOut = self.tests.fanOut()
         let subscriber = self.tests.subscribe(&fanOut, .tenant("t"), at: 10)
-        let sink = LiveSink(channel: self.channel, framing: .webSocket)
+        let sink = LiveSink(channel: self.channel, framing: .webSocket, tenant: "t")
         let outcome7 = fanOut.goLive(subscriber.key, sink: sink)
         #expect(outcome7)
         var deliveries = LiveDeliveries()
@@ -247,7 +247,7 @@ struct LiveFanOutTests {
         let gone = self.tests.subscribe(&fanOut, .tenant("t"), at: 10)
         let following = self.tests.subscribe(&fanOut, .tenant("t"), at: 10)
         for subscriber in [closed, gone, following] {
-            let outcome13 = fanOut.goLive(subscriber.key, sink: LiveSink(channel: self.channel, framing: .webSocket))
+            let outcome13 = fanOut.goLive(subscriber.key, sink: LiveSink(channel: self.channel, framing: .webSocket, tenant: "t"))
             #expect(outcome13)
         }
         var deliveries = LiveDeliveries()
@@ -280,7 +280,7 @@ extension LiveFanOutTests {
         let first = self.tests.subscribe(&fanOut, .tenant("t"), at: 10)
         let second = self.tests.subscribe(&fanOut, .user(tenant: "t", user: "a"), at: 10)
         for subscriber in [first, second] {
-            let live = fanOut.goLive(subscriber.key, sink: LiveSink(channel: self.channel, framing: .webSocket))
+            let live = fanOut.goLive(subscriber.key, sink: LiveSink(channel: self.channel, framing: .webSocket, tenant: "t"))
             #expect(live)
         }
         var deliveries = LiveDeliveries(limit: 3)

@@ -23,7 +23,7 @@ struct LiveDeliveryTests {
 
         let channel = NIOAsyncTestingChannel()
         try await channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 9)).get()
-        let sink = LiveSink(channel: channel, framing: .webSocket)
+        let sink = LiveSink(channel: channel, framing: .webSocket, tenant: "t")
         try await channel.eventLoop.submit { try sink.install() }.get()
         let (subscription, wakeups) = hub.subscribe(.tenant(tenant), from: try await hub.start(tenant: tenant, after: nil))
         let pulled = NIOLockedValueBox<[String]>([])
@@ -96,7 +96,7 @@ struct LiveDeliveryTests {
         let loop = NIOAsyncTestingEventLoop()
         let channel = NIOAsyncTestingChannel(loop: loop)
         try await channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 9)).get()
-        let sink = LiveSink(channel: channel, framing: .serverSentEvents)
+        let sink = LiveSink(channel: channel, framing: .serverSentEvents, tenant: "t")
         sink.startHeartbeats(every: .seconds(15))
         func written() async throws -> [String] {
             var comments: [String] = []
@@ -122,7 +122,7 @@ struct LiveDeliveryTests {
         let loop = NIOAsyncTestingEventLoop()
         let channel = NIOAsyncTestingChannel(loop: loop)
         try await channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 9)).get()
-        let sink = LiveSink(channel: channel, framing: .serverSentEventChunks)
+        let sink = LiveSink(channel: channel, framing: .serverSentEventChunks, tenant: "t")
         try await loop.submit { try sink.install() }.get()
         sink.startHeartbeats(every: .seconds(15))
         await loop.advanceTime(by: .seconds(15))

@@ -14,11 +14,11 @@ struct LiveWriteQueueTests {
     let loop = EmbeddedEventLoop()
     let history = EventHistory(segments: [.init(id: "h1", startedAfter: 0, resumableThrough: 0)])
 
-    /// A live Server-Sent Events sink on `loop`, on an active channel.
-    func sink() throws -> (LiveSink, EmbeddedChannel) {
+    /// A live Server-Sent Events sink of `tenant` on `loop`, on an active channel.
+    func sink(of tenant: String) throws -> (LiveSink, EmbeddedChannel) {
         let channel = EmbeddedChannel(loop: self.loop)
         try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 9)).wait()
-        return (LiveSink(channel: channel, framing: .serverSentEvents), channel)
+        return (LiveSink(channel: channel, framing: .serverSentEvents, tenant: tenant), channel)
     }
 
     func event(_ id: Int64, tenant: String) -> LiveEvent {
@@ -42,8 +42,8 @@ struct LiveWriteQueueTests {
 
     @Test("one tenant's crowd of live streams does not hold another tenant's event back: it is written in the loop's first go")
     func crowdDoesNotHoldOthersBack() throws {
-        let crowd = try (0..<1000).map { _ in try self.sink() }
-        let (quietSink, quietChannel) = try self.sink()
+        let crowd = try (0..<1000).map { _ in try self.sink(of: "crowd") }
+        let (quietSink, quietChannel) = try self.sink(of: "quiet")
         var deliveries = LiveDeliveries()
         // The crowd's event first: the worst case for the quiet tenant.
         let crowdEvent = self.event(1, tenant: "crowd")
@@ -73,7 +73,7 @@ struct LiveWriteQueueTests {
 
     @Test("a stream that ends while the hub's writes wait on its loop has them written before its end, and none after")
     func waitingWritesGoBeforeTheEnd() throws {
-        let crowd = try (0..<600).map { _ in try self.sink() }
+        let crowd = try (0..<600).map { _ in try self.sink(of: "t") }
         let (lastSink, lastChannel) = crowd.last!
         func handOver(_ id: Int64) {
             var deliveries = LiveDeliveries()
@@ -97,8 +97,8 @@ struct LiveWriteQueueTests {
 
     @Test("while writes wait, the loop pauses between goes for its share; a tenant with nothing waiting is written at once meanwhile")
     func pausesForItsShare() throws {
-        let crowd = try (0..<600).map { _ in try self.sink() }
-        let (quietSink, quietChannel) = try self.sink()
+        let crowd = try (0..<600).map { _ in try self.sink(of: "crowd") }
+        let (quietSink, quietChannel) = try self.sink(of: "quiet")
         var deliveries = LiveDeliveries()
         deliveries.add(self.event(1, tenant: "crowd"), after: 0, to: crowd.enumerated().map { (key: $0.offset, value: LiveRoute(sink: $0.element.0, period: 1, committedBefore: nil)) }, tenant: "crowd")
         deliveries.send(loopShare: 50) { _, _, _ in }

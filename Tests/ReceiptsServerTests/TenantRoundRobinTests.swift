@@ -44,4 +44,17 @@ struct TenantRoundRobinTests {
         lines.append(["d"], of: "d")
         #expect(lines.take(6, quantum: 2) == ["b", "b", "a", "a", "d", "b"])
     }
+
+    @Test("takeAll takes one tenant's items out of the turns, and the others' turns go on")
+    func takeAll() {
+        var lines = TenantRoundRobin<Int>()
+        lines.append([1, 2, 3], of: "a")
+        lines.append([4, 5], of: "b")
+        #expect(lines.takeAll(of: "a") == [1, 2, 3])
+        #expect(lines.takeAll(of: "a") == [])
+        #expect(!lines.hasItems(of: "a"))
+        #expect(lines.count == 2)
+        #expect(lines.take(10, quantum: 1) == [4, 5])
+        #expect(lines.isEmpty)
+    }
 }

@@ -95,7 +95,7 @@ final class EventSourceHandler: ChannelInboundHandler, RemovableChannelHandler {
             context.writeAndFlush(self.wrapOutboundOut(.body(ByteBuffer(string: EventStreamController.opening))), promise: nil)
             // After the head and the first line: the hub and the heartbeats write chunks of the
             // response (HTTP/1.1, chunked: `EventSourceOpening.holds`) next to the socket.
-            let sink = LiveSink(channel: context.channel, framing: .serverSentEventChunks)
+            let sink = LiveSink(channel: context.channel, framing: .serverSentEventChunks, tenant: opening.start.tenant)
             do {
                 try sink.install()
             } catch {

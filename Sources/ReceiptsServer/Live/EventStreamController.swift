@@ -76,7 +76,7 @@ struct EventStreamController {
             // After the head and the first line: the hub and the heartbeats write to the
             // connection directly. Closed before the response ends, however it ends: the
             // connection may carry another response next.
-            let sink = LiveSink(channel: context.channel, framing: .serverSentEvents)
+            let sink = LiveSink(channel: context.channel, framing: .serverSentEvents, tenant: opening.start.tenant)
             sink.startHeartbeats(every: Self.heartbeatInterval)
             let reason: EventHub.CloseReason
             do {

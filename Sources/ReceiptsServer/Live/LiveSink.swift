@@ -8,10 +8,10 @@ import Synchronization
 /// hub does not wake its stream for each event: it hands the event's frame, encoded once for
 /// every stream, to the event loops of the subscribers' sockets, one hop a loop
 /// (`LiveDeliveries`), and each loop writes it to its sockets there, tenant by tenant in turns
-/// (`LiveWriteQueue`). A socket that cannot take
-/// more (its outbound buffer is above NIO's high-water mark) is not written to: the
-/// subscriber leaves live delivery at the event before (`EventHub.fellBehind`), and its stream
-/// pulls what follows at the client's pace, as a stream that is behind always does.
+/// (`LiveWriteQueue`). A socket that cannot take more (its outbound buffer is above NIO's
+/// high-water mark) is not written to: the subscriber leaves live delivery at the event before
+/// (`EventHub.fellBehind`), and its stream pulls what follows at the client's pace, as a
+/// stream that is behind always does.
 final class LiveSink: Sendable {
     /// How an event is put on the socket.
     enum Framing: Sendable {
@@ -40,6 +40,8 @@ final class LiveSink: Sendable {
 
     let channel: any Channel
     let framing: Framing
+    /// The tenant whose stream this is (its writes wait in the tenant's line: `LiveWriteQueue`).
+    let tenant: String
     private let state: NIOLoopBoundBox<LoopState>
     /// A WebSocket's place next to the socket (`install()`).
     private let outlet: NIOLoopBoundBox<LiveFrameOutlet?>
@@ -47,9 +49,10 @@ final class LiveSink: Sendable {
     /// dropped there.
     private let waitingWrites = Atomic<Int>(0)
 
-    init(channel: any Channel, framing: Framing) {
+    init(channel: any Channel, framing: Framing, tenant: String) {
         self.channel = channel
         self.framing = framing
+        self.tenant = tenant
         self.state = .makeBoxSendingValue(LoopState(), eventLoop: channel.eventLoop)
         self.outlet = .makeEmptyBox(eventLoop: channel.eventLoop)
     }
@@ -68,7 +71,7 @@ final class LiveSink: Sendable {
     /// event loop are written first, any later one is dropped (the client resumes after its
     /// last id). On the channel's event loop.
     func close() {
-        if self.hasWaitingWrites { LiveWriteQueue.on(self.channel.eventLoop).writeAll() }
+        if self.hasWaitingWrites { LiveWriteQueue.on(self.channel.eventLoop).writeAll(of: self.tenant) }
         self.state.value.isClosed = true
     }
 
@@ -86,7 +89,7 @@ final class LiveSink: Sendable {
     /// live delivery, before it sends what it pulls (they are older).
     func writeWaiting() async {
         try? await self.channel.eventLoop.submit {
-            if self.hasWaitingWrites { LiveWriteQueue.on(self.channel.eventLoop).writeAll() }
+            if self.hasWaitingWrites { LiveWriteQueue.on(self.channel.eventLoop).writeAll(of: self.tenant) }
         }.get()
     }
 

@@ -20,8 +20,8 @@ import Synchronization
 /// A subscriber's writes keep their order (they are one tenant's), and every write handed to
 /// the loop before a stream leaves live delivery is written before anything the stream sends
 /// itself: a stream with writes waiting (`LiveSink.hasWaitingWrites`) has them all written
-/// first (`writeAll()`, from `LiveSink.close()` and `LiveSink.writeWaiting()`), as when the
-/// loop wrote each hand-over at once.
+/// first, with the rest of its tenant's (`writeAll(of:)`, from `LiveSink.close()` and
+/// `LiveSink.writeWaiting()`), as when the loop wrote each hand-over at once.
 ///
 /// Used on its event loop only.
 final class LiveWriteQueue {
@@ -93,9 +93,10 @@ final class LiveWriteQueue {
         if !self.isGoScheduled { self.go() }
     }
 
-    /// Writes everything waiting, now.
-    func writeAll() {
-        self.write(self.waiting.take(self.waiting.count, quantum: Self.writesPerGo))
+    /// Writes everything of `tenant` waiting, now: what a stream of the tenant that leaves live
+    /// delivery was handed is written before what it sends itself.
+    func writeAll(of tenant: String) {
+        self.write(self.waiting.takeAll(of: tenant))
     }
 
     private func go() {

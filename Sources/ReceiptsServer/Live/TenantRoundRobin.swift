@@ -48,4 +48,12 @@ struct TenantRoundRobin<Item> {
         self.count -= taken.count
         return taken
     }
+
+    /// Takes every item of `tenant`, in order, out of the turns.
+    mutating func takeAll(of tenant: String) -> [Item] {
+        guard let line = self.lines.removeValue(forKey: tenant) else { return [] }
+        self.turns.removeAll { $0 == tenant }
+        self.count -= line.count
+        return Array(line)
+    }
 }

@@ -59,7 +59,7 @@ final class WebSocketStreamHandler: ChannelInboundHandler, RemovableChannelHandl
 
     func handlerAdded(context: ChannelHandlerContext) {
         self.context = context
-        let sink = LiveSink(channel: context.channel, framing: .webSocket)
+        let sink = LiveSink(channel: context.channel, framing: .webSocket, tenant: self.opening.start.tenant)
         do {
             // Added by the upgrade, on an open connection.
             guard context.channel.isActive else { throw ChannelError.ioOnClosedChannel }
