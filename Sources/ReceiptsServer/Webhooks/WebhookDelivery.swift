@@ -318,25 +318,9 @@ final class WebhookDelivery: Sendable {
             self.wakeups = nil
         }
 
-        /// The next batch for the filter `events`: up to 100 entries, how many of `pending`
-        /// it covers (skipped ones included), and the position it moves to once acknowledged.
-        func batch(for events: [String]) -> (entries: [Entry], consumed: Int, through: Int64) {
-            var entries: [Entry] = []
-            var through = self.acknowledged
-            var consumed = 0
-            for entry in self.pending {
-                let wanted = entry.type == WebhookEventTypes.resyncRequired || events.contains(entry.type)
-                if wanted {
-                    if entries.count == WebhookDelivery.maximumBatch { break }
-                    entries.append(entry)
-                }
-                through = entry.id
-                consumed += 1
-            }
-            // Everything received is in the batch or skipped: the position moves to where the
-            // hub has been, past the events that were not for this webhook at the end.
-            if consumed == self.pending.count { through = max(through, self.received) }
-            return (entries, consumed, through)
+        /// The next batch for the filter `events` (`WebhookAttemptDecisions.batch(of:for:acknowledged:received:)`).
+        func batch(for events: [String]) -> WebhookAttemptDecisions.Batch {
+            WebhookAttemptDecisions.batch(of: self.pending, for: events, acknowledged: self.acknowledged, received: self.received)
         }
 
         /// Moves the position past events the filter skips, in the database at most once per
@@ -363,8 +347,9 @@ final class WebhookDelivery: Sendable {
         }
 
         /// Sends the next batch of `pending` until the receiver acknowledges it (formed again for
-        /// each attempt: a PUT may have changed the filter); the settings for the batch after,
-        /// or nil when the delivery must stop (lease or webhook gone, or cancelled).
+        /// each attempt: a PUT may have changed the filter), as `WebhookAttemptDecisions` decides;
+        /// the settings for the batch after, or nil when the delivery must stop (lease or webhook
+        /// gone, or cancelled).
         mutating func deliverNextBatch(settings: WebhookAttemptSettings) async -> WebhookAttemptSettings? {
             var current = settings
             while !Task.isCancelled {
@@ -375,120 +360,125 @@ final class WebhookDelivery: Sendable {
                     guard let settings = await self.begin() else { return nil }
                     current = settings
                 }
-                if current.replayGeneration != self.generation {
-                    // Replayed since (`ReceiptsStore.replayWebhook`): from its new position.
-                    self.generation = current.replayGeneration
-                    self.restart(from: current.position, in: current.positionHistory)
+                let batch = self.batch(for: current.events)
+                var decision = self.beforeAttempt(current, batch: batch, pruned: nil)
+                if case .checkPruned(let id) = decision { decision = self.beforeAttempt(current, batch: batch, pruned: await self.wasPruned(id)) }
+                switch decision {
+                case .restart(let position, let history, let generation):
+                    self.generation = generation
+                    self.restart(from: position, in: history)
                     return current
-                }
-                if current.positionHistory != self.acknowledgedHistory || current.position > self.acknowledged {
-                    // Another instance delivered meanwhile (this one's lease lapsed), perhaps in
-                    // another event history: resume after it.
-                    self.restart(from: current.position, in: current.positionHistory)
-                    return current
-                }
-                if current.failures > 0, let first = self.pending.first, first.type != WebhookEventTypes.resyncRequired,
-                    await self.wasPruned(first.id)
-                {
-                    // The receiver was down for longer than retention keeps events: the batch is
-                    // gone from the log, and the hub answers resync.required from here.
-                    self.restart(from: self.acknowledged, in: self.acknowledgedHistory)
-                    return current
-                }
-                if let due = current.nextAttemptAt, due > Date() {
-                    // After a take-over, or a failure recorded just now: the backoff holds.
-                    let longest = self.delivery.settings.backoff.maximum
-                    try? await Task.sleep(for: min(.milliseconds(Int64(due.timeIntervalSinceNow * 1000) + 1), longest))
+                case .checkPruned:
                     continue
-                }
-                let attempt = self.batch(for: current.events)
-                if attempt.entries.isEmpty {
-                    self.pending.removeFirst(attempt.consumed)
-                    return await self.skip(through: attempt.through) ? current : nil
-                }
-                guard let target = WebhookTarget(current.url) else {
-                    self.logger.error("webhook: the stored url is not valid")
-                    return nil
-                }
-                let body = self.body(attempt.entries)
-                var headers = HTTPHeaders()
-                headers.add(name: "Content-Type", value: "application/json")
-                headers.add(name: "User-Agent", value: "receiptsd")
-                headers.add(name: "Receipts-Webhook-Id", value: self.key.webhook)
-                let timestamp = Int64(Date().timeIntervalSince1970)
-                headers.add(
-                    name: WebhookSignature.headerName, value: WebhookSignature.header(secret: current.secret, timestamp: timestamp, body: body))
-                let (first, last) = (attempt.entries[0], attempt.entries[attempt.entries.count - 1])
-                let batchId = WebhookSignature.standardId(
-                    webhook: self.key.webhook, firstEventId: first.eventId, lastEventId: last.eventId,
-                    startsWithResync: first.type == WebhookEventTypes.resyncRequired, replay: self.generation)
-                // During a rotation's overlap, signed with the secret it replaced too.
-                let secrets = [current.secret] + (current.previousSecret.map { [$0] } ?? [])
-                for (name, value) in WebhookSignature.standardHeaders(id: batchId, timestamp: timestamp, body: body, secrets: secrets) {
-                    headers.add(name: name, value: value)
-                }
-                let started = ContinuousClock.now
-                let attemptedAt = Date()
-                self.lastAttempt = (started, attempt.entries.count)
-                self.sentThrough = max(self.sentThrough, attempt.through)
-                let outcome = await self.sender.send(body, headers: headers, to: target)
-                guard !Task.isCancelled else { return nil }
-                await self.log(
-                    WebhookAttempt(
-                        messageId: batchId, firstEventId: first.eventId, lastEventId: last.eventId,
-                        events: attempt.entries.count, attemptedAt: attemptedAt, status: self.sender.lastStatus,
-                        durationMilliseconds: Int((ContinuousClock.now - started) / .milliseconds(1)),
-                        error: { if case .failed(_, let message, _) = outcome { message } else { nil } }()))
-                switch outcome {
-                case .acknowledged:
-                    self.delivery.metrics.recordAttempt(outcome: "delivered", events: attempt.entries.count, duration: .now - started)
-                    switch await self.acknowledge(through: attempt.through) {
-                    case .unavailable:
-                        continue
-                    case .lost:
+                case .wait(let due):
+                    try? await Task.sleep(for: min(.milliseconds(Int64(due.timeIntervalSinceNow * 1000) + 1), self.delivery.settings.backoff.maximum))
+                case .skip(let through, let consumed):
+                    self.pending.removeFirst(consumed)
+                    return await self.skip(through: through) ? current : nil
+                case .send:
+                    guard let target = WebhookTarget(current.url) else {
+                        self.logger.error("webhook: the stored url is not valid")
                         return nil
-                    case .historyChanged(let settings):
-                        self.followHistoryChange()
-                        return settings
-                    case .recorded(let settings):
-                        self.pending.removeFirst(attempt.consumed)
-                        self.acknowledged = attempt.through
-                        self.acknowledgedHistory = self.receivedHistory
-                        self.lastSkipWrite = .now
-                        self.settingsOfLastAcknowledgement = settings
-                        await self.refreshLag(force: false)
-                        return settings
                     }
-                case .failed(.gone, let message, _):
-                    // The receiver asked for no more: disabled (and its lease given up) until a
-                    // PUT enables it again, at its position.
-                    self.delivery.metrics.recordAttempt(
-                        outcome: WebhookSender.Failure.gone.rawValue, events: attempt.entries.count, duration: .now - started)
-                    self.logger.notice("webhook: the receiver answered 410 Gone; disabled until a PUT enables it")
-                    do {
-                        try await self.store.disableWebhook(self.key, owner: self.owner, error: message)
-                    } catch {
-                        self.logger.notice("webhook: disabling it could not be recorded", metadata: ["error": "\(error)"])
+                    let (outcome, events, duration) = await self.send(batch, settings: current, to: target)
+                    guard !Task.isCancelled else { return nil }
+                    let backoff = self.delivery.settings.backoff.delay(afterFailures: current.failures + 1)
+                    switch WebhookAttemptDecisions.afterSend(outcome, backoff: backoff) {
+                    case .acknowledge:
+                        self.delivery.metrics.recordAttempt(outcome: "delivered", events: events, duration: duration)
+                        switch await self.acknowledge(through: batch.through) {
+                        case .unavailable: continue
+                        case .lost: return nil
+                        case .historyChanged(let settings):
+                            self.followHistoryChange()
+                            return settings
+                        case .recorded(let settings):
+                            await self.acknowledged(batch, settings: settings)
+                            return settings
+                        }
+                    case .disable(let message):
+                        self.delivery.metrics.recordAttempt(outcome: WebhookSender.Failure.gone.rawValue, events: events, duration: duration)
+                        await self.disable(message)
+                        return nil
+                    case .retry(let delay, let message):
+                        if case .failed(let failure, _, _) = outcome {
+                            self.delivery.metrics.recordAttempt(outcome: failure.rawValue, events: events, duration: duration)
+                        }
+                        guard await self.recordFailure(message, retryIn: delay) else { return nil }
+                        try? await Task.sleep(for: delay)
                     }
-                    return nil
-                case .failed(let failure, let message, let retryAfter):
-                    self.delivery.metrics.recordAttempt(outcome: failure.rawValue, events: attempt.entries.count, duration: .now - started)
-                    // A 429 or 503 with Retry-After says when; otherwise the backoff does.
-                    let delay = retryAfter ?? self.delivery.settings.backoff.delay(afterFailures: current.failures + 1)
-                    self.logger.info(
-                        "webhook: delivery failed; trying again later",
-                        metadata: ["error": "\(message)", "receipts.retry_in": "\(delay)"])
-                    do {
-                        guard try await self.store.recordWebhookFailure(self.key, owner: self.owner, error: message, retryAfter: delay) != nil
-                        else { return nil }
-                    } catch {
-                        self.logger.notice("webhook: the failure could not be recorded", metadata: ["error": "\(error)"])
-                    }
-                    await self.refreshLag(force: false)
-                    try? await Task.sleep(for: delay)
                 }
             }
             return nil
+        }
+
+        /// `WebhookAttemptDecisions.beforeAttempt` where this delivery stands.
+        func beforeAttempt(_ settings: WebhookAttemptSettings, batch: WebhookAttemptDecisions.Batch, pruned: Bool?) -> WebhookAttemptDecisions.BeforeAttempt {
+            WebhookAttemptDecisions.beforeAttempt(
+                settings,
+                standing: .init(generation: self.generation, acknowledged: self.acknowledged, acknowledgedHistory: self.acknowledgedHistory),
+                oldestPending: self.pending.first, batch: batch, now: Date(), pruned: pruned)
+        }
+
+        /// Sends `batch` (not empty) once and logs the attempt; what came of it, with how many
+        /// events it carried and how long it took.
+        mutating func send(
+            _ batch: WebhookAttemptDecisions.Batch, settings: WebhookAttemptSettings, to target: WebhookTarget
+        ) async -> (WebhookSender.Outcome, events: Int, duration: Duration) {
+            let request = WebhookBatchRequest(
+                webhook: self.key.webhook, entries: batch.entries, settings: settings, replay: self.generation,
+                timestamp: Int64(Date().timeIntervalSince1970))
+            let started = ContinuousClock.now
+            let attemptedAt = Date()
+            self.lastAttempt = (started, batch.entries.count)
+            self.sentThrough = max(self.sentThrough, batch.through)
+            let outcome = await self.sender.send(request.body, headers: request.headers, to: target)
+            let duration = ContinuousClock.now - started
+            if !Task.isCancelled {
+                await self.log(
+                    WebhookAttempt(
+                        messageId: request.id, firstEventId: batch.entries[0].eventId, lastEventId: batch.entries[batch.entries.count - 1].eventId,
+                        events: batch.entries.count, attemptedAt: attemptedAt, status: self.sender.lastStatus,
+                        durationMilliseconds: Int(duration / .milliseconds(1)),
+                        error: { if case .failed(_, let message, _) = outcome { message } else { nil } }()))
+            }
+            return (outcome, batch.entries.count, duration)
+        }
+
+        /// The receiver acknowledged `batch` and its position is recorded: it leaves `pending`.
+        mutating func acknowledged(_ batch: WebhookAttemptDecisions.Batch, settings: WebhookAttemptSettings) async {
+            self.pending.removeFirst(batch.consumed)
+            self.acknowledged = batch.through
+            self.acknowledgedHistory = self.receivedHistory
+            self.lastSkipWrite = .now
+            self.settingsOfLastAcknowledgement = settings
+            await self.refreshLag(force: false)
+        }
+
+        /// The receiver answered 410 Gone: disabled (and its lease given up) until a PUT enables
+        /// it again, at its position.
+        func disable(_ message: String) async {
+            self.logger.notice("webhook: the receiver answered 410 Gone; disabled until a PUT enables it")
+            do {
+                try await self.store.disableWebhook(self.key, owner: self.owner, error: message)
+            } catch {
+                self.logger.notice("webhook: disabling it could not be recorded", metadata: ["error": "\(error)"])
+            }
+        }
+
+        /// Records a failed attempt, the next one due after `delay`; false when the lease or the
+        /// webhook is gone (a failure to record it is logged, and the delivery goes on).
+        mutating func recordFailure(_ message: String, retryIn delay: Duration) async -> Bool {
+            self.logger.info("webhook: delivery failed; trying again later", metadata: ["error": "\(message)", "receipts.retry_in": "\(delay)"])
+            do {
+                guard try await self.store.recordWebhookFailure(self.key, owner: self.owner, error: message, retryAfter: delay) != nil else {
+                    return false
+                }
+            } catch {
+                self.logger.notice("webhook: the failure could not be recorded", metadata: ["error": "\(error)"])
+            }
+            await self.refreshLag(force: false)
+            return true
         }
 
         /// Adds an attempt to the webhook's log; a failure to record it is logged, and
@@ -529,22 +519,6 @@ final class WebhookDelivery: Sendable {
                 }
             }
             return .unavailable
-        }
-
-        /// `{"webhookId":"…","events":[…]}`, the events as the stream carries them.
-        func body(_ entries: [Entry]) -> [UInt8] {
-            var head = JSONWriter(capacity: 64)
-            head.raw(#"{"webhookId":"#)
-            head.string(self.key.webhook)
-            head.raw(#","events":["#)
-            var bytes = head.bytes
-            bytes.reserveCapacity(bytes.count + 2 + entries.reduce(0) { $0 + $1.json.utf8.count + 1 })
-            for (index, entry) in entries.enumerated() {
-                if index > 0 { bytes.append(UInt8(ascii: ",")) }
-                bytes.append(contentsOf: entry.json.utf8)
-            }
-            bytes.append(contentsOf: "]}".utf8)
-            return bytes
         }
 
         /// Whether retention deleted the tenant's events after the acknowledged position (the
