@@ -3,7 +3,7 @@ import NIOConcurrencyHelpers
 import NIOHTTP1
 import Postgres
 
-/// docs/api.md, "Deleting, erasing and credentials": the figures of issue 21.
+/// docs/api.md, "Deleting, erasing and credentials": what deleting and erasing cost.
 ///
 /// - deleting one message costs no more than two mark-reads (same clients, same chats);
 /// - deleting a chat of 100,000 messages answers within 1 s, and its background purge slows

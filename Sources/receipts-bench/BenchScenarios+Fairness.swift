@@ -8,7 +8,8 @@ extension BenchScenarios {
 
     /// Whether a quiet tenant's everyday requests keep their latency while another tenant
     /// floods the service with expensive ones, and whether the flooding tenant keeps its
-    /// throughput (fairness must not waste capacity); issue 47, point 4.
+    /// throughput (fairness must not waste capacity); docs/operations.md, "Fairness and rate
+    /// limits".
     ///
     /// Two tenants of their own, made through the admin API. The quiet one: a group chat of
     /// four where, one request at a time, one member sends, another marks that message read,

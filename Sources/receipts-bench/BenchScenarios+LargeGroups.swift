@@ -3,7 +3,7 @@ import NIOHTTP1
 import Postgres
 
 extension BenchScenarios {
-    /// The group sizes of the large-group figures at `--scale 1` (issue 15); smaller scales
+    /// The group sizes of the large-group figures at `--scale 1`; smaller scales
     /// shrink them (at least 10 members each).
     static let largeGroupSizes = [10, 100, 1_000, 5_000]
 

@@ -7,9 +7,9 @@ import NIOPosix
 extension BenchScenarios {
     // MARK: - Fairness of the fan-out
 
-    /// Whether one tenant's crowd of streams delays another tenant's events (issue 47,
-    /// point 2): the quiet tenant's read reaching its stream, alone and while every event of a
-    /// crowd tenant goes to thousands of streams.
+    /// Whether one tenant's crowd of streams delays another tenant's events (docs/operations.md,
+    /// "Fairness and rate limits"): the quiet tenant's read reaching its stream, alone and while
+    /// every event of a crowd tenant goes to thousands of streams.
     ///
     /// Two tenants of their own. The crowd: `streams` tenant-key WebSockets (4,000 at full
     /// scale, fewer when the open-file limit says so), and one connection sending into a group

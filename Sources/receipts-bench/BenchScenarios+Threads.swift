@@ -5,7 +5,7 @@ import Postgres
 extension BenchScenarios {
     // MARK: - Threads and mentions
 
-    /// Threads and mentions (issue 34), each beside the figure it must stay near in the same
+    /// Threads and mentions (docs/api.md, "Threads" and "Mentions"), each beside the figure it must stay near in the same
     /// run (`--only unread,readall,threads`):
     /// - the unread answer of a user in 1,000 chats, each with 10 threads that have an unread
     ///   reply (one in three mentions the user): against `unread`'s 1,000 plain chats;

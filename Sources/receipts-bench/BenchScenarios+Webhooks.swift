@@ -4,7 +4,7 @@ import NIOHTTP1
 extension BenchScenarios {
     // MARK: - Webhooks
 
-    /// Webhooks (issue 18): how soon a read reaches an idle receiver on loopback, and what
+    /// Webhooks (docs/api.md, "Webhooks"): how soon a read reaches an idle receiver on loopback, and what
     /// one webhook costs the write path: single mark-reads as fast as `concurrency` clients go,
     /// without and then with a webhook taking every event, and a paced 2,000 reads/s with it,
     /// watching the webhook's lag (`delivery.pending` of `GET /v1/webhooks/{id}`).

@@ -161,7 +161,9 @@ struct CredentialTests {
                 sseEnded = ContinuousClock.now - revokedAt
             }
             print("SSE of the revoked token ended after \(sseEnded.map { "\($0)" } ?? "never")")
-            #expect(sseEnded.map { $0 < .seconds(2) } == true)
+            // Ended, not the 5 s wait running out: 0.1 s alone, up to 3 s with the whole suite's
+            // load on this machine's two cores (the close has no deadline of the contract's).
+            #expect(sseEnded.map { $0 < .seconds(4) } == true)
             let frame = try await keyStream.value
             #expect(frame?.closeCode == .policyViolation)
             #expect(try await Self.status(of: "/v1/chats/g", at: other, as: tenant.apiKey) == 200)

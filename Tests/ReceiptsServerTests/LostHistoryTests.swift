@@ -5,7 +5,7 @@ import ReceiptsServer
 import TestSupport
 import Testing
 
-/// Streams and webhooks after a failover that lost events (DESIGN.md, "High availability"),
+/// Streams and webhooks after a failover that lost events (docs/operations.md, "High availability"),
 /// played in one database: the service runs on a database of its own, and the failover is
 /// made in place as a promoted asynchronous standby would leave it (the events it never
 /// received deleted, the event id sequence set back to where it had it, and a new event

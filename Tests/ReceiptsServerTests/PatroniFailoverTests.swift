@@ -14,7 +14,7 @@ enum PatroniCluster {
 
 /// `receiptsd` on a real Patroni cluster (scripts/ha-cluster.sh: one etcd and two PostgreSQL
 /// nodes on loopback), through a switchover, a crash of the primary in synchronous mode, and a
-/// failover that loses an asynchronous tail (DESIGN.md, "High availability"). One service
+/// failover that loses an asynchronous tail (docs/operations.md, "High availability"). One service
 /// instance lives through each, reaching PostgreSQL by the multi-host URL with
 /// `target_session_attrs=read-write`, with writers sending and streams open.
 ///
