@@ -1,6 +1,6 @@
 import ArgumentParser
 
-/// The `receiptsd` command line: `serve` and `migrate`.
+/// The `receiptsd` command line: `serve`, `migrate` and `tenant create`.
 @main
 struct Receiptsd: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
