@@ -251,7 +251,8 @@ struct PoolStateMachine<Connection: Hashable, Waiter> {
         self.open.remove(connection)
     }
 
-    /// A lent connection comes back.
+    /// A lent connection comes back: it goes to the next waiter below its flow's share (fair
+    /// queuing), else it stays idle.
     mutating func release(_ connection: Connection, _ state: Return, now: Int64 = 0) -> ReleaseAction {
         guard case .reusable = state, !self.isClosed else {
             self.open.remove(connection)
@@ -268,8 +269,9 @@ struct PoolStateMachine<Connection: Hashable, Waiter> {
         self.open.remove(connection)
     }
 
-    /// A slot's connection is closed, or its opening failed: the longest waiter gets the slot
-    /// to open a new one; else it is free. Returns the waiter to hand it to.
+    /// A slot's connection is closed, or its opening failed: the next waiter below its flow's
+    /// share (fair queuing) gets the slot to open a new one; else it is free. Returns the waiter
+    /// to hand it to.
     mutating func slotFreed(now: Int64 = 0) -> Waiter? {
         if !self.isClosed, let (_, waiter) = self.popWaiter(now: now) { return waiter }
         self.openCount -= 1

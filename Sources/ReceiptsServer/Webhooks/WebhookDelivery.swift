@@ -369,7 +369,7 @@ final class WebhookDelivery: Sendable {
                     self.restart(from: position, in: history)
                     return current
                 case .checkPruned:
-                    continue
+                    continue  // not after an answer: `beforeAttempt` asks once
                 case .wait(let due):
                     try? await Task.sleep(for: min(.milliseconds(Int64(due.timeIntervalSinceNow * 1000) + 1), self.delivery.settings.backoff.maximum))
                 case .skip(let through, let consumed):
