@@ -47,7 +47,7 @@ struct EventHubLimitsTests {
             _ = try await store.sendMessage(tenant: tenant, chat: "g", id: "m\(index)", sender: members[0], text: "x")
         }
         await Self.catchUp(hub)
-        let (held, bytes) = hub.state.withLockedValue { ($0.fanOut.feeds[tenant]?.recent.count ?? 0, $0.fanOut.feeds[tenant]?.recentBytes ?? 0) }
+        let (held, bytes) = hub.log.withMirror { fanOut, _ in (fanOut.feeds[tenant]?.recent.count ?? 0, fanOut.feeds[tenant]?.recentBytes ?? 0) }
         // Each event carries 200 members (some 15 KiB counted): a few fit in 64 KiB, not 20.
         #expect(held > 0 && held < 20, "\(held) events held")
         #expect(bytes <= 64 * 1024)

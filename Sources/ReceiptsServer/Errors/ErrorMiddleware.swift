@@ -1,6 +1,7 @@
 import Hummingbird
 import Logging
 import Postgres
+import ReceiptsStore
 
 /// Turns every error into the contract's error shape: our `APIError`s as they are,
 /// Hummingbird's own (no route, bad body) into the matching code, the live layer's (a hub
@@ -23,7 +24,7 @@ struct ErrorMiddleware<Context: RequestContext>: RouterMiddleware {
             return error
         case let error as HTTPError:
             return Self.apiError(for: error)
-        case is EventHub.NotReady:
+        case is EventLogNotReady:
             return APIError(.serviceUnavailable, .unavailable, "the event stream is not ready yet; retry")
         case let refusal as StreamLimiter.Refusal:
             return APIError(.tooManyRequests, .rateLimited, refusal.message)

@@ -12,7 +12,7 @@ import ReceiptsStore
 /// stays bounded (`EventHub.Options.recentEvents`, `recentEventBytes`). One that falls
 /// `maximumLag` behind is closed with a reason. No I/O: the hub reads the log and holds this
 /// under one lock with its `EventLogFollower`, and wakes the subscribers this returns.
-struct EventFanOut {
+struct EventFanOut: EventLogMirror {
     /// A subscriber: its tenant's feed, and its id there.
     struct Key: Hashable, Sendable {
         let tenant: String

@@ -39,6 +39,6 @@ extension EventHub {
     /// How far a subscription has been given events (or skipped those not for it): after a
     /// `nextEvents(for:)`, every event of its tenant up to here was in that batch or before.
     func position(of subscription: EventSubscription) -> Int64? {
-        self.state.withLockedValue { $0.fanOut.position(of: subscription.key) }
+        self.log.withMirror { fanOut, _ in fanOut.position(of: subscription.key) }
     }
 }

@@ -1,5 +1,3 @@
-import ReceiptsStore
-
 /// Follows the event log in id order without ever skipping an event that commits late.
 ///
 /// Event ids come from one sequence, but transactions commit out of order: id 7 can be

@@ -1,6 +1,5 @@
 import Foundation
-@testable import ReceiptsServer
-import ReceiptsStore
+@testable import ReceiptsStore
 import Testing
 
 /// The hub's decisions in following the log, on made-up reads and times: when it starts,

@@ -1,7 +1,6 @@
 import Foundation
 import Postgres
-@testable import ReceiptsServer
-import ReceiptsStore
+@testable import ReceiptsStore
 import Testing
 
 /// The cursor's rule for gaps, on made-up snapshots: ids that may still commit hold the

@@ -1,5 +1,3 @@
-import ReceiptsStore
-
 /// Where the event hub stands in the event log, and what it makes of each read: the cursor
 /// (`EventLogCursor`, which never moves past an event that may still commit), the event
 /// history its positions are in (`EventHistory`), and how long it has waited at a missing id.

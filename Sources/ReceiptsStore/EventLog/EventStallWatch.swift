@@ -1,7 +1,6 @@
 import CoreMetrics
 import Logging
 import NIOConcurrencyHelpers
-import ReceiptsStore
 
 /// Makes a stalled event log visible: while the hub's cursor waits at a missing event id
 /// (a transaction that took the id is still open), every tenant's live events wait behind it.
@@ -98,5 +97,5 @@ extension EventStallWatch {
 }
 
 extension Duration {
-    var milliseconds: Int64 { self.nanoseconds / 1_000_000 }
+    var milliseconds: Int64 { self.components.seconds * 1_000 + self.components.attoseconds / 1_000_000_000_000_000 }
 }
