@@ -20,17 +20,14 @@ struct EventFanOutTests {
             messageIds: ["m\(id)"], data: "{}", audience: audience, occurredAt: Date())
     }
 
-    /// A subscriber at `position`, with the stream its wake-ups come on.
+    /// A subscriber at `position`, with its first wake-ups.
     func subscribe(
         _ fanOut: inout EventFanOut, _ principal: Principal, at position: Int64, tenant: String = "t", cursor: Int64? = nil,
         closesOnHistoryChange: Bool = false
-    ) -> (key: EventFanOut.Key, wakeups: AsyncStream<Void>) {
-        let (wakeups, wake) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
+    ) -> (key: EventFanOut.Key, wakes: [EventFanOut.Wake]) {
         let start = EventHub.Start(tenant: tenant, position: position, history: "h1", committedBefore: nil, resync: nil)
-        let key = fanOut.subscribe(
-            principal, from: start, closesOnHistoryChange: closesOnHistoryChange, wake: SubscriberWake(wake), history: self.history,
-            cursor: cursor ?? position)
-        return (key, wakeups)
+        return fanOut.subscribe(
+            principal, from: start, closesOnHistoryChange: closesOnHistoryChange, history: self.history, cursor: cursor ?? position)
     }
 
     /// The ids a pull hands out from memory (nil: it was not a pull from memory).
@@ -63,7 +60,9 @@ struct EventFanOutTests {
         let stranger = self.subscribe(&fanOut, .tenant("u"), at: 10, tenant: "u")
         var deliveries = LiveDeliveries()
         let wakes = fanOut.append([self.event(11), self.event(12)], encoded: [:], history: self.history, deliveries: &deliveries)
-        #expect(wakes.count == 2)
+        // The subscribers of the tenant pull; the other tenant's is not woken.
+        #expect(Set(wakes) == [.pull(first.key), .pull(second.key)])
+        #expect(first.wakes == [.pull(first.key)])
         let firstIds = self.pulledIds(&fanOut, first.key)
         #expect(firstIds == [11, 12])
         let firstAgain = self.pulledIds(&fanOut, first.key)
@@ -101,11 +100,15 @@ struct EventFanOutTests {
         var fanOut = self.fanOut(maximumLag: 3)
         let slow = self.subscribe(&fanOut, .tenant("t"), at: 10)
         let fast = self.subscribe(&fanOut, .tenant("t"), at: 10)
+        var wakes: [EventFanOut.Wake] = []
         for id in Int64(11)...14 {
             var deliveries = LiveDeliveries()
-            _ = fanOut.append([self.event(id)], encoded: [:], history: self.history, deliveries: &deliveries)
+            wakes += fanOut.append([self.event(id)], encoded: [:], history: self.history, deliveries: &deliveries)
             _ = self.pulledIds(&fanOut, fast.key)
         }
+        // Closed once, when it passed the lag; woken to pull (and learn why) with the rest.
+        #expect(wakes.filter { $0 == .close(slow.key) }.count == 1)
+        #expect(!wakes.contains(.close(fast.key)))
         guard case .closed(.tooSlow) = fanOut.pull(for: slow.key) else {
             Issue.record("expected the slow subscriber closed")
             return
@@ -126,13 +129,14 @@ struct EventFanOutTests {
         #expect(aheadIds == [5, 6, 7, 8])
         // The new history kept everything up to 6.
         let next = EventHistory(segments: self.history.segments + [.init(id: "h2", startedAfter: 6, resumableThrough: 6)])
-        fanOut.follow(next, from: "h1")
+        // The webhook's subscription ends on a change of history; the streams go on.
+        #expect(fanOut.follow(next, from: "h1") == [.close(webhook.key)])
         guard case .awaitingCursor = fanOut.pull(for: ahead.key), case .closed(.historyChanged) = fanOut.pull(for: webhook.key) else {
             Issue.record("expected the streams to wait, and the webhook's subscription closed")
             return
         }
-        let woken = fanOut.resume(from: 6).count
-        #expect(woken == 3)
+        let woken = fanOut.resume(from: 6)
+        #expect(Set(woken) == [.pull(behind.key), .pull(ahead.key), .pull(webhook.key)])
         guard case .resync(let position) = fanOut.pull(for: ahead.key) else {
             Issue.record("expected resync.required for the subscriber given events that were lost")
             return
@@ -147,17 +151,17 @@ struct EventFanOutTests {
     }
 
     @Test("shutdown closes every subscriber, and one that comes after is closed at once")
-    func shutdown() async {
+    func shutdown() {
         var fanOut = self.fanOut()
         let open = self.subscribe(&fanOut, .tenant("t"), at: 1)
-        for wake in fanOut.closeAll(.shuttingDown) { wake.finish() }
+        #expect(fanOut.closeAll(.shuttingDown) == [.close(open.key)])
         guard case .closed(.shuttingDown) = fanOut.pull(for: open.key) else {
             Issue.record("expected the open subscriber closed")
             return
         }
         let late = self.subscribe(&fanOut, .tenant("t"), at: 1)
-        // Its wake-ups end at once (after the one it may hold).
-        for await _ in late.wakeups {}
+        // Its wake-ups end at once; it pulls, and learns why.
+        #expect(late.wakes == [.close(late.key), .pull(late.key)])
         fanOut.unsubscribe(open.key)
         fanOut.unsubscribe(late.key)
         #expect(fanOut.subscriberCount == 0)
@@ -227,7 +231,7 @@ struct LiveFanOutTests {
         _ = fanOut.append((11...13).map { self.tests.event($0) }, encoded: [:], history: self.tests.history, deliveries: &deliveries)
         // Written 11; the socket could not take 12 (of the first live period).
         let outcome8 = fanOut.fellBehind(subscriber.key, period: 1, at: 11)
-        #expect(outcome8 != nil)
+        #expect(outcome8 == .pull(subscriber.key))
         let outcome9 = fanOut.fellBehind(subscriber.key, period: 1, at: 12)
         #expect(outcome9 == nil)
         let outcome10 = self.tests.pulledIds(&fanOut, subscriber.key)

@@ -10,13 +10,23 @@ import ReceiptsStore
 /// what comes after its own position, from memory, or is told where to read the log when it
 /// is further behind than memory reaches, so a slow client never delays the others and memory
 /// stays bounded (`EventHub.Options.recentEvents`, `recentEventBytes`). One that falls
-/// `maximumLag` behind is closed with a reason. No I/O: the hub reads the log and holds this
-/// under one lock with its `EventLogFollower`, and wakes the subscribers this returns.
+/// `maximumLag` behind is closed with a reason. No I/O, and no continuation of the shell's:
+/// the store's `EventLogReader` holds this as its mirror, under the lock that moves its
+/// cursor; the hub keeps each subscriber's `SubscriberWake` by its key (`SubscriberWakeUps`)
+/// and performs the `Wake`s this returns, outside the lock.
 struct EventFanOut: EventLogMirror {
     /// A subscriber: its tenant's feed, and its id there.
     struct Key: Hashable, Sendable {
         let tenant: String
         let id: Int
+    }
+
+    /// What the hub does for a subscriber after a change, outside its lock.
+    enum Wake: Hashable, Sendable {
+        /// Something may be new for it: it pulls.
+        case pull(Key)
+        /// It was closed: its wake-ups end, and its next pull throws the reason.
+        case close(Key)
     }
 
     let options: EventHub.Options
@@ -38,19 +48,19 @@ struct EventFanOut: EventLogMirror {
     /// Registers a subscriber starting at `start`, while the hub's cursor is at `cursor` in
     /// `history` (nil before its first look at the log).
     ///
-    /// - Returns: the subscriber's key.
+    /// - Returns: the subscriber's key, and its first wake-ups: a pull, after its close when
+    ///   it is closed at once (the database went on to another history and it closes on that,
+    ///   or the hub shuts down).
     mutating func subscribe(
-        _ principal: Principal, from start: EventHub.Start, closesOnHistoryChange: Bool, wake: SubscriberWake,
-        history: EventHistory?, cursor: Int64?
-    ) -> Key {
-        let id = self.nextSubscriberId
+        _ principal: Principal, from start: EventHub.Start, closesOnHistoryChange: Bool, history: EventHistory?, cursor: Int64?
+    ) -> (key: Key, wakes: [Wake]) {
+        let key = Key(tenant: start.tenant, id: self.nextSubscriberId)
         self.nextSubscriberId += 1
         var subscriber = EventHub.Subscriber(
             principal: principal, position: start.position, startedAt: start.position, committedBefore: start.committedBefore,
-            wake: wake, closeReason: nil, closesOnHistoryChange: closesOnHistoryChange)
+            closeReason: nil, closesOnHistoryChange: closesOnHistoryChange)
         if let history, history.currentId != start.history, closesOnHistoryChange {
             subscriber.closeReason = .historyChanged
-            wake.finish()
         } else if let history, history.currentId != start.history {
             // The database went on to another history since `start` was resolved: as for
             // the streams open through it (`Feed.follow(_:from:)`).
@@ -59,20 +69,21 @@ struct EventFanOut: EventLogMirror {
                 (subscriber.position, subscriber.startedAt, subscriber.pendingResync) = (cursor, cursor, .atPosition)
             }
         }
-        self.feeds[start.tenant, default: EventHub.Feed(coveredFrom: cursor ?? start.position)].subscribers[id] = subscriber
+        let closedAtOnce = subscriber.closeReason != nil || self.isShuttingDown
+        self.feeds[start.tenant, default: EventHub.Feed(tenant: start.tenant, coveredFrom: cursor ?? start.position)].subscribers[key.id] =
+            subscriber
         self.feeds[start.tenant]!.viewers.insert(principal.tokenUser)
-        if self.isShuttingDown { wake.finish() }
-        return Key(tenant: start.tenant, id: id)
+        return (key, closedAtOnce ? [.close(key), .pull(key)] : [.pull(key)])
     }
 
-    /// Marks a subscriber closed for `reason`; returns its wake-up to finish (nil when it is gone).
-    mutating func close(_ subscription: Key, _ reason: EventHub.CloseReason) -> SubscriberWake? {
+    /// Marks a subscriber closed for `reason`; its wake-ups are to end (nil when it is gone).
+    mutating func close(_ subscription: Key, _ reason: EventHub.CloseReason) -> Wake? {
         guard self.feeds[subscription.tenant]?.subscribers[subscription.id] != nil else { return nil }
         // No more writes of its own: those already handed to its event loop go before the
         // stream's close.
         self.feeds[subscription.tenant]!.leaveLive(subscription.id)
         self.feeds[subscription.tenant]!.subscribers[subscription.id]!.closeReason = reason
-        return self.feeds[subscription.tenant]!.subscribers[subscription.id]!.wake
+        return .close(subscription)
     }
 
     /// How far a subscriber has been given events (or skipped those not for it).
@@ -129,10 +140,10 @@ struct EventFanOut: EventLogMirror {
     /// A live subscriber's socket could not take the event after `position`, in live period
     /// `period`: it leaves live delivery there and pulls what follows.
     ///
-    /// - Returns: its wake-up (nil when it already left that period, or is gone).
-    mutating func fellBehind(_ subscription: Key, period: Int, at position: Int64) -> SubscriberWake? {
+    /// - Returns: its pull (nil when it already left that period, or is gone).
+    mutating func fellBehind(_ subscription: Key, period: Int, at position: Int64) -> Wake? {
         guard self.feeds[subscription.tenant]?.leaveLive(subscription.id, at: position, period: period) == true else { return nil }
-        return self.feeds[subscription.tenant]!.subscribers[subscription.id]?.wake
+        return .pull(subscription)
     }
 
     /// Whether `tenant` has open streams (its events are worth encoding).
@@ -143,11 +154,11 @@ struct EventFanOut: EventLogMirror {
 
     /// Adds events to the feeds of their tenants (those in `encoded`, made outside the lock,
     /// or encoded here), closes subscribers that fell too far behind, and returns the
-    /// wake-ups of every subscriber that may have something new; the events for live
-    /// subscribers are added to `deliveries`.
+    /// wake-ups: a pull for every subscriber that may have something new, a close for each one
+    /// closed; the events for live subscribers are added to `deliveries`.
     mutating func append(
         _ events: [StoredEvent], encoded: [Int64: LiveEvent], history: EventHistory, deliveries: inout LiveDeliveries
-    ) -> [SubscriberWake] {
+    ) -> [Wake] {
         var touched = Set<String>()
         for event in events where self.feeds[event.tenantId] != nil {
             if event.type == "user.erased", let user = event.userId { self.feeds[event.tenantId]!.forget(user: user) }
@@ -156,7 +167,7 @@ struct EventFanOut: EventLogMirror {
                 encoded[event.id] ?? LiveEvent(event, history: history), tenant: event.tenantId, deliveries: &deliveries)
             touched.insert(event.tenantId)
         }
-        var wakes: [SubscriberWake] = []
+        var wakes: [Wake] = []
         for tenant in touched {
             wakes += self.feeds[tenant]!.trim(
                 to: self.options.recentEvents, bytes: self.options.recentEventBytes, maximumLag: self.options.maximumLag)
@@ -167,33 +178,37 @@ struct EventFanOut: EventLogMirror {
     /// The database went on from history `previous` to `history` (a failover): every feed
     /// drops what it holds and its subscribers go on as `Feed.follow(_:from:)` says, once
     /// `resume(from:)` is called.
-    mutating func follow(_ history: EventHistory, from previous: String) {
+    ///
+    /// - Returns: the closes of the subscribers that end on a change of history.
+    mutating func follow(_ history: EventHistory, from previous: String) -> [Wake] {
         self.awaitsCursor = true
-        for tenant in self.feeds.keys { self.feeds[tenant]!.follow(history, from: previous) }
+        var wakes: [Wake] = []
+        for tenant in self.feeds.keys { wakes += self.feeds[tenant]!.follow(history, from: previous) }
+        return wakes
     }
 
     /// Serves again after `follow(_:from:)`: the hub stands at `position` in the new history.
     ///
-    /// - Returns: the wake-ups of every subscriber.
-    mutating func resume(from position: Int64) -> [SubscriberWake] {
+    /// - Returns: a pull for every subscriber.
+    mutating func resume(from position: Int64) -> [Wake] {
         guard self.awaitsCursor else { return [] }
         self.awaitsCursor = false
-        var wakes: [SubscriberWake] = []
+        var wakes: [Wake] = []
         for tenant in self.feeds.keys { wakes += self.feeds[tenant]!.resume(from: position) }
         return wakes
     }
 
     /// Closes every subscriber for `reason` and takes no more (shutdown).
     ///
-    /// - Returns: their wake-ups, to finish.
-    mutating func closeAll(_ reason: EventHub.CloseReason) -> [SubscriberWake] {
+    /// - Returns: their closes.
+    mutating func closeAll(_ reason: EventHub.CloseReason) -> [Wake] {
         self.isShuttingDown = true
-        var wakes: [SubscriberWake] = []
+        var wakes: [Wake] = []
         for tenant in self.feeds.keys {
             self.feeds[tenant]!.leaveLiveAll()
             for id in self.feeds[tenant]!.subscribers.keys {
                 self.feeds[tenant]!.subscribers[id]!.closeReason = reason
-                wakes.append(self.feeds[tenant]!.subscribers[id]!.wake)
+                wakes.append(.close(Key(tenant: tenant, id: id)))
             }
         }
         return wakes

@@ -15,7 +15,6 @@ extension EventHub {
         var startedAt: Int64
         /// For a new stream: the events committed before it started, which are not sent.
         var committedBefore: CommittedBefore?
-        let wake: SubscriberWake
         var closeReason: CloseReason?
         /// Its client may hold events of a history the database lost (a failover): its next
         /// batch is `resync.required`, at its position, or at where the hub goes on from when
@@ -59,6 +58,8 @@ extension EventHub {
 
     /// A tenant's events in memory while it has subscribers.
     struct Feed {
+        /// Whose feed it is (its subscribers' `EventFanOut.Key`s).
+        let tenant: String
         /// `recent` holds every event of the tenant after this position (up to the cursor).
         var coveredFrom: Int64
         var recent: Deque<LiveEvent> = []
@@ -176,7 +177,10 @@ extension EventHub {
         /// (a history this lineage does not have), every subscriber gets it, at the position the
         /// hub goes on from. Then drops what memory holds (ids of the history before); the feed
         /// serves nothing until `resume(from:)`.
-        mutating func follow(_ history: EventHistory, from previous: String) {
+        ///
+        /// - Returns: the closes of the subscribers that end on a change of history.
+        mutating func follow(_ history: EventHistory, from previous: String) -> [EventFanOut.Wake] {
+            var closes: [EventFanOut.Wake] = []
             self.leaveLiveAll()
             let kept = history.keptThrough(currentIn: previous)
             let seen = kept.flatMap(self.firstVisible(after:))
@@ -184,7 +188,7 @@ extension EventHub {
                 if subscriber.closesOnHistoryChange {
                     if subscriber.closeReason == nil {
                         self.subscribers[id]!.closeReason = .historyChanged
-                        subscriber.wake.finish()
+                        closes.append(.close(EventFanOut.Key(tenant: self.tenant, id: id)))
                     }
                 } else {
                     self.subscribers[id]!.follow(history, from: previous) { kept in
@@ -194,6 +198,7 @@ extension EventHub {
             }
             self.recent.removeAll()
             self.recentBytes = 0
+            return closes
         }
 
         /// The events memory holds after a position: the first one's id (the tenant key sees
@@ -231,16 +236,16 @@ extension EventHub {
         /// history: memory covers what comes after `position`; subscribers marked for
         /// `resync.required` go on from there.
         ///
-        /// - Returns: the wake-ups of every subscriber.
-        mutating func resume(from position: Int64) -> [SubscriberWake] {
+        /// - Returns: a pull for every subscriber.
+        mutating func resume(from position: Int64) -> [EventFanOut.Wake] {
             self.coveredFrom = position
-            var wakes: [SubscriberWake] = []
+            var wakes: [EventFanOut.Wake] = []
             for (id, subscriber) in self.subscribers {
                 if subscriber.pendingResync == .atCursor {
                     self.subscribers[id]!.position = position
                     self.subscribers[id]!.startedAt = position
                 }
-                wakes.append(subscriber.wake)
+                wakes.append(.pull(EventFanOut.Key(tenant: self.tenant, id: id)))
             }
             return wakes
         }
@@ -255,21 +260,23 @@ extension EventHub {
         /// Drops the oldest events beyond `limit` or `byteLimit`, and marks the subscribers
         /// more than `maximumLag` behind as too slow.
         ///
-        /// - Returns: the wake-ups of every subscriber not in live delivery, closed ones finished.
-        mutating func trim(to limit: Int, bytes byteLimit: Int, maximumLag: Int) -> [SubscriberWake] {
+        /// - Returns: a close for each subscriber closed now, and a pull for every one not in
+        ///   live delivery.
+        mutating func trim(to limit: Int, bytes byteLimit: Int, maximumLag: Int) -> [EventFanOut.Wake] {
             while let oldest = self.recent.first, self.recent.count > limit || self.recentBytes > byteLimit {
                 self.coveredFrom = oldest.id
                 self.recentBytes -= oldest.estimatedBytes
                 self.recent.removeFirst()
             }
-            var wakes: [SubscriberWake] = []
+            var wakes: [EventFanOut.Wake] = []
             wakes.reserveCapacity(self.subscribers.count)
             for (id, subscriber) in self.subscribers {
+                let key = EventFanOut.Key(tenant: self.tenant, id: id)
                 if subscriber.closeReason == nil && subscriber.livePeriod == nil && self.liveLag(of: subscriber.position) > maximumLag {
                     self.subscribers[id]!.closeReason = .tooSlow
-                    subscriber.wake.finish()
+                    wakes.append(.close(key))
                 }
-                if subscriber.livePeriod == nil { wakes.append(subscriber.wake) }
+                if subscriber.livePeriod == nil { wakes.append(.pull(key)) }
             }
             return wakes
         }
@@ -328,33 +335,6 @@ extension EventHub.Subscriber {
         if var committedBefore = self.committedBefore {
             committedBefore.idsEnd = min(committedBefore.idsEnd, history.idsEnd(of: previous))
             self.committedBefore = committedBefore
-        }
-    }
-}
-
-extension EventHub {
-    /// Whose events a feed's subscribers see: how many streams (and webhooks) of the tenant
-    /// key, and of each user. The hub adds a user's unread totals to `unread.changed` only
-    /// where a stream sees that user's events.
-    struct StreamViewers {
-        private var tenantKey = 0
-        private var users: [String: Int] = [:]
-
-        /// Whether some subscriber sees the events of `user`.
-        func see(_ user: String) -> Bool { self.tenantKey > 0 || self.users[user] != nil }
-
-        /// A subscriber of `user`'s token, or of the tenant key (nil).
-        mutating func insert(_ user: String?) {
-            if let user { self.users[user, default: 0] += 1 } else { self.tenantKey += 1 }
-        }
-
-        mutating func remove(_ user: String?) {
-            guard let user else {
-                self.tenantKey -= 1
-                return
-            }
-            self.users[user, default: 1] -= 1
-            if self.users[user] == 0 { self.users[user] = nil }
         }
     }
 }

@@ -51,12 +51,14 @@ extension EventHub {
     /// `CloseReason.historyChanged` when the database goes on to another event history; any
     /// other goes on (`Feed.follow(_:from:)`).
     func subscribe(_ principal: Principal, from start: Start, closesOnHistoryChange: Bool = false, wake: SubscriberWake) -> EventSubscription {
-        let key = self.log.withMirror { fanOut, log in
-            fanOut.subscribe(
-                principal, from: start, closesOnHistoryChange: closesOnHistoryChange, wake: wake, history: log.history,
-                cursor: log.position)
+        let (key, wakes) = self.log.withMirror { fanOut, log in
+            let (key, wakes) = fanOut.subscribe(
+                principal, from: start, closesOnHistoryChange: closesOnHistoryChange, history: log.history, cursor: log.position)
+            // Under the fan-out's lock: whatever wakes it from now on finds its wake-up.
+            self.wakeUps.register(wake, for: key)
+            return (key, wakes)
         }
-        wake.yield()
+        self.wakeUps.perform(wakes)
         return EventSubscription(hub: self, id: key.id, tenant: key.tenant, principal: principal, resync: start.resync)
     }
 
@@ -73,7 +75,7 @@ extension EventHub {
     /// Closes one subscription (its stream ends with `reason`).
     func close(_ subscription: EventSubscription, _ reason: CloseReason) {
         let wake = self.log.withMirror { fanOut, _ in fanOut.close(subscription.key, reason) }
-        wake?.finish()
+        self.wakeUps.perform(wake.map { [$0] } ?? [])
     }
 
     /// Puts a subscription that is up to date in live delivery: the hub writes its events to
@@ -93,11 +95,12 @@ extension EventHub {
     /// A live subscriber's socket could not take an event: it pulls from `position` on.
     func fellBehind(_ subscription: EventFanOut.Key, period: Int, at position: Int64) {
         let wake = self.log.withMirror { fanOut, _ in fanOut.fellBehind(subscription, period: period, at: position) }
-        wake?.yield()
+        self.wakeUps.perform(wake.map { [$0] } ?? [])
     }
 
     func unsubscribe(_ subscription: EventSubscription) {
         self.log.withMirror { fanOut, _ in fanOut.unsubscribe(subscription.key) }
+        self.wakeUps.remove(subscription.key)
     }
 
     /// The number of open streams (for tests and metrics).

@@ -56,7 +56,7 @@ extension EventHub {
                     // A stream that came meanwhile and sees a user whose totals were not read:
                     // read them too, before anything is appended (at most twice more).
                     attempt == 3 || totals.missing(in: page.events, isStreamed: fanOut.isStreamed(_:user:)).isEmpty
-                } append: { fanOut, accepted, standing -> (wakes: [SubscriberWake], position: Int64?) in
+                } append: { fanOut, accepted, standing -> (wakes: [EventFanOut.Wake], position: Int64?) in
                     // Settled in the history the database went on to: the feeds serve again from
                     // where the cursor began in it.
                     let resumed = standing.isReady ? fanOut.resume(from: read.after) : []
@@ -74,7 +74,7 @@ extension EventHub {
             case .stale:
                 return nil
             case .taken(let taken):
-                for wake in taken.wakes { wake.yield() }
+                self.wakeUps.perform(taken.wakes)
                 return taken.position
             }
         }

@@ -56,6 +56,8 @@ public final class EventHub: Service, Sendable {
     let logger: Logger
     /// The event log, read in order, with the fan-out as its mirror.
     let log: EventLogReader<EventFanOut>
+    /// Each subscriber's wake-up, which the fan-out's `Wake`s name.
+    let wakeUps: SubscriberWakeUps
     /// Makes taking a read and handing its live writes to the event loops one step: two
     /// reads taken at once (the sequence's and a writer's handover) reach the loops in the
     /// order the cursor took them.
@@ -77,9 +79,11 @@ public final class EventHub: Service, Sendable {
         self.listener = listener
         self.options = options
         self.logger = logger
+        let wakeUps = SubscriberWakeUps()
+        self.wakeUps = wakeUps
         self.log = EventLogReader(
-            store: store, mirror: EventFanOut(options: options), options: options.readerOptions, logger: logger,
-            metrics: metrics ?? MetricsSystem.factory)
+            store: store, mirror: EventFanOut(options: options), perform: { wakeUps.perform($0) }, options: options.readerOptions,
+            logger: logger, metrics: metrics ?? MetricsSystem.factory)
         self.notifications = listener.subscribe(to: Self.channel)
         self.peerNotifier =
             options.notifiesOtherInstances
@@ -142,8 +146,7 @@ public final class EventHub: Service, Sendable {
     }
 
     private func closeAll(_ reason: CloseReason) {
-        let wakes = self.log.withMirror { fanOut, _ in fanOut.closeAll(reason) }
-        for wake in wakes { wake.finish() }
+        self.wakeUps.perform(self.log.withMirror { fanOut, _ in fanOut.closeAll(reason) })
     }
 }
 

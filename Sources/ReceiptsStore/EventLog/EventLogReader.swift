@@ -6,9 +6,14 @@ import NIOConcurrencyHelpers
 /// feeds and subscribers): memory of events that starts where the reader's cursor stands, so
 /// both change under one lock (`EventLogReader.withMirror(_:)`, `take(_:if:append:)`).
 public protocol EventLogMirror: Sendable {
+    /// What the mirror's owner does after a change, outside the lock (wake a subscriber, …).
+    associatedtype Effect: Sendable
+
     /// The database went on to another event history (a failover or a restore): the reader's
     /// cursor starts again, and positions are of `history` from now on.
-    mutating func follow(_ history: EventHistory, from previous: String)
+    ///
+    /// - Returns: what to do after it, outside the lock (`EventLogReader`'s `perform`).
+    mutating func follow(_ history: EventHistory, from previous: String) -> [Effect]
 }
 
 /// How a look at the log ended.
@@ -129,9 +134,17 @@ public final class EventLogReader<Mirror: EventLogMirror>: AsyncSequence, Sendab
     /// (`taken`), or that left the log to be read (`read`).
     let handoversTaken: CoreMetrics.Counter
     let handoversRead: CoreMetrics.Counter
+    /// Carries out what the mirror returns from `follow(_:from:)`, outside the lock.
+    let perform: @Sendable ([Mirror.Effect]) -> Void
 
-    public init(store: ReceiptsStore, mirror: Mirror, options: Options, logger: Logger, metrics factory: any MetricsFactory) {
+    /// - Parameter perform: carries out what the mirror returns from
+    ///   `EventLogMirror.follow(_:from:)`, outside the lock.
+    public init(
+        store: ReceiptsStore, mirror: Mirror, perform: @escaping @Sendable ([Mirror.Effect]) -> Void, options: Options, logger: Logger,
+        metrics factory: any MetricsFactory
+    ) {
         self.store = store
+        self.perform = perform
         self.options = options
         self.logger = logger
         self.state = NIOLockedValueBox(State(log: EventLogFollower(abandonGapsAfter: options.abandonGapsAfter), mirror: mirror))
@@ -196,12 +209,12 @@ public final class EventLogReader<Mirror: EventLogMirror>: AsyncSequence, Sendab
     /// means the database went on to another history (a failover or a restore): the cursor
     /// starts again as at start, and the mirror follows in the same step.
     func follow(_ history: EventHistory) {
-        let previous = self.state.withLockedValue { state -> EventHistory? in
+        let followed = self.state.withLockedValue { state -> (previous: EventHistory, effects: [Mirror.Effect])? in
             guard let previous = state.log.follow(history) else { return nil }
-            state.mirror.follow(history, from: previous.currentId)
-            return previous
+            return (previous, state.mirror.follow(history, from: previous.currentId))
         }
-        guard let previous else { return }
+        guard let (previous, effects) = followed else { return }
+        self.perform(effects)
         let segment = history.segments[history.segments.count - 1]
         self.logger.warning(
             "the database went on to another event history (a failover or a restore): streams resume where it kept their position, and get resync.required where it did not",
