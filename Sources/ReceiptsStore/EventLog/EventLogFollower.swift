@@ -1,24 +1,25 @@
-/// Where the event hub stands in the event log, and what it makes of each read: the cursor
+/// Where the event log's reader stands in the log, and what it makes of each read: the cursor
 /// (`EventLogCursor`, which never moves past an event that may still commit), the event
 /// history its positions are in (`EventHistory`), and how long it has waited at a missing id.
 ///
-/// No I/O and no clock of its own: `EventHub` reads the log and the running writers, passes
-/// what it read and the time, and carries out what this answers. The hub holds it under one
-/// lock with its `EventFanOut`, because the feeds' memory starts where the cursor stands.
+/// No I/O and no clock of its own: `EventLogReader` reads the log and the running writers,
+/// passes what it read and the time, and carries out what this answers. The reader holds it
+/// under one lock with its mirror (the hub's `EventFanOut`), because the feeds' memory starts
+/// where the cursor stands.
 struct EventLogFollower {
-    /// How long the hub waits at a missing event id before it abandons it
-    /// (`EventHub.Options.abandonGapsAfter`).
+    /// How long the reader waits at a missing event id before it abandons it
+    /// (`EventLogReader.Options.abandonGapsAfter`).
     let abandonGapsAfter: Duration
-    /// Nil until the hub has looked at the log for the first time, and again after the
+    /// Nil until the reader has looked at the log for the first time, and again after the
     /// database went on to another event history, until it looks again.
     private(set) var cursor: EventLogCursor?
     /// The event histories that led to the one the cursor's positions are in (nil until
-    /// the hub has looked at the log for the first time).
+    /// the reader has looked at the log for the first time).
     private(set) var history: EventHistory?
     /// Where the cursor has been waiting (`EventLogCursor.waitingAt`) since when; nil
     /// while it does not wait.
     private var waitStarted: (at: Int64, since: ContinuousClock.Instant)?
-    /// Since when the hub, not started yet, has found a writer without a transaction id.
+    /// Since when the reader, not started yet, has found a writer without a transaction id.
     private var startBlockedSince: ContinuousClock.Instant?
 
     init(abandonGapsAfter: Duration) {
@@ -32,7 +33,7 @@ struct EventLogFollower {
         return (cursor.position, history)
     }
 
-    /// Whether the hub must find where it stands (the first look, or after a failover).
+    /// Whether the reader must find where it stands (the first look, or after a failover).
     var needsStart: Bool { self.cursor == nil }
 
     /// Whether `historyId` is the history the follower's positions are in.
@@ -72,10 +73,10 @@ struct EventLogFollower {
         return (accepted, cursor)
     }
 
-    /// Takes a read of the log after `from` made right behind a write (`EventHub`'s handovers),
+    /// Takes a read of the log after `from` made right behind a write (`EventLogReader.handOver`),
     /// only when they follow on from the cursor with no id missing: the cursor is settled and
     /// waits for nothing, stands at `from`, and the ids are `from + 1`, `from + 2`, … in the
-    /// history it follows. Such a read was made in a snapshot that is not the hub's, so it is
+    /// history it follows. Such a read was made in a snapshot that is not the reader's, so it is
     /// never asked about gaps.
     ///
     /// - Returns: as `accept(_:readAfter:)`; nil when the events do not follow on.

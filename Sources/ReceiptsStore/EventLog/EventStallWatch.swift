@@ -2,7 +2,7 @@ import CoreMetrics
 import Logging
 import NIOConcurrencyHelpers
 
-/// Makes a stalled event log visible: while the hub's cursor waits at a missing event id
+/// Makes a stalled event log visible: while the event log reader's cursor waits at a missing event id
 /// (a transaction that took the id is still open), every tenant's live events wait behind it.
 /// A wait is normally a commit or two long; one longer than `threshold` is logged once, at
 /// warning, with the pids of the transactions it waits for (`pg_stat_activity` tells who they
@@ -10,8 +10,8 @@ import NIOConcurrencyHelpers
 ///
 /// Metrics (no labels): `receipts_live_events_stall_seconds`, how long the current wait has
 /// lasted (0 when none); `receipts_live_events_stalls_total`, waits that passed `threshold`;
-/// `receipts_live_events_gaps_abandoned_total`, waits the hub ended at its deadline by
-/// abandoning the missing ids (`EventHub.Options.abandonGapsAfter`), each logged at warning.
+/// `receipts_live_events_gaps_abandoned_total`, waits the reader ended at its deadline by
+/// abandoning the missing ids (`EventLogReader.Options.abandonGapsAfter`), each logged at warning.
 final class EventStallWatch: Sendable {
     static let threshold = Duration.seconds(1)
 
@@ -81,7 +81,7 @@ final class EventStallWatch: Sendable {
 }
 
 extension EventStallWatch {
-    /// The hub stopped waiting at `gap` (nil: for its start to settle): missing ids up to
+    /// The reader stopped waiting at `gap` (nil: for its start to settle): missing ids up to
     /// `horizon` are abandoned, and whoever holds one moves its events after them if it commits.
     func abandoned(at gap: Int64?, through horizon: Int64, waited: Duration) {
         self.abandonments.increment()
