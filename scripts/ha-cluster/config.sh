@@ -125,11 +125,5 @@ postgresql:
 
 watchdog:
   mode: 'off'
-
-tags:
-  nofailover: false
-  noloadbalance: false
-  clonefrom: false
-  nosync: false
 EOF
 }

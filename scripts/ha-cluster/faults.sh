@@ -129,19 +129,13 @@ ha_cmd_sync() {
 
 # ------------------------------------------------------ cut-replication ----
 
-ha_check_replayed() { # leader_port lsn node...
-    local port="$1" lsn="$2" have n
+# ha_check_replayed LEADER-PORT LSN NODE...: the nodes have replayed the leader's WAL to LSN.
+ha_check_replayed() {
+    local port="$1" lsn="$2" n names=""
     shift 2
-    have="$(ha_sql_port "$port" "select application_name from pg_stat_replication
-        where replay_lsn >= '$lsn'::pg_lsn order by 1" 5 2>/dev/null)" || return 1
-    for n in "$@"; do grep -qx -- "$n" <<<"$have" || return 1; done
-}
-
-ha_check_no_walsender() { # leader_port
-    local n
-    n="$(ha_sql_port "$1" "select count(*) from pg_stat_replication
-        where application_name ~ '^node[0-9]+\$'" 5 2>/dev/null)" || return 1
-    [[ "$n" == 0 ]]
+    for n in "$@"; do names+="${names:+,}'$n'"; done
+    ha_sql_true "$port" "select count(distinct application_name) = $# from pg_stat_replication
+        where replay_lsn >= '$lsn'::pg_lsn and application_name in ($names)"
 }
 
 # The server on PORT refuses a replication connection by pg_hba (proof that the postmaster
@@ -179,7 +173,8 @@ ha_cmd_cut_replication() {
         ha_check_replication_refused "$port"
     ha_sql_port "$port" "select pg_terminate_backend(pid) from pg_stat_replication
         where application_name ~ '^node[0-9]+\$'" >/dev/null || ha_die "cannot terminate walsenders on $leader"
-    ha_wait 10 "the walsenders of $leader to exit" ha_check_no_walsender "$port"
+    ha_wait 10 "the walsenders of $leader to exit" ha_sql_true "$port" \
+        "select count(*) = 0 from pg_stat_replication where application_name ~ '^node[0-9]+\$'"
     cut_lsn="$(ha_sql_port "$port" "select pg_current_wal_lsn()")" || ha_die "cannot query $leader"
     printf 'cut_lsn=%s\n' "$cut_lsn" >>"$CUT_FILE"
     ha_log "replication from $leader cut (replicas had replayed $lsn; primary at $cut_lsn; replicas: ${replicas[*]})"

@@ -8,8 +8,6 @@ ha_start_etcd() {
         ! ha_port_in_use "$p" || ha_die "port $p is in use by another process (etcd of this cluster is not running)"
     done
     ha_log "starting etcd on 127.0.0.1:$HA_ETCD_CLIENT_PORT (log: $ETCD_LOG)"
-    touch "$ETCD_LOG"
-    if (( IS_ROOT )); then chown "$SERVER_USER:" "$ETCD_LOG"; fi
     ha_spawn "$ETCD_LOG" "$ETCD_PID" "$(command -v etcd)" \
         --name receipts-ha --data-dir "$ETCD_DIR" \
         --listen-client-urls "http://127.0.0.1:$HA_ETCD_CLIENT_PORT" \
@@ -33,8 +31,6 @@ ha_start_node() {
         done
     fi
     ha_log "starting Patroni $node (PostgreSQL 127.0.0.1:$(ha_node_port "$node"), log: $d/patroni.log)"
-    touch "$d/patroni.log"
-    if (( IS_ROOT )); then chown "$SERVER_USER:" "$d/patroni.log"; fi
     ha_spawn "$d/patroni.log" "$d/patroni.pid" "$(command -v patroni)" "$d/patroni.yml"
 }
 
@@ -44,15 +40,8 @@ ha_ensure_roles() {
     pw="$(ha_password receipts)"
     ha_sql_port "$port" <<EOF >/dev/null
 SET synchronous_commit = local;
-DO \$\$
-BEGIN
-    IF EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'receipts') THEN
-        ALTER ROLE receipts WITH LOGIN SUPERUSER PASSWORD '$pw';
-    ELSE
-        CREATE ROLE receipts WITH LOGIN SUPERUSER PASSWORD '$pw';
-    END IF;
-END
-\$\$;
+SELECT CASE WHEN EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'receipts') THEN 'ALTER' ELSE 'CREATE' END
+    || ' ROLE receipts WITH LOGIN SUPERUSER PASSWORD ''$pw''' \gexec
 SELECT 'CREATE DATABASE receipts OWNER receipts'
 WHERE NOT EXISTS (SELECT 1 FROM pg_database WHERE datname = 'receipts') \gexec
 EOF

@@ -17,9 +17,9 @@ ha_locale() {
 }
 
 # ha_spawn LOG PIDFILE command...: start a daemon as the server user in its own session,
-# detached: stdin /dev/null, stdout+stderr appended to LOG, inherited descriptors above 2
-# closed (callers may hold a pipe or our lock). The daemon's own pid (it execs) goes to
-# PIDFILE.
+# detached: stdin /dev/null, stdout+stderr appended to LOG (owned by the server user),
+# inherited descriptors above 2 closed (callers may hold a pipe or our lock). The daemon's
+# own pid (it execs) goes to PIDFILE.
 ha_spawn() {
     local log="$1" pidfile="$2" lang
     shift 2
@@ -37,14 +37,12 @@ ha_spawn() {
         fi
     fi
     rm -f "$pidfile"
+    touch "$log"
+    if (( IS_ROOT )); then chown "$SERVER_USER:" "$log"; fi
     (
-        fds=()
-        for fd in /proc/self/fd/*; do
+        for fd in /proc/self/fd/*; do   # the list is made before the loop: closing is safe
             fd="${fd##*/}"
-            [[ "$fd" =~ ^[0-9]+$ ]] && (( fd > 2 )) && fds+=("$fd")
-        done
-        for fd in "${fds[@]}"; do
-            eval "exec ${fd}>&-" 2>/dev/null || true
+            if (( fd > 2 )); then eval "exec ${fd}>&-" 2>/dev/null || true; fi
         done
         cd /
         exec setsid "${as[@]}" "${envv[@]}" "${run[@]}" </dev/null >>"$log" 2>&1

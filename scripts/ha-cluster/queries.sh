@@ -39,6 +39,9 @@ ha_probe_write() {
 
 ha_check_writable_node() { ha_probe_write && [[ "$WRITABLE_NODE" == "$1" ]]; }
 
+# ha_sql_true PORT SQL: the query (on the node on PORT) answers true.
+ha_sql_true() { [[ "$(ha_sql_port "$1" "$2" 5 2>/dev/null)" == t ]]; }
+
 # Names of the nodes streaming from the node on PORT (one a line).
 ha_streaming_from() {
     ha_sql_port "$1" "select application_name from pg_stat_replication where state = 'streaming' order by 1" 5 2>/dev/null
