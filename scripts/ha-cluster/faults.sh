@@ -216,8 +216,9 @@ ha_cmd_lossy_failover() {
     cut_leader="$(sed -n 's/^leader=//p' "$CUT_FILE")"
     [[ "$old" == "$cut_leader" ]] ||
         ha_die "lossy-failover: the leader is $old, but replication was cut on $cut_leader"
-    candidate="$(ha_running_nodes "$old" | head -n 1)"
-    [[ -n "$candidate" ]] || ha_die "lossy-failover: no running replica to promote"
+    mapfile -t others < <(ha_running_nodes "$old")   # not `| head`: SIGPIPE under pipefail
+    (( ${#others[@]} > 0 )) || ha_die "lossy-failover: no running replica to promote"
+    candidate="${others[0]}"
     ha_kill_node "$old"
     # The dead node's files: its normal pg_hba.conf back (Patroni would rewrite it at the
     # next start anyway).
