@@ -74,8 +74,9 @@ ha_members_from_tsv() {
     awk -F'\t' 'NR == 1 { for (i = 1; i <= NF; i++) col[$i] = i; next }
         { print $col["Member"] "\t" $col["Role"] "\t" $col["State"] "\t" $col["Host"] "\t" $col["TL"] }'
 }
-# The first member with ROLE ("Leader", "Sync Standby"), from ha_members rows on stdin.
-ha_member_with_role() { awk -F'\t' -v r="$1" '$2 == r { print $1; exit }'; }
+# The first member with ROLE ("Leader", "Sync Standby"), from ha_members rows on stdin (it
+# reads them all: an early exit could SIGPIPE the writer, a failure under pipefail).
+ha_member_with_role() { awk -F'\t' -v r="$1" '$2 == r && !found { print $1; found = 1 }'; }
 ha_count_role() { awk -F'\t' -v r="$1" '$2 == r { n++ } END { print n + 0 }'; }
 # NODE is listed as a running replica on the leader's timeline.
 ha_member_follows() {
