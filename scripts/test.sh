@@ -55,6 +55,8 @@ ha_url="$(scripts/ha-cluster.sh start)" || {
     exit 1
 }
 export RECEIPTS_HA_DATABASE_URL="${ha_url#DATABASE_URL=}"
+# The harness's own tests (its pure parts, without a cluster; a second or two).
+scripts/ha-cluster/test.sh
 
 # At most this many tests at once (swift-testing starts every test together otherwise): many
 # tests start a service of their own and some time what it answers, and a few hundred
