@@ -62,8 +62,8 @@ DECLARE
     v_counted integer[];
 BEGIN
     PERFORM receipts.begin_batch('receipts.delete_message_each', p_tenant, ARRAY['chats', 'messages', 'senders'],
-                                 ARRAY[cardinality(p_chats), cardinality(p_messages), cardinality(p_senders)]);
-    PERFORM receipts.lock_batch_chats('receipts.delete_message_each', p_tenant, p_chats);
+                                 ARRAY[cardinality(p_chats), cardinality(p_messages), cardinality(p_senders)],
+                                 p_chats);
 
     SELECT array_agg(judged.outcome ORDER BY judged.position),
            coalesce(array_agg(judged.chat ORDER BY judged.chat) FILTER (WHERE judged.outcome = 'deleted'), '{}'),

@@ -55,8 +55,8 @@ SET plan_cache_mode = force_generic_plan AS $$
 #variable_conflict use_column
 BEGIN
     PERFORM receipts.begin_batch('receipts.send_each', p_tenant, ARRAY['chats', 'messages', 'senders', 'bodies'],
-                                 ARRAY[cardinality(p_chats), cardinality(p_messages), cardinality(p_senders), cardinality(p_bodies)]);
-    PERFORM receipts.lock_batch_chats('receipts.send_each', p_tenant, p_chats);
+                                 ARRAY[cardinality(p_chats), cardinality(p_messages), cardinality(p_senders), cardinality(p_bodies)],
+                                 p_chats);
 
     RETURN QUERY
     WITH request AS (
