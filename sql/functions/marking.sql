@@ -8,7 +8,8 @@
 -- user's markings in one chat, so their watermarks and reads_above stay exact.
 --
 -- Reads have two statements, both compositions of the same rule functions (who a
--- message is for, what a scope covers, where a watermark moves, what it passes):
+-- message is for, what a chunk row says is read, what a scope covers, where a watermark
+-- moves, what it passes):
 -- receipts.mark_read_each, for any number of requests (a request is one user's read in one
 -- chat: of some messages, of everything up to one, or of everything), and receipts.mark_read
 -- for exactly one, which the service calls when a batch holds a single request (most of them
@@ -18,6 +19,12 @@
 -- on (one statement and one trigger run for all of them). SingleReadBatchTests runs every
 -- request shape through both on the same data and compares answers, receipts, counts and
 -- events.
+--
+-- Deliveries have one statement, receipts.mark_delivered, of the same rule functions: the
+-- service records them one at a time (a WebSocket's acknowledgement, a POST), none batched.
+-- A set-based form, as receipts.mark_read_each is for reads, would cost each of them some
+-- three times as much (in a loop in psql: mark_read_each for one request 1.2 ms a call,
+-- mark_read 0.4 ms, mark_delivered 0.25 ms); it is for when deliveries are batched.
 --
 -- A read or delivery up to a message, or of everything, may have a scope (threads,
 -- sql/migrations/0012_threads.sql): null, the whole chat; '' (no id is empty), the main
@@ -513,7 +520,7 @@ COMMENT ON FUNCTION receipts.mark_range_delivered(text, text, text, integer, big
 -- p_up_to, or everything when both are null; p_scope limits a read up to a message, or of
 -- everything, to the main timeline or a thread (receipts.in_scope). It answers, and leaves
 -- behind, what receipts.mark_read_each does for the same request (SingleReadBatchTests), and
--- is made of the same rules: receipts.was_recipient, receipts.in_scope, the guard,
+-- is made of the same rules: receipts.was_recipient, receipts.in_scope, the guard (receipts.has_read),
 -- receipts.watermark_after and receipts.messages_to_read for the member row, and the unread
 -- view. The member row is locked first, as there; the chunk rows are found by key and
 -- updated in the same way as a request alone on its rows there (its guard checked against the
