@@ -61,21 +61,9 @@ DECLARE
     v_current boolean[];
     v_counted integer[];
 BEGIN
-    PERFORM receipts.enter_tenant(p_tenant);
-    IF cardinality(p_chats) <> cardinality(p_messages) OR cardinality(p_chats) <> cardinality(p_senders) THEN
-        RAISE EXCEPTION 'receipts.delete_message_each: % chats, % messages, % senders',
-            cardinality(p_chats), cardinality(p_messages), cardinality(p_senders);
-    END IF;
-    -- (A statement of its own: not for a delete alone.)
-    IF cardinality(p_chats) > 1 THEN
-        IF (SELECT count(DISTINCT chat) FROM unnest(p_chats) AS chat) <> cardinality(p_chats) THEN
-            RAISE EXCEPTION 'receipts.delete_message_each: a chat appears twice';
-        END IF;
-    END IF;
-    PERFORM FROM receipts.chats AS chat
-    WHERE chat.tenant_id = p_tenant AND chat.chat_id = ANY (p_chats)
-    ORDER BY chat.chat_id
-    FOR UPDATE;
+    PERFORM receipts.begin_batch('receipts.delete_message_each', p_tenant, ARRAY['chats', 'messages', 'senders'],
+                                 ARRAY[cardinality(p_chats), cardinality(p_messages), cardinality(p_senders)],
+                                 p_chats);
 
     SELECT array_agg(judged.outcome ORDER BY judged.position),
            coalesce(array_agg(judged.chat ORDER BY judged.chat) FILTER (WHERE judged.outcome = 'deleted'), '{}'),
@@ -141,7 +129,7 @@ BEGIN
               AND NOT EXISTS (SELECT FROM receipts.receipt_chunks AS receipt
                               WHERE receipt.tenant_id = p_tenant AND receipt.chat_id = doomed.chat AND receipt.seq = doomed.seq
                                 AND receipt.chunk = member.receipt_chunk
-                                AND (member.user_id = ANY (receipt.read_by) OR member.user_id = ANY (receipt.hidden_read_by)))
+                                AND receipts.has_read(member.user_id, receipt.read_by, receipt.hidden_read_by))
             GROUP BY member.chat_id, member.user_id
         ) AS affected;
 

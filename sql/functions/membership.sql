@@ -45,6 +45,50 @@ $$;
 COMMENT ON FUNCTION receipts.was_recipient(text, text, text, text, bigint, bigint) IS
     'Whether a message (its sender and seq) was the user''s to receive and read: from someone else, sent while they were a member.';
 
+-- Whether a message the user was to read (receipts.was_recipient; a row of receipts.mentions,
+-- which only such messages have) is still unread by them: above their read watermark
+-- (p_read_seq: everything at or below it is read) and not read out of order. A read out of
+-- order is looked up in their chunk row (p_chunk) only when they have some (p_reads_above > 0,
+-- chat_members.reads_above): the common case costs no lookup. The counts' half of the rule;
+-- a marking tests the chunk row it holds instead (receipts.has_read, the same test).
+--
+-- Used as `CROSS JOIN LATERAL receipts.still_unread(...) AS rule ... WHERE rule.unread`: SQL,
+-- one row, no FROM, no WHERE, so that PostgreSQL inlines it and puts the expression itself in
+-- the caller's WHERE: the same plan as the condition written out there (the lookup a subplan,
+-- run only when p_reads_above > 0). (As a boolean function it would not be inlined, for its
+-- subquery; as a filter with a WHERE of its own, each row paid for a join with an empty
+-- Result.) No SET clause, not STRICT, STABLE: each would stop the inlining.
+CREATE OR REPLACE FUNCTION receipts.still_unread(
+    p_tenant text, p_chat text, p_user text, p_chunk integer, p_read_seq bigint, p_reads_above bigint, p_seq bigint)
+RETURNS TABLE (unread boolean)
+LANGUAGE sql STABLE AS $$
+    SELECT p_seq > p_read_seq
+           AND (p_reads_above = 0
+                OR NOT EXISTS (SELECT FROM receipts.receipt_chunks AS receipt
+                               WHERE receipt.tenant_id = p_tenant AND receipt.chat_id = p_chat
+                                 AND receipt.seq = p_seq AND receipt.chunk = p_chunk
+                                 AND receipts.has_read(p_user, receipt.read_by, receipt.hidden_read_by)))
+$$;
+COMMENT ON FUNCTION receipts.still_unread(text, text, text, integer, bigint, bigint, bigint) IS
+    'One row: whether a message the user was to read is still unread by them (above their watermark p_read_seq, not read out of order; looked up in chunk p_chunk only when p_reads_above > 0).';
+
+-- "Unread by this member", the rule every unread list holds to: a message from someone else,
+-- sent while they were a member (receipts.was_recipient), and still unread by them
+-- (receipts.still_unread). Used as receipts.still_unread is (`CROSS JOIN LATERAL ... AS rule
+-- ... WHERE rule.unread`), inlined alike. The count of a chat is arithmetic on the same rule
+-- (receipts.messages_to_read less reads_above, sql/views/unread.sql); this is the rule message
+-- by message, for what arithmetic cannot give (which threads).
+CREATE OR REPLACE FUNCTION receipts.unread_by(
+    p_tenant text, p_chat text, p_user text, p_chunk integer, p_read_seq bigint, p_reads_above bigint,
+    p_newest_period_after bigint, p_sender text, p_seq bigint)
+RETURNS TABLE (unread boolean)
+LANGUAGE sql STABLE AS $$
+    SELECT receipts.was_recipient(p_tenant, p_chat, p_user, p_sender, p_seq, p_newest_period_after) AND still.unread
+    FROM receipts.still_unread(p_tenant, p_chat, p_user, p_chunk, p_read_seq, p_reads_above, p_seq) AS still
+$$;
+COMMENT ON FUNCTION receipts.unread_by(text, text, text, integer, bigint, bigint, bigint, text, bigint) IS
+    'One row: whether a message (its sender and seq) is unread by the member: from someone else, sent while a member, above their watermark, not read out of order.';
+
 -- How many messages with p_after < seq <= p_through were the user's to read: sent while they
 -- were a member, less their own. Both pieces of an unread count (sql/views/unread.sql) and
 -- what a read's watermark passes (receipts.mark_read_each), written once. While p_after is at

@@ -54,22 +54,9 @@ SET enable_hashjoin = off SET enable_mergejoin = off SET enable_seqscan = off SE
 SET plan_cache_mode = force_generic_plan AS $$
 #variable_conflict use_column
 BEGIN
-    PERFORM receipts.enter_tenant(p_tenant);
-    IF cardinality(p_chats) <> cardinality(p_messages) OR cardinality(p_chats) <> cardinality(p_senders)
-       OR cardinality(p_chats) <> cardinality(p_bodies) THEN
-        RAISE EXCEPTION 'receipts.send_each: % chats, % messages, % senders, % bodies',
-            cardinality(p_chats), cardinality(p_messages), cardinality(p_senders), cardinality(p_bodies);
-    END IF;
-    -- (A statement of its own: not for a send alone.)
-    IF cardinality(p_chats) > 1 THEN
-        IF (SELECT count(DISTINCT chat) FROM unnest(p_chats) AS chat) <> cardinality(p_chats) THEN
-            RAISE EXCEPTION 'receipts.send_each: a chat appears twice';
-        END IF;
-    END IF;
-    PERFORM FROM receipts.chats AS chat
-    WHERE chat.tenant_id = p_tenant AND chat.chat_id = ANY (p_chats)
-    ORDER BY chat.chat_id
-    FOR UPDATE;
+    PERFORM receipts.begin_batch('receipts.send_each', p_tenant, ARRAY['chats', 'messages', 'senders', 'bodies'],
+                                 ARRAY[cardinality(p_chats), cardinality(p_messages), cardinality(p_senders), cardinality(p_bodies)],
+                                 p_chats);
 
     RETURN QUERY
     WITH request AS (

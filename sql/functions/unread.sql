@@ -16,10 +16,10 @@ COMMENT ON FUNCTION receipts.unread_count(text, text, text) IS
 
 -- A member's threads with unread replies in one chat: each thread's unread replies, how many
 -- of them mention the user, and the newest one's seq. The unread list's rule for threads, in
--- one place (receipts.unread_counts, and the unread.changed trigger for one thread): replies
--- above the watermark, from others, sent while a member, not read out of order (looked at only
--- when something was: reads_above > 0). SQL, so each caller inlines it, and a condition on
--- thread_id reaches the scan. The member's columns come from receipts.member_unread.
+-- one place (receipts.unread_counts, and the unread.changed trigger for one thread): the
+-- replies unread by the member (receipts.unread_by, inlined: its seq > p_read_seq bounds the
+-- scan of the chat's messages). SQL, so each caller inlines it, and a condition on thread_id
+-- reaches the scan. The member's columns come from receipts.member_unread.
 CREATE OR REPLACE FUNCTION receipts.unread_threads(
     p_tenant text, p_chat text, p_user text, p_read_seq bigint, p_reads_above bigint, p_period_after_seq bigint,
     p_chunk integer)
@@ -28,15 +28,9 @@ LANGUAGE sql STABLE AS $$
     SELECT reply.thread_id::text, count(*)::integer, count(*) FILTER (WHERE p_user = ANY (reply.mentions) OR reply.mentions_all)::integer,
            max(reply.seq)
     FROM receipts.messages AS reply
-    WHERE reply.tenant_id = p_tenant AND reply.chat_id = p_chat AND reply.seq > p_read_seq
-      AND reply.thread_id IS NOT NULL AND reply.sender_id <> p_user
-      AND CASE WHEN reply.seq > p_period_after_seq THEN true
-               ELSE reply.seq <@ receipts.membership_seqs(p_tenant, p_chat, p_user) END
-      AND (p_reads_above = 0
-           OR NOT EXISTS (SELECT FROM receipts.receipt_chunks AS receipt
-                          WHERE receipt.tenant_id = p_tenant AND receipt.chat_id = p_chat
-                            AND receipt.seq = reply.seq AND receipt.chunk = p_chunk
-                            AND (p_user = ANY (receipt.read_by) OR p_user = ANY (receipt.hidden_read_by))))
+    CROSS JOIN LATERAL receipts.unread_by(p_tenant, p_chat, p_user, p_chunk, p_read_seq, p_reads_above, p_period_after_seq,
+                                          reply.sender_id, reply.seq) AS rule
+    WHERE reply.tenant_id = p_tenant AND reply.chat_id = p_chat AND reply.thread_id IS NOT NULL AND rule.unread
     GROUP BY reply.thread_id;
 $$;
 COMMENT ON FUNCTION receipts.unread_threads(text, text, text, bigint, bigint, bigint, integer) IS

@@ -30,18 +30,17 @@ SELECT member.tenant_id, member.chat_id, member.user_id, member.left_at, member.
            - member.reads_above,
            CASE WHEN member.marked_unread THEN 1 ELSE 0 END)::integer END AS unread_count,
        member.muted,
-       -- Unread mentions: the member's rows of receipts.mentions above the watermark, less
-       -- those read out of order (looked at only when some were: reads_above > 0); none to
-       -- look for when the chat's newest message with mentions is at or below the watermark.
+       -- Unread mentions: the member's rows of receipts.mentions still unread
+       -- (receipts.still_unread, inlined: its seq > read_seq bounds the scan; a mention row
+       -- is only ever of a message the member was to read, so the rest of receipts.unread_by
+       -- holds already); none to look for when the chat's newest message with mentions is at
+       -- or below the watermark.
        CASE WHEN member.left_at IS NOT NULL OR chat.last_mention_seq <= member.read_seq THEN 0 ELSE (
            SELECT count(*) FROM receipts.mentions AS mention
+           CROSS JOIN LATERAL receipts.still_unread(member.tenant_id, member.chat_id, member.user_id, member.receipt_chunk,
+                                                    member.read_seq, member.reads_above, mention.seq) AS rule
            WHERE mention.tenant_id = member.tenant_id AND mention.chat_id = member.chat_id
-             AND mention.user_id = member.user_id AND mention.seq > member.read_seq
-             AND (member.reads_above = 0
-                  OR NOT EXISTS (SELECT FROM receipts.receipt_chunks AS receipt
-                                 WHERE receipt.tenant_id = member.tenant_id AND receipt.chat_id = member.chat_id
-                                   AND receipt.seq = mention.seq AND receipt.chunk = member.receipt_chunk
-                                   AND (member.user_id = ANY (receipt.read_by) OR member.user_id = ANY (receipt.hidden_read_by))))
+             AND mention.user_id = member.user_id AND rule.unread
        )::integer END AS unread_mentions,
        -- What receipts.unread_counts needs to find the unread replies.
        member.read_seq, member.reads_above, member.period_after_seq, member.receipt_chunk, chat.last_reply_seq
