@@ -121,12 +121,15 @@ extension EventLogReader {
 
 /// Where the reader stands, for whoever starts from it (a stream, a webhook).
 extension EventLogReader {
+    /// How long a start waits for the reader to be ready: longer than the reader waits at
+    /// start for a transaction that may still commit a lower id.
+    var readyWait: Duration { Swift.max(.seconds(10), self.options.abandonGapsAfter + .seconds(2)) }
+
     /// The cursor's position once the reader has settled where it stands in the log (every
     /// event up to it has committed, or never will), and the histories it is of; throws
     /// `EventLogNotReady` when it has not within the deadline.
     public func readyPosition() async throws -> (position: Int64, history: EventHistory) {
-        // Longer than the reader waits at start for a transaction that may still commit a lower id.
-        let deadline = ContinuousClock.now + Swift.max(.seconds(10), self.options.abandonGapsAfter + .seconds(2))
+        let deadline = ContinuousClock.now + self.readyWait
         while true {
             if let ready = self.standing.ready { return ready }
             guard ContinuousClock.now < deadline else { throw EventLogNotReady() }
@@ -139,7 +142,7 @@ extension EventLogReader {
     /// when the database has gone on to another one (a failover) that the reader has not
     /// followed yet, it waits until it has.
     public func readyLogPosition(tenant: String) async throws -> (position: Int64, history: EventHistory, log: EventLogPosition) {
-        let deadline = ContinuousClock.now + Swift.max(.seconds(10), self.options.abandonGapsAfter + .seconds(2))
+        let deadline = ContinuousClock.now + self.readyWait
         while true {
             let (current, history) = try await self.readyPosition()
             let log = try await self.store.eventLogPosition(tenant: tenant)
