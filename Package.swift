@@ -79,11 +79,42 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        // The contract's JSON, written in the documented order and fast (docs/architecture.md).
+        .target(
+            name: "ReceiptsJSON",
+            dependencies: ["ReceiptsCore", "ReceiptsStore"],
+            swiftSettings: swiftSettings
+        ),
+        // The realtime edge: the event hub and its fan-out, the streams held by NIO handlers,
+        // their sinks, write queues and timers. No HTTP routes, no authentication: the server
+        // opens a stream it has checked and hands it over (docs/architecture.md).
+        .target(
+            name: "ReceiptsLive",
+            dependencies: [
+                "Postgres",
+                "ReceiptsCore",
+                "ReceiptsJSON",
+                "ReceiptsStore",
+                .product(name: "DequeModule", package: "swift-collections"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                // Live sinks write a Server-Sent Events body part to the connection directly.
+                .product(name: "NIOHTTPTypes", package: "swift-nio-extras"),
+                .product(name: "NIOWebSocket", package: "swift-nio"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            swiftSettings: swiftSettings
+        ),
         .target(
             name: "ReceiptsServer",
             dependencies: [
                 "Postgres",
                 "ReceiptsCore",
+                "ReceiptsJSON",
+                "ReceiptsLive",
                 "ReceiptsStore",
                 // Webhook deliveries (Sources/ReceiptsServer/Webhooks).
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
@@ -96,8 +127,7 @@ let package = Package(
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
-                // Live sinks write a Server-Sent Events body part to the connection directly;
-                // the event stream's upgrade channel serves HTTP/1 as Hummingbird's does.
+                // The event stream's upgrade channel serves HTTP/1 as Hummingbird's does.
                 .product(name: "NIOHTTPTypes", package: "swift-nio-extras"),
                 .product(name: "NIOHTTPTypesHTTP1", package: "swift-nio-extras"),
                 .product(name: "NIOWebSocket", package: "swift-nio"),
@@ -209,10 +239,28 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .testTarget(
+            name: "ReceiptsLiveTests",
+            dependencies: [
+                "Postgres",
+                "ReceiptsCore",
+                "ReceiptsLive",
+                "ReceiptsStore",
+                "TestSupport",
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOEmbedded", package: "swift-nio"),
+                .product(name: "NIOHTTPTypes", package: "swift-nio-extras"),
+                .product(name: "NIOWebSocket", package: "swift-nio"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
             name: "ReceiptsServerTests",
             dependencies: [
                 "Postgres",
                 "ReceiptsCore",
+                "ReceiptsJSON",
+                "ReceiptsLive",
                 "ReceiptsServer",
                 "ReceiptsStore",
                 "TestSupport",

@@ -3,6 +3,7 @@ import HummingbirdCore
 import Logging
 import NIOCore
 import Postgres
+import ReceiptsLive
 import ReceiptsStore
 
 /// Applies pending migrations (unless turned off), then assembles the service: database

@@ -1,7 +1,8 @@
 import Foundation
 import Postgres
-@testable import ReceiptsServer
 import ReceiptsCore
+@testable import ReceiptsJSON
+@testable import ReceiptsServer
 @testable import ReceiptsStore
 import Testing
 

@@ -1,5 +1,7 @@
 import Foundation
 import Postgres
+@testable import ReceiptsJSON
+@testable import ReceiptsLive
 @testable import ReceiptsServer
 @testable import ReceiptsStore
 import Testing

@@ -2,6 +2,7 @@ import Foundation
 import HTTPTypes
 import Hummingbird
 import Postgres
+import ReceiptsLive
 import ReceiptsServer
 import ReceiptsStore
 import TestSupport

@@ -1,5 +1,6 @@
 import Foundation
 import HTTPTypes
+@testable import ReceiptsJSON
 @testable import ReceiptsServer
 import Testing
 

@@ -1,4 +1,6 @@
 import Hummingbird
+import ReceiptsCore
+import ReceiptsJSON
 
 /// An answer written as JSON with its members in the same, documented order on every
 /// response: `id` first when there is one, then the others as the OpenAPI document's schema

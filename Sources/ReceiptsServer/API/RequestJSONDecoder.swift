@@ -1,6 +1,8 @@
 import Foundation
 import Hummingbird
 import NIOCore
+import ReceiptsCore
+import ReceiptsJSON
 
 /// Decodes request bodies for `request.decode(as:context:)`: reads the body up to the
 /// context's limit (413 beyond it, chunked or not), refuses repeated keys (400, see

@@ -1,5 +1,6 @@
 import Foundation
 import Hummingbird
+import ReceiptsCore
 import ReceiptsStore
 
 /// Turns a bearer credential into a `Principal`: an API key (`rk_…`) into its tenant, a

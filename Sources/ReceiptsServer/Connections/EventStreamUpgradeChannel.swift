@@ -7,6 +7,7 @@ import NIOHTTP1
 import NIOHTTPTypes
 import NIOHTTPTypesHTTP1
 import NIOWebSocket
+import ReceiptsLive
 
 /// HTTP/1 with the event streams held by NIO handlers: the WebSocket upgrade
 /// (`GET /v1/stream`), and Server-Sent Events (`GET /v1/events`) as a connection's first
@@ -58,7 +59,7 @@ struct EventStreamUpgradeChannel: ServerChildChannel, HTTPChannelHandler {
             let upgrade = self.upgrade
             let eventSource = self.eventSource
             let upgrader = NIOTypedWebSocketServerUpgrader<Outcome>(
-                maxFrameSize: WebSocketStream.maximumFrameSize,
+                maxFrameSize: HeldStreams.maximumWebSocketFrameSize,
                 shouldUpgrade: { channel, head in
                     let decided = channel.eventLoop.makePromise(of: WebSocketUpgrade.Decision.self)
                     decided.completeWithTask { await upgrade.decide(head, channel: channel, logger: logger) }
@@ -72,7 +73,9 @@ struct EventStreamUpgradeChannel: ServerChildChannel, HTTPChannelHandler {
                     channel.eventLoop.makeCompletedFuture {
                         guard case .accept(let opening) = decision.value else { throw ChannelError.inappropriateOperationForState }
                         decision.value = nil
-                        try WebSocketStreamHandler.install(on: channel, stream: upgrade.stream, opening: opening, logger: logger)
+                        try upgrade.stream.held.holdWebSocket(
+                            on: channel, opening: opening,
+                            acknowledgeDelivery: upgrade.stream.acknowledgeDelivery, logger: logger)
                         return .webSocket
                     }
                 }

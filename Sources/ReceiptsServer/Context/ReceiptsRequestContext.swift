@@ -1,6 +1,8 @@
 import Foundation
 import Hummingbird
 import NIOCore
+import ReceiptsCore
+import ReceiptsJSON
 
 /// The request context of every route: Hummingbird's core storage plus the authenticated
 /// caller, filled in by `AuthenticationMiddleware`.

@@ -1,5 +1,6 @@
 import Hummingbird
 import Logging
+import ReceiptsCore
 import ReceiptsStore
 
 /// Changing credentials (docs/api.md, "Deleting, erasing and credentials"): a tenant's API keys

@@ -1,6 +1,7 @@
 import Foundation
 import Hummingbird
 import Logging
+import ReceiptsCore
 import ReceiptsStore
 
 /// Erasing users (tenant key) and tenants (admin token): docs/api.md, "Deleting, erasing and

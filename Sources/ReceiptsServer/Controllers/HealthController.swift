@@ -1,5 +1,6 @@
 import Hummingbird
 import Logging
+import ReceiptsLive
 
 /// Liveness and readiness for load balancers and orchestrators.
 struct HealthController<Context: RequestContext>: Sendable {

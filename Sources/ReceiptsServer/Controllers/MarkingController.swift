@@ -1,4 +1,5 @@
 import Hummingbird
+import ReceiptsCore
 import ReceiptsStore
 
 /// `POST /v1/chats/{chatId}/read`, `…/delivered` and `…/unread`.

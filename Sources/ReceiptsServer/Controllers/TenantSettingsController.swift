@@ -1,4 +1,5 @@
 import Hummingbird
+import ReceiptsCore
 import ReceiptsStore
 
 /// `/v1/settings`: a tenant's settings, for now the web origins its web client runs on

@@ -1,5 +1,6 @@
 import Foundation
 import Hummingbird
+import ReceiptsCore
 
 /// `POST /v1/tokens`: short-lived tokens for end-user devices.
 struct TokenController {

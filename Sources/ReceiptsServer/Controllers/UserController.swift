@@ -1,4 +1,5 @@
 import Hummingbird
+import ReceiptsCore
 import ReceiptsStore
 
 /// `/v1/users/{userId}`: unread counts and settings.

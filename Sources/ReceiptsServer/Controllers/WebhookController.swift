@@ -1,5 +1,7 @@
 import Foundation
 import Hummingbird
+import ReceiptsCore
+import ReceiptsLive
 import ReceiptsStore
 
 /// `/v1/webhooks`: where a tenant's events are pushed (tenant key only).

@@ -1,5 +1,7 @@
 import Foundation
 import Hummingbird
+import ReceiptsCore
+import ReceiptsJSON
 
 /// An error answered in the contract's shape:
 /// `{"error": {"code": "<machine_code>", "message": "<human text>"}}`.

@@ -1,6 +1,7 @@
 import Hummingbird
 import Logging
 import Postgres
+import ReceiptsLive
 import ReceiptsStore
 
 /// Turns every error into the contract's error shape: our `APIError`s as they are,

@@ -3,6 +3,7 @@ import Hummingbird
 import NIOConcurrencyHelpers
 import NIOCore
 import Postgres
+import ReceiptsCore
 import ReceiptsStore
 
 /// Lets an authenticated request of the API begin only within its tenant's bounds

@@ -1,4 +1,6 @@
 import NIOHTTP1
+import ReceiptsCore
+import ReceiptsJSON
 import ReceiptsStore
 
 /// A batch as its receiver gets it: `{"webhookId":"…","events":[…]}` (the events as the

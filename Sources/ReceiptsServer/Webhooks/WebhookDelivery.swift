@@ -3,6 +3,8 @@ import DequeModule
 import Foundation
 import Logging
 import NIOHTTP1
+import ReceiptsCore
+import ReceiptsLive
 import ReceiptsStore
 
 /// Delivers one webhook while this instance holds its lease: batches of its tenant's events,

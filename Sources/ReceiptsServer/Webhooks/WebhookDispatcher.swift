@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import NIOConcurrencyHelpers
+import ReceiptsLive
 import ReceiptsStore
 import ServiceLifecycle
 
