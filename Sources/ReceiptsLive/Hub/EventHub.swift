@@ -35,7 +35,7 @@ import ServiceLifecycle
 /// The hub is a shell; its decisions live in pure parts, each tested alone: `EventFanOut`
 /// (the feeds and subscribers, which the reader holds under its lock as its mirror), and
 /// `PeerNotifier` beside it (waking other instances). Credential notifications are not its
-/// business: `CredentialNotifications` subscribes to them itself.
+/// business: the server's `CredentialNotifications` subscribes to them itself.
 public final class EventHub: Service, Sendable {
     /// The channel the triggers notify.
     public static let channel = ReceiptsStore.eventChannel

@@ -37,7 +37,7 @@ package struct LiveEvent: Sendable {
         self.audience = Set(event.audience)
         self.userId = event.userId
         self.hasTotals = totals != nil
-        // The members in the documented order (`JSONResponse`): id, type, chatId, userId,
+        // The members in the documented order (the server's `JSONResponse`): id, type, chatId, userId,
         // messageIds, at, then the type's own (`unreadCount`, `markedUnread`; then an
         // `unread.changed`'s user totals). Written by hand,
         // the one object that is: the type's own members are the stored `data` object's, spliced

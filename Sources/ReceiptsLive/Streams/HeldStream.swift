@@ -3,7 +3,7 @@ import NIOCore
 
 /// An event stream whose connection NIO handlers hold, with no task of its own while it is
 /// live: a WebSocket (`WebSocketStreamHandler`), or a Server-Sent Events response that is its
-/// connection's first request (`EventSourceHandler`). It keeps the stream's subscription and
+/// connection's first request (the server's `EventSourceHandler`). It keeps the stream's subscription and
 /// the rules every such stream follows; its handler frames what it sends.
 ///
 /// - **Events.** The hub wakes the stream (`SubscriberWake`) when it has something to pull; a

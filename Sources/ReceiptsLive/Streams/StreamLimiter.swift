@@ -35,7 +35,7 @@ package final class StreamLimiter: Sendable {
     /// Takes a place for one more stream of `principal`.
     ///
     /// A stream refused because its user or tenant has its most streams open; the HTTP edge
-    /// answers it 429 `rate_limited` (`ErrorMiddleware`).
+    /// answers it 429 `rate_limited` (the server's `ErrorMiddleware`).
     package struct Refusal: Error {
         /// Which cap was reached, for the client.
         package let message: String
