@@ -22,8 +22,6 @@ final class WebSocketStreamHandler: ChannelInboundHandler, RemovableChannelHandl
     typealias InboundIn = WebSocketFrame
     typealias OutboundOut = WebSocketFrame
 
-    /// Records a client's text message as a delivery acknowledgement of `principal`: returns
-    /// the message to send back when the database could not record it, else nil.
     /// How long the client has to answer the server's close frame.
     static let closeTimeout = TimeAmount.seconds(5)
     /// Largest message a client may send in several frames.
