@@ -168,22 +168,19 @@ COMMENT ON FUNCTION receipts.watermark_after(text, text, text, integer, bigint, 
 -- item, may be null) limits a through item to a scope (receipts.in_scope): a root that is no
 -- message of the chat, or a reply, answers thread_not_found.
 --
--- Locks: the member rows first, all at once in (chat, user) order; under them, which of
--- these users may still read which message cannot change, so the UPDATE appends exactly the
--- readers found eligible. Another user's concurrent read of the same chunk row re-evaluates
--- the UPDATE on the newest row version: no reader is lost. The readers of requests that
--- share chunk rows in a call (readers of one message in one chunk) are gathered by row
--- first; a request alone on its rows (most requests: a call's requests are mostly of
--- different chats) goes to them as it is, its guard checked against the row itself, which
--- saves a lookup and an aggregate a row (a read-all of 10,000: 150-175 ms to about 110).
--- Chunk rows are updated in key order, the same in every call.
---
--- The watermark: after a read, read_seq moves to just below the first message still unread
--- (receipts.watermark_after; after a read of a range, the search starts at its end:
--- everything up to it is read), and reads_above drops by the messages it passes that were
--- the reader's to read (receipts.messages_to_read, the rule the unread view counts with).
--- A request that marked nothing and cleared no mark leaves its member row alone (its
--- watermark and count cannot have changed).
+-- The body is in steps, each a section headed by its number and what it does:
+--   1. begin: the tenant, the items checked, the member rows locked;
+--   2. the requests, and what the reads of current members need;
+--   3. the messages each request reads, and the readers of rows that requests share;
+--   4. the guarded appends of the readers to the chunk rows;
+--   5. what each request marked, and where its watermark's search starts;
+--   6. the member rows settled: watermarks, reads_above, the mark cleared;
+--   7. the answers, with the unread counts.
+-- Steps 2 to 5 are one statement (its CTEs share the requests and the rows they update;
+-- split, each part would start a plan of its own on every call), each of 6 and 7 another.
+-- Each step is made of the rule functions (receipts.was_recipient, receipts.in_scope,
+-- receipts.has_read, receipts.watermark_after, receipts.messages_to_read, the unread view)
+-- and restates none of them.
 --
 -- Plans: every statement here is index lookups by key, a range of one chat's messages by
 -- seq, or a join of at most a few hundred requests; each is planned once, generically
@@ -207,19 +204,25 @@ SET enable_hashjoin = off SET enable_mergejoin = off SET enable_seqscan = off SE
 SET plan_cache_mode = force_generic_plan AS $$
 #variable_conflict use_column
 DECLARE
+    -- Per request, from step 5 on, in the order of the requests:
     v_requests integer[];
     v_chats text[];
     v_readers text[];
-    -- Per request: true once read, false when its up-to message is not in the chat, null
-    -- when the user is no member.
+    -- true once read, false when its up-to message is not in the chat, null when the user is
+    -- no member.
     v_found boolean[];
-    -- Per request: its scope names no root of the chat.
+    -- its scope names no root of the chat.
     v_no_thread boolean[];
+    -- where the search for its new watermark starts.
     v_search_from bigint[];
     v_marked integer[];
-    -- Per request: the thread whose replies it marked, when they were of one (else null).
+    -- the thread whose replies it marked, when they were of one (else null).
     v_threads text[];
 BEGIN
+    ---- 1. Begin: the tenant, the items checked, the member rows locked. ----------------------
+    -- The member rows all at once, in (chat, user) order: under them, which of these users may
+    -- still read which message cannot change, so step 4 appends exactly the readers step 3
+    -- found eligible. They also serialise one user's reads in one chat (step 6 stays exact).
     PERFORM receipts.begin_batch('receipts.mark_read_each', p_tenant, ARRAY['chats', 'users', 'messages', 'throughs'],
                                  ARRAY[cardinality(p_chats), cardinality(p_users), cardinality(p_messages), cardinality(p_through)]);
     IF EXISTS (SELECT FROM unnest(p_chats, p_users, p_through) AS item(chat, reader, through)
@@ -233,6 +236,7 @@ BEGIN
     ORDER BY member.chat_id, member.user_id
     FOR UPDATE OF member;
 
+    ---- 2. The requests, and what the reads of current members need. ------------------------
     WITH item AS (
         SELECT item.position::integer AS position, item.chat, item.reader, item.message, coalesce(item.through, false) AS through,
                p_scopes[item.position] AS scope
@@ -276,6 +280,7 @@ BEGIN
         WHERE NOT EXISTS (SELECT FROM target AS other
                           WHERE other.chat = target.chat AND other.chunk = target.chunk AND other.request <> target.request)
     ),
+    ---- 3. The messages each request reads, and the readers of rows that requests share. ----
     -- The messages each request names: by id (each once), or the range above the watermark.
     named AS (
         SELECT DISTINCT target.request, target.chat, target.reader, target.chunk, target.visible, target.period_after_seq,
@@ -316,6 +321,13 @@ BEGIN
                array_agg(reader ORDER BY request) AS readers
         FROM eligible GROUP BY chat, seq, chunk, thread_id
     ),
+    ---- 4. The guarded appends of the readers to the chunk rows. -----------------------------
+    -- Another user's concurrent read of the same chunk row re-evaluates the UPDATE on the
+    -- newest row version: no reader is lost. A request alone on its rows goes to them as it
+    -- is, its guard checked against the row itself, which saves a lookup and an aggregate a
+    -- row (a read-all of 10,000: 150-175 ms to about 110). Rows are updated in key order, the
+    -- same in every call.
+    --
     -- What each chunk row gets: the readers gathered for it (per_chunk), or the one reader of
     -- a request alone on its rows, sent by others and while a member, whom the guard checks
     -- against the row itself (reader not null).
@@ -358,6 +370,7 @@ BEGIN
           AND (appends.reader IS NOT NULL OR NOT (receipt.delivered_to && appends.receivers))
         RETURNING appends.chat, appends.thread_id, appends.reader, appends.readers
     ),
+    ---- 5. What each request marked, and where its watermark's search starts. ---------------
     -- How many each reader got, and the thread when the replies among them are of one.
     marked AS (
         SELECT each.chat, each.reader, count(*)::integer AS marked,
@@ -386,6 +399,12 @@ BEGIN
     LEFT JOIN target ON target.request = request.request
     LEFT JOIN marked ON marked.chat = request.chat AND marked.reader = request.reader;
 
+    ---- 6. The member rows settled. ----------------------------------------------------------
+    -- read_seq moves to just below the first message still unread (receipts.watermark_after,
+    -- searching from v_search_from), and reads_above drops by the messages it passes that were
+    -- the reader's to read (receipts.messages_to_read, the rule the unread view counts with).
+    -- A request that marked nothing and cleared no mark leaves its member row alone (its
+    -- watermark and count cannot have changed).
     UPDATE receipts.chat_members AS member SET
         read_seq      = moved.new_read_seq,
         delivered_seq = greatest(member.delivered_seq, moved.new_read_seq),
@@ -412,6 +431,7 @@ BEGIN
     ) AS moved
     WHERE member.tenant_id = p_tenant AND member.chat_id = moved.chat AND member.user_id = moved.reader;
 
+    ---- 7. The answers, with the unread counts. ----------------------------------------------
     RETURN QUERY
     SELECT done.request,
            CASE WHEN done.found THEN 'marked'
