@@ -327,6 +327,7 @@ BEGIN
     WITH request AS (
         SELECT * FROM receipts.read_requests(p_tenant, p_chats, p_users, p_messages, p_through, p_scopes)
     ),
+    ---- 3. The messages each request reads, and the readers of rows that requests share. ----
     -- The messages each request of a member names: by id (each once), or the range above
     -- the watermark in its scope.
     named AS (
@@ -368,6 +369,7 @@ BEGIN
                array_agg(reader ORDER BY request) AS readers
         FROM eligible GROUP BY chat, seq, chunk, thread_id
     ),
+    ---- 4. The guarded appends of the readers to the chunk rows. -----------------------------
     -- What each chunk row gets: the readers gathered for it (per_chunk), or the one reader of
     -- a request alone on its rows, of the messages they were to read (receipts.was_recipient),
     -- whom the guard checks against the row itself (reader not null).
@@ -410,6 +412,7 @@ BEGIN
           AND (appends.reader IS NOT NULL OR NOT (receipt.delivered_to && appends.receivers))
         RETURNING appends.chat, appends.thread_id, appends.reader, appends.readers
     ),
+    ---- 5. What each request marked, and where its watermark's search starts. ---------------
     -- How many each reader got, and the thread when the replies among them are of one.
     marked AS (
         SELECT each.chat, each.reader, count(*)::integer AS marked,
