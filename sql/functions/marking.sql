@@ -155,9 +155,9 @@ $$;
 COMMENT ON FUNCTION receipts.watermark_after(text, text, text, integer, bigint, bigint, bigint, boolean) IS
     'A read (p_read) or delivery watermark after a marking: just below the first message above p_search_from still to mark, else the chat''s last.';
 
--- Reads, for any number of requests in one statement. The service gathers a tenant's
--- concurrent reads into one call (a TenantBatcher): the statements, the trigger runs and the
--- commit are shared, and each request gets the answer it would get alone.
+-- Reads, for any number of requests in one call. The service gathers a tenant's concurrent
+-- reads into one call (a TenantBatcher): the statements, the trigger runs and the commit are
+-- shared, and each request gets the answer it would get alone.
 --
 -- The arguments list items, one per array position: (chat, user, message, through). The
 -- items of one (chat, user) make one request, answered by one row, numbered in the order of
@@ -168,22 +168,16 @@ COMMENT ON FUNCTION receipts.watermark_after(text, text, text, integer, bigint, 
 -- item, may be null) limits a through item to a scope (receipts.in_scope): a root that is no
 -- message of the chat, or a reply, answers thread_not_found.
 --
--- Locks: the member rows first, all at once in (chat, user) order; under them, which of
--- these users may still read which message cannot change, so the UPDATE appends exactly the
--- readers found eligible. Another user's concurrent read of the same chunk row re-evaluates
--- the UPDATE on the newest row version: no reader is lost. The readers of requests that
--- share chunk rows in a call (readers of one message in one chunk) are gathered by row
--- first; a request alone on its rows (most requests: a call's requests are mostly of
--- different chats) goes to them as it is, its guard checked against the row itself, which
--- saves a lookup and an aggregate a row (a read-all of 10,000: 150-175 ms to about 110).
--- Chunk rows are updated in key order, the same in every call.
---
--- The watermark: after a read, read_seq moves to just below the first message still unread
--- (receipts.watermark_after; after a read of a range, the search starts at its end:
--- everything up to it is read), and reads_above drops by the messages it passes that were
--- the reader's to read (receipts.messages_to_read, the rule the unread view counts with).
--- A request that marked nothing and cleared no mark leaves its member row alone (its
--- watermark and count cannot have changed).
+-- In steps, each a section or a function of its own below, named for what it does:
+--   1. begin: the tenant, the items checked, the member rows locked (here);
+--   2. the requests, and what the reads of current members need (receipts.read_requests);
+--   3.-5. the messages each request reads, the guarded appends of the readers to the chunk
+--      rows, and what each request marked (receipts.append_reads: one statement);
+--   6. the member rows settled: watermarks, reads_above, the mark cleared (receipts.settle_reads);
+--   7. the answers, with the unread counts (receipts.read_answers).
+-- Each is made of the rule functions (receipts.was_recipient, receipts.in_scope,
+-- receipts.has_read, receipts.watermark_after, receipts.messages_to_read, the unread view)
+-- and restates none of them.
 --
 -- Plans: every statement here is index lookups by key, a range of one chat's messages by
 -- seq, or a join of at most a few hundred requests; each is planned once, generically
@@ -199,6 +193,9 @@ COMMENT ON FUNCTION receipts.watermark_after(text, text, text, integer, bigint, 
 -- taken as independent), so sorting every message above a watermark looked as cheap as
 -- walking them in seq order, and receipts.first_unmarked_seq's walk, which stops at its
 -- first hit, read the whole backlog on every read (PlanReuseTests.oneMessageBesideABacklog).
+-- Each step's PL/pgSQL function has these settings too (they would hold for it anyway, called
+-- from here, but not called alone); receipts.read_requests, SQL, is inlined into the
+-- statement of receipts.append_reads and planned with its settings.
 CREATE OR REPLACE FUNCTION receipts.mark_read_each(
     p_tenant text, p_chats text[], p_users text[], p_messages text[], p_through boolean[], p_scopes text[] DEFAULT NULL)
 RETURNS TABLE (request integer, outcome text, marked integer, unread_count integer)
@@ -207,19 +204,20 @@ SET enable_hashjoin = off SET enable_mergejoin = off SET enable_seqscan = off SE
 SET plan_cache_mode = force_generic_plan AS $$
 #variable_conflict use_column
 DECLARE
+    -- Per request, in the order of the requests (receipts.append_reads says what each holds).
     v_requests integer[];
     v_chats text[];
     v_readers text[];
-    -- Per request: true once read, false when its up-to message is not in the chat, null
-    -- when the user is no member.
     v_found boolean[];
-    -- Per request: its scope names no root of the chat.
     v_no_thread boolean[];
     v_search_from bigint[];
     v_marked integer[];
-    -- Per request: the thread whose replies it marked, when they were of one (else null).
     v_threads text[];
 BEGIN
+    -- 1. Begin: the tenant, the items checked, the member rows locked. The member rows all at
+    -- once, in (chat, user) order: under them, which of these users may still read which
+    -- message cannot change, so the appends add exactly the readers found eligible; and one
+    -- user's reads in one chat are serialised, so their watermarks and reads_above stay exact.
     PERFORM receipts.begin_batch('receipts.mark_read_each', p_tenant, ARRAY['chats', 'users', 'messages', 'throughs'],
                                  ARRAY[cardinality(p_chats), cardinality(p_users), cardinality(p_messages), cardinality(p_through)]);
     IF EXISTS (SELECT FROM unnest(p_chats, p_users, p_through) AS item(chat, reader, through)
@@ -233,20 +231,46 @@ BEGIN
     ORDER BY member.chat_id, member.user_id
     FOR UPDATE OF member;
 
-    WITH item AS (
-        SELECT item.position::integer AS position, item.chat, item.reader, item.message, coalesce(item.through, false) AS through,
-               p_scopes[item.position] AS scope
-        FROM unnest(p_chats, p_users, p_messages, p_through) WITH ORDINALITY AS item(chat, reader, message, through, position)
-    ),
-    request AS (
+    -- 2.-5. The requests (receipts.read_requests), the readers appended, what each marked.
+    SELECT * INTO v_requests, v_chats, v_readers, v_found, v_no_thread, v_search_from, v_marked, v_threads
+    FROM receipts.append_reads(p_tenant, p_chats, p_users, p_messages, p_through, p_scopes);
+
+    -- 6. The member rows settled.
+    PERFORM receipts.settle_reads(p_tenant, v_chats, v_readers, v_found, v_search_from, v_marked, v_threads);
+
+    -- 7. The answers.
+    RETURN QUERY SELECT * FROM receipts.read_answers(p_tenant, v_requests, v_chats, v_readers, v_found, v_marked, v_no_thread);
+END;
+$$;
+COMMENT ON FUNCTION receipts.mark_read_each(text, text[], text[], text[], boolean[], text[]) IS
+    'Marks messages read for each request of the arrays (items (chat, user, message, through, scope); the items of one chat and user are one request; a scope limits a through item to the main timeline or a thread): one row per request, in order, with marked | not_member | message_not_found | thread_not_found | chat_not_found, how many changed and the new unread count.';
+
+-- Step 2 of receipts.mark_read_each: its items as requests, one row each, numbered in the
+-- order of their first item: the ids it names (messages, for a read of messages), or the
+-- message it reads up to (up_to_seq: its seq, the chat's last for a read of all, null when it
+-- is not in the chat) and its scope; and, for a current member (member), what the read needs:
+-- the member row, whether the reader's receipts are shown (visible), whether the scope names
+-- no root of the chat (no_thread), and whether no other request of the call touches the same
+-- chunk rows (alone: each request, when the call's requests are of different chats). SQL, so
+-- that the statement that reads it inlines it.
+CREATE OR REPLACE FUNCTION receipts.read_requests(
+    p_tenant text, p_chats text[], p_users text[], p_messages text[], p_through boolean[], p_scopes text[])
+RETURNS TABLE (request integer, chat text, reader text, messages text[], through boolean, scope text, member boolean,
+               no_thread boolean, read_seq bigint, period_after_seq bigint, chunk integer, visible boolean, up_to_seq bigint,
+               alone boolean)
+LANGUAGE sql STABLE AS $$
+    WITH request AS (
         SELECT (row_number() OVER (ORDER BY min(item.position)))::integer AS request, item.chat, item.reader,
-               bool_or(item.through) AS through, max(item.message) FILTER (WHERE item.through) AS up_to,
-               max(item.scope) FILTER (WHERE item.through) AS scope
-        FROM item GROUP BY item.chat, item.reader
+               array_agg(item.message) AS messages, bool_or(item.through) AS through,
+               max(item.message) FILTER (WHERE item.through) AS up_to, max(item.scope) FILTER (WHERE item.through) AS scope
+        FROM (SELECT item.position::integer AS position, item.chat, item.reader, item.message,
+                     coalesce(item.through, false) AS through, p_scopes[item.position] AS scope
+              FROM unnest(p_chats, p_users, p_messages, p_through) WITH ORDINALITY
+                  AS item(chat, reader, message, through, position)) AS item
+        GROUP BY item.chat, item.reader
     ),
-    -- The requests of current members, with what their reads need.
     target AS (
-        SELECT request.request, request.chat, request.reader, request.through, request.scope,
+        SELECT request.request, request.chat,
                -- Looked up only for a scope that names a root (a CASE: with AND, a null scope
                -- still ran the lookup, which a generic plan may make a scan of the chat).
                CASE WHEN request.scope IS NULL OR request.scope = '' THEN false
@@ -265,37 +289,66 @@ BEGIN
            AND member.left_at IS NULL
         JOIN receipts.chats AS chat ON chat.tenant_id = p_tenant AND chat.chat_id = request.chat
         LEFT JOIN receipts.users AS setting ON setting.tenant_id = p_tenant AND setting.user_id = request.reader
+    )
+    SELECT request.request, request.chat, request.reader, request.messages, request.through, request.scope,
+           target.request IS NOT NULL, target.no_thread, target.read_seq, target.period_after_seq, target.chunk,
+           target.visible, target.up_to_seq,
+           NOT EXISTS (SELECT FROM target AS other
+                       WHERE other.chat = target.chat AND other.chunk = target.chunk AND other.request <> target.request)
+    FROM request
+    LEFT JOIN target ON target.request = request.request
+$$;
+COMMENT ON FUNCTION receipts.read_requests(text, text[], text[], text[], boolean[], text[]) IS
+    'For receipts.mark_read_each: its items as requests, in order (the ids named, or the seq read up to and the scope), with what a current member''s read needs (member row, visible, no_thread) and whether it is alone on its chunk rows.';
+
+-- Steps 3 to 5 of receipts.mark_read_each, one statement: the messages each request reads,
+-- the guarded appends of their readers to the chunk rows, and what each request marked. Per
+-- request, in order (as receipts.read_requests numbers them): its chat and user; reads_found:
+-- true once read, false when its up-to message is not in the chat, null when the user is no
+-- member; no_threads: its scope names no root; search_froms: where the search for its new
+-- watermark starts; marked_counts: how many it marked; threads: the thread whose replies it
+-- marked, when they were of one (else null).
+--
+-- A request alone on its chunk rows goes to them as it is, its guard checked against the row
+-- itself, which saves a lookup and an aggregate a row (a read-all of 10,000: 150-175 ms to
+-- about 110); the readers of requests that share rows (readers of one message in one chunk)
+-- are gathered by row first. Another user's concurrent read of the same chunk row
+-- re-evaluates the UPDATE on the newest row version: no reader is lost. Rows are updated in
+-- key order, the same in every call.
+CREATE OR REPLACE FUNCTION receipts.append_reads(
+    p_tenant text, p_chats text[], p_users text[], p_messages text[], p_through boolean[], p_scopes text[],
+    OUT requests integer[], OUT chats text[], OUT users text[], OUT reads_found boolean[], OUT no_threads boolean[],
+    OUT search_froms bigint[], OUT marked_counts integer[], OUT threads text[])
+LANGUAGE plpgsql
+SET enable_hashjoin = off SET enable_mergejoin = off SET enable_seqscan = off SET enable_sort = off SET jit = off
+SET plan_cache_mode = force_generic_plan AS $$
+#variable_conflict use_column
+BEGIN
+    WITH request AS (
+        SELECT * FROM receipts.read_requests(p_tenant, p_chats, p_users, p_messages, p_through, p_scopes)
     ),
-    -- A request whose chunk rows no other request of this call touches (each request, when
-    -- the call's requests are of different chats: a read-all, a page of ids, a single read)
-    -- needs no gathering by row: its reader goes to each of its rows that the guard lets
-    -- through (appends, updated), each row found once.
-    alone AS (
-        SELECT target.request
-        FROM target
-        WHERE NOT EXISTS (SELECT FROM target AS other
-                          WHERE other.chat = target.chat AND other.chunk = target.chunk AND other.request <> target.request)
-    ),
-    -- The messages each request names: by id (each once), or the range above the watermark.
+    ---- 3. The messages each request reads, and the readers of rows that requests share. ----
+    -- The messages each request of a member names: by id (each once), or the range above
+    -- the watermark in its scope.
     named AS (
         SELECT DISTINCT target.request, target.chat, target.reader, target.chunk, target.visible, target.period_after_seq,
-                        message.seq, message.sender_id, message.thread_id
-        FROM target
-        JOIN item ON item.chat = target.chat AND item.reader = target.reader
+                        target.alone, message.seq, message.sender_id, message.thread_id
+        FROM request AS target
+        CROSS JOIN LATERAL unnest(target.messages) AS item(message)
         CROSS JOIN LATERAL receipts.message_by_id(p_tenant, target.chat, item.message) AS message
-        WHERE NOT target.through
+        WHERE target.member AND NOT target.through
         UNION ALL
         SELECT target.request, target.chat, target.reader, target.chunk, target.visible, target.period_after_seq,
-               message.seq, message.sender_id, message.thread_id
-        FROM target
+               target.alone, message.seq, message.sender_id, message.thread_id
+        FROM request AS target
         JOIN receipts.messages AS message
             ON message.tenant_id = p_tenant AND message.chat_id = target.chat
            AND message.seq > target.read_seq AND message.seq <= target.up_to_seq
-        WHERE target.through AND target.no_thread IS NOT TRUE
+        WHERE target.member AND target.through AND target.no_thread IS NOT TRUE
           AND receipts.in_scope(target.scope, message.thread_id)
     ),
-    -- Of those of the other requests, the ones the reader has to read: from others, sent
-    -- while a member (at once when above the start of their newest period), not read yet.
+    -- Of those of the requests that share rows, the ones the reader was to read
+    -- (receipts.was_recipient) and has not read (receipts.has_read on the row).
     eligible AS (
         SELECT named.request, named.chat, named.seq, named.chunk, named.thread_id, named.reader, named.visible,
                NOT (named.reader = ANY (receipt.delivered_to)) AS undelivered
@@ -303,7 +356,7 @@ BEGIN
         JOIN receipts.receipt_chunks AS receipt
             ON receipt.tenant_id = p_tenant AND receipt.chat_id = named.chat AND receipt.seq = named.seq
            AND receipt.chunk = named.chunk
-        WHERE named.request NOT IN (SELECT alone.request FROM alone)
+        WHERE NOT named.alone
           AND receipts.was_recipient(p_tenant, named.chat, named.reader, named.sender_id, named.seq, named.period_after_seq)
           AND NOT receipts.has_read(named.reader, receipt.read_by, receipt.hidden_read_by)
     ),
@@ -316,9 +369,10 @@ BEGIN
                array_agg(reader ORDER BY request) AS readers
         FROM eligible GROUP BY chat, seq, chunk, thread_id
     ),
+    ---- 4. The guarded appends of the readers to the chunk rows. -----------------------------
     -- What each chunk row gets: the readers gathered for it (per_chunk), or the one reader of
-    -- a request alone on its rows, sent by others and while a member, whom the guard checks
-    -- against the row itself (reader not null).
+    -- a request alone on its rows, of the messages they were to read (receipts.was_recipient),
+    -- whom the guard checks against the row itself (reader not null).
     appends AS (
         SELECT per_chunk.chat, per_chunk.seq, per_chunk.chunk, per_chunk.thread_id, NULL::text AS reader, NULL::boolean AS visible,
                per_chunk.visible_readers, per_chunk.hidden_readers, per_chunk.receivers, per_chunk.readers
@@ -326,7 +380,7 @@ BEGIN
         UNION ALL
         SELECT named.chat, named.seq, named.chunk, named.thread_id, named.reader, named.visible, NULL, NULL, NULL, ARRAY[named.reader::text]
         FROM named
-        WHERE named.request IN (SELECT alone.request FROM alone)
+        WHERE named.alone
           AND receipts.was_recipient(p_tenant, named.chat, named.reader, named.sender_id, named.seq, named.period_after_seq)
         ORDER BY 1, 2, 3  -- rows are locked in this order, the same in every call
     ),
@@ -358,6 +412,7 @@ BEGIN
           AND (appends.reader IS NOT NULL OR NOT (receipt.delivered_to && appends.receivers))
         RETURNING appends.chat, appends.thread_id, appends.reader, appends.readers
     ),
+    ---- 5. What each request marked, and where its watermark's search starts. ---------------
     -- How many each reader got, and the thread when the replies among them are of one.
     marked AS (
         SELECT each.chat, each.reader, count(*)::integer AS marked,
@@ -371,21 +426,38 @@ BEGIN
     SELECT array_agg(request.request ORDER BY request.request),
            array_agg(request.chat ORDER BY request.request),
            array_agg(request.reader ORDER BY request.request),
-           array_agg(CASE WHEN target.request IS NULL THEN NULL
-                          ELSE NOT target.through OR (target.up_to_seq IS NOT NULL AND target.no_thread IS NOT TRUE) END
+           array_agg(CASE WHEN NOT request.member THEN NULL
+                          ELSE NOT request.through OR (request.up_to_seq IS NOT NULL AND request.no_thread IS NOT TRUE) END
                      ORDER BY request.request),
+           array_agg(coalesce(request.no_thread, false) ORDER BY request.request),
            -- Everything up to the message is read only when the read was of the whole chat.
-           array_agg(CASE WHEN target.through AND target.scope IS NULL THEN greatest(target.read_seq, target.up_to_seq)
-                          ELSE target.read_seq END
+           array_agg(CASE WHEN request.through AND request.scope IS NULL THEN greatest(request.read_seq, request.up_to_seq)
+                          ELSE request.read_seq END
                      ORDER BY request.request),
            array_agg(coalesce(marked.marked, 0) ORDER BY request.request),
-           array_agg(coalesce(target.no_thread, false) ORDER BY request.request),
            array_agg(marked.thread ORDER BY request.request)
-    INTO v_requests, v_chats, v_readers, v_found, v_search_from, v_marked, v_no_thread, v_threads
+    INTO requests, chats, users, reads_found, no_threads, search_froms, marked_counts, threads
     FROM request
-    LEFT JOIN target ON target.request = request.request
     LEFT JOIN marked ON marked.chat = request.chat AND marked.reader = request.reader;
+END;
+$$;
+COMMENT ON FUNCTION receipts.append_reads(text, text[], text[], text[], boolean[], text[]) IS
+    'For receipts.mark_read_each: appends each request''s reader to the chunk rows of the messages it reads (guarded); per request, in order: chat, user, whether read (null: no member), whether its scope names no root, where its watermark''s search starts, how many it marked, the thread of its replies when one.';
 
+-- Step 6 of receipts.mark_read_each: the member rows of the requests read (p_found) that
+-- marked something or cleared a mark, settled. read_seq moves to just below the first message
+-- still unread (receipts.watermark_after, searching from p_search_from), and reads_above
+-- drops by the messages it passes that were the reader's to read (receipts.messages_to_read,
+-- the rule the unread view counts with). A request that marked nothing and cleared no mark
+-- leaves its member row alone (its watermark and count cannot have changed).
+CREATE OR REPLACE FUNCTION receipts.settle_reads(
+    p_tenant text, p_chats text[], p_users text[], p_found boolean[], p_search_from bigint[], p_marked integer[],
+    p_threads text[])
+RETURNS void
+LANGUAGE plpgsql
+SET enable_hashjoin = off SET enable_mergejoin = off SET enable_seqscan = off SET enable_sort = off SET jit = off
+SET plan_cache_mode = force_generic_plan AS $$
+BEGIN
     UPDATE receipts.chat_members AS member SET
         read_seq      = moved.new_read_seq,
         delivered_seq = greatest(member.delivered_seq, moved.new_read_seq),
@@ -401,7 +473,7 @@ BEGIN
                (SELECT watermark.seq
                 FROM receipts.watermark_after(p_tenant, done.chat, done.reader, current.receipt_chunk, done.search_from,
                                               chat.last_seq, current.period_after_seq, true) AS watermark) AS new_read_seq
-        FROM unnest(v_chats, v_readers, v_found, v_search_from, v_marked, v_threads)
+        FROM unnest(p_chats, p_users, p_found, p_search_from, p_marked, p_threads)
             AS done(chat, reader, found, search_from, marked, thread)
         JOIN receipts.chat_members AS current
             ON current.tenant_id = p_tenant AND current.chat_id = done.chat AND current.user_id = done.reader
@@ -411,7 +483,22 @@ BEGIN
         OFFSET 0  -- new_read_seq computed once per member, not once per use below
     ) AS moved
     WHERE member.tenant_id = p_tenant AND member.chat_id = moved.chat AND member.user_id = moved.reader;
+END;
+$$;
+COMMENT ON FUNCTION receipts.settle_reads(text, text[], text[], boolean[], bigint[], integer[], text[]) IS
+    'For receipts.mark_read_each: moves the read watermark and reads_above of each member whose read (p_found) marked something or cleared a mark, and clears the mark.';
 
+-- Step 7 of receipts.mark_read_each: one row per request, in order: its outcome, how many it
+-- marked, and the new unread count (the unread view) of a request read.
+CREATE OR REPLACE FUNCTION receipts.read_answers(
+    p_tenant text, p_requests integer[], p_chats text[], p_users text[], p_found boolean[], p_marked integer[],
+    p_no_thread boolean[])
+RETURNS TABLE (request integer, outcome text, marked integer, unread_count integer)
+LANGUAGE plpgsql
+SET enable_hashjoin = off SET enable_mergejoin = off SET enable_seqscan = off SET enable_sort = off SET jit = off
+SET plan_cache_mode = force_generic_plan AS $$
+#variable_conflict use_column
+BEGIN
     RETURN QUERY
     SELECT done.request,
            CASE WHEN done.found THEN 'marked'
@@ -425,13 +512,13 @@ BEGIN
                                       WHERE unread.tenant_id = p_tenant AND unread.chat_id = done.chat
                                         AND unread.user_id = done.reader)
                 ELSE 0 END
-    FROM unnest(v_requests, v_chats, v_readers, v_found, v_marked, v_no_thread) AS done(request, chat, reader, found, marked, no_thread)
+    FROM unnest(p_requests, p_chats, p_users, p_found, p_marked, p_no_thread) AS done(request, chat, reader, found, marked, no_thread)
     LEFT JOIN receipts.chats AS chat ON chat.tenant_id = p_tenant AND chat.chat_id = done.chat
     ORDER BY done.request;
 END;
 $$;
-COMMENT ON FUNCTION receipts.mark_read_each(text, text[], text[], text[], boolean[], text[]) IS
-    'Marks messages read for each request of the arrays (items (chat, user, message, through, scope); the items of one chat and user are one request; a scope limits a through item to the main timeline or a thread): one row per request, in order, with marked | not_member | message_not_found | thread_not_found | chat_not_found, how many changed and the new unread count.';
+COMMENT ON FUNCTION receipts.read_answers(text, integer[], text[], text[], boolean[], integer[], boolean[]) IS
+    'For receipts.mark_read_each: each request''s outcome (marked | thread_not_found | message_not_found | not_member | chat_not_found), how many it marked, and the unread count of a request read.';
 
 -- The chunk rows of a read of a range (everything up to a message, or all, in a scope): the
 -- messages in (p_after, p_through] that were the user's to read (receipts.was_recipient,
@@ -624,7 +711,7 @@ BEGIN
         v_search_from := CASE WHEN p_scope IS NULL THEN greatest(v_read_seq, v_up_to_seq) ELSE v_read_seq END;
     END IF;
 
-    -- The member row, as mark_read_each settles it: when the read marked something or cleared a mark.
+    -- The member row, as receipts.settle_reads settles it: when the read marked something or cleared a mark.
     -- The new watermark first, into a variable: given as an expression with a subquery in it,
     -- it kept receipts.messages_to_read from being inlined, and PostgreSQL planned that
     -- function's body again on every call (14 % of the database's CPU under single reads).
