@@ -155,6 +155,18 @@ $$;
 COMMENT ON FUNCTION receipts.watermark_after(text, text, text, integer, bigint, bigint, bigint, boolean) IS
     'A read (p_read) or delivery watermark after a marking: just below the first message above p_search_from still to mark, else the chat''s last.';
 
+-- Where the search for a reader's new watermark starts after a read (receipts.watermark_after):
+-- a read up to a message (p_through) of the whole chat (no scope) read everything up to it,
+-- so the search starts there; any other read (of messages by id, or up to a message of one
+-- timeline or thread) starts at the old watermark. Inlined by its callers.
+CREATE OR REPLACE FUNCTION receipts.read_search_from(p_read_seq bigint, p_through boolean, p_scope text, p_up_to_seq bigint)
+RETURNS bigint
+LANGUAGE sql IMMUTABLE AS $$
+    SELECT CASE WHEN p_through AND p_scope IS NULL THEN greatest(p_read_seq, p_up_to_seq) ELSE p_read_seq END
+$$;
+COMMENT ON FUNCTION receipts.read_search_from(bigint, boolean, text, bigint) IS
+    'Where the search for a reader''s new watermark starts after a read: the read''s end for a read up to a message of the whole chat, else the old watermark.';
+
 -- Reads, for any number of requests in one call. The service gathers a tenant's concurrent
 -- reads into one call (a TenantBatcher): the statements, the trigger runs and the commit are
 -- shared, and each request gets the answer it would get alone.
@@ -430,9 +442,7 @@ BEGIN
                           ELSE NOT request.through OR (request.up_to_seq IS NOT NULL AND request.no_thread IS NOT TRUE) END
                      ORDER BY request.request),
            array_agg(coalesce(request.no_thread, false) ORDER BY request.request),
-           -- Everything up to the message is read only when the read was of the whole chat.
-           array_agg(CASE WHEN request.through AND request.scope IS NULL THEN greatest(request.read_seq, request.up_to_seq)
-                          ELSE request.read_seq END
+           array_agg(receipts.read_search_from(request.read_seq, request.through, request.scope, request.up_to_seq)
                      ORDER BY request.request),
            array_agg(coalesce(marked.marked, 0) ORDER BY request.request),
            array_agg(marked.thread ORDER BY request.request)
@@ -686,7 +696,7 @@ BEGIN
                (SELECT CASE WHEN min(named.thread_id) = max(named.thread_id) THEN min(named.thread_id) END
                 FROM named WHERE named.seq IN (SELECT updated.seq FROM updated))
         INTO v_marked, v_thread;
-        v_search_from := v_read_seq;
+        v_search_from := receipts.read_search_from(v_read_seq, false, p_scope, NULL);
     ELSE
         -- Nested IFs: in `p_scope <> '' AND NOT EXISTS (…)` a null scope still runs the lookup.
         IF p_scope <> '' THEN
@@ -707,8 +717,7 @@ BEGIN
         SELECT range.marked, range.thread INTO v_marked, v_thread
         FROM receipts.mark_range_read(p_tenant, p_chat, p_user, v_chunk, v_visible, v_read_seq, v_up_to_seq, p_scope,
                                       v_period_after) AS range;
-        -- Everything up to the message is read only when the read was of the whole chat.
-        v_search_from := CASE WHEN p_scope IS NULL THEN greatest(v_read_seq, v_up_to_seq) ELSE v_read_seq END;
+        v_search_from := receipts.read_search_from(v_read_seq, true, p_scope, v_up_to_seq);
     END IF;
 
     -- The member row, as receipts.settle_reads settles it: when the read marked something or cleared a mark.
