@@ -1,5 +1,4 @@
 import Hummingbird
-import ReceiptsCore
 import ReceiptsJSON
 
 /// An answer written as JSON with its members in the same, documented order on every

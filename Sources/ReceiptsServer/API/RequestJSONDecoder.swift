@@ -1,7 +1,6 @@
 import Foundation
 import Hummingbird
 import NIOCore
-import ReceiptsCore
 import ReceiptsJSON
 
 /// Decodes request bodies for `request.decode(as:context:)`: reads the body up to the

@@ -1,6 +1,5 @@
 import Foundation
 import Hummingbird
-import ReceiptsCore
 import ReceiptsJSON
 
 /// An error answered in the contract's shape:

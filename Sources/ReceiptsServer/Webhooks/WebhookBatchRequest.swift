@@ -1,5 +1,4 @@
 import NIOHTTP1
-import ReceiptsCore
 import ReceiptsJSON
 import ReceiptsStore
 
