@@ -5,6 +5,7 @@ import NIOCore
 import Postgres
 import ReceiptsLive
 import ReceiptsStore
+import ServiceLifecycle
 
 /// Applies pending migrations (unless turned off), then assembles the service: database
 /// pool, event listener and hub, routes.
@@ -22,9 +23,7 @@ public func buildApplication(
         // As the login role (the tables' owner), not receipts_service.
         try await MigrationRunner(directory: configuration.migrationsDirectory, logger: logger).applyPending(to: database)
     }
-    let pool = PostgresConnectionPool(
-        configuration: ReceiptsStore.serviceSessions(of: database, timeout: configuration.databaseTimeout),
-        options: .init(
+    let poolOptions = PostgresConnectionPool.Options(
             maximumConnections: configuration.databasePoolSize,
             // A request's leases share its deadline (DatabaseDeadlineMiddleware), which bounds
             // their wait and their calls; background work waits this long for a connection.
@@ -33,10 +32,18 @@ public func buildApplication(
             // statement_timeout ends a slow statement first; this is for a server that cannot.
             unresponsiveCallTimeout: TimeAmount(configuration.databaseTimeout + .seconds(1)),
             fairConcurrency: configuration.fairness.sharedConnections
-        ),
+        )
+    let pool = PostgresConnectionPool(
+        configuration: ReceiptsStore.serviceSessions(of: database, timeout: configuration.databaseTimeout),
+        options: poolOptions,
         logger: logger
     )
     let store = ReceiptsStore(pool: pool, logger: logger)
+    let standbys = try configuration.replicas.databaseURL.map { url in
+        try StandbyReads(
+            configuration.replicas, url: url, poolOptions: poolOptions, sessionsLike: database, primary: pool,
+            databaseTimeout: configuration.databaseTimeout, logger: logger)
+    }
     var listenerDatabase = database
     listenerDatabase.applicationName = "\(configuration.instanceName)-listener"
     let listener = PostgresListener(configuration: listenerDatabase, logger: logger)
@@ -52,7 +59,8 @@ public func buildApplication(
     let hub = EventHub(store: store, listener: listener, options: hubOptions, logger: logger, metrics: metrics.factory)
     let credentialNotifications = CredentialNotifications(
         listener: listener, changes: CredentialChanges(directory: store.credentials))
-    let components = ServiceComponents(configuration: configuration, pool: pool, store: store, hub: hub, metrics: metrics)
+    let components = ServiceComponents(
+        configuration: configuration, pool: pool, store: store, hub: hub, metrics: metrics, standbys: standbys)
 
     // One responder for every request, and for the event streams that NIO handlers hold.
     let responder = buildRouter(components).buildResponder()
@@ -66,7 +74,7 @@ public func buildApplication(
         services: [
             // Before the hub: on shutdown it waits for the ends of the streams NIO handlers hold
             // (WebSockets' close frames) after the hub closed every stream.
-            pool, store, listener, components.streamGuards.openStreams, hub, credentialNotifications,
+            pool, standbys ?? NoStandbys(), store, listener, components.streamGuards.openStreams, hub, credentialNotifications,
             components.streamGuards.credentials, components.databaseHealth,
             EventRetentionService(
                 store: store, retentionSeconds: configuration.eventRetentionSeconds, interval: .seconds(3600), logger: logger),
@@ -82,6 +90,14 @@ public func buildApplication(
         logger: logger
     )
     return app
+}
+
+/// Stands in the service list where `StandbyReads` would run when there are no standbys.
+private struct NoStandbys: Service {
+    func run() async throws {
+        // A service that returns early would end the application.
+        try? await gracefulShutdown()
+    }
 }
 
 /// What the routes share.
@@ -108,13 +124,16 @@ public struct ServiceComponents: Sendable {
     public let webhooks: WebhookDispatcher
     /// The tenants' bounds of requests in flight and rate limits.
     let admission: TenantAdmissionGate
+    /// Where the reads a standby may serve go.
+    let replicaReads: ReplicaReads
 
     public init(
         configuration: ReceiptsConfiguration,
         pool: PostgresConnectionPool,
         store: ReceiptsStore,
         hub: EventHub,
-        metrics: ServiceMetrics
+        metrics: ServiceMetrics,
+        standbys: StandbyReads? = nil
     ) {
         self.configuration = configuration
         self.pool = pool
@@ -135,6 +154,8 @@ public struct ServiceComponents: Sendable {
         )
         self.databaseHealth = DatabaseHealthMonitor(pool: pool, logger: store.logger)
         self.admission = TenantAdmissionGate(fairness: configuration.fairness, directory: store.credentials)
+        self.replicaReads = ReplicaReads(
+            store: store, standbys: standbys, recentWrites: RecentWrites(window: configuration.replicas.ownWritesWindow), metrics: metrics)
         self.webhooks = WebhookDispatcher(
             store: store, hub: hub, options: configuration.webhooks, instanceName: configuration.instanceName, logger: store.logger,
             metrics: metrics)
@@ -152,11 +173,18 @@ public func buildRouter(_ components: ServiceComponents) -> Router<ReceiptsReque
     router.add(middleware: BodyLimitMiddleware(readsBody: false))
 
     HealthController(database: components.databaseHealth, hub: components.hub).addRoutes(to: router)
-    OperationsController(metrics: components.metrics, pool: components.pool, admission: components.admission).addRoutes(to: router)
+    OperationsController(
+        metrics: components.metrics, pool: components.pool, admission: components.admission, standbys: components.replicaReads.standbys
+    ).addRoutes(to: router)
+    // Tokens on every write's answer, and the token a read sends.
+    let consistency = ConsistencyMiddleware(
+        positions: components.store.commitPositions, recentWrites: components.replicaReads.recentWrites,
+        metrics: components.metrics, logger: components.store.logger)
 
     let admin = router.group("admin/v1")
         .add(middleware: AdminAuthenticationMiddleware(adminToken: components.configuration.adminToken))
         .add(middleware: BodyLimitMiddleware(readsBody: true))
+        .add(middleware: consistency)
     AdminController(registration: TenantRegistration(store: components.store)).addRoutes(to: admin)
     TenantLimitsController(store: components.store, fairness: components.configuration.fairness).addRoutes(to: admin)
     let api = router.group("v1")
@@ -164,11 +192,12 @@ public func buildRouter(_ components: ServiceComponents) -> Router<ReceiptsReque
         // Before the body is read: a request refused costs no more than its head.
         .add(middleware: TenantAdmissionMiddleware(admission: components.admission, metrics: components.metrics))
         .add(middleware: BodyLimitMiddleware(readsBody: true))
+        .add(middleware: consistency)
     TokenController(userTokens: components.userTokens).addRoutes(to: api)
-    ChatController(store: components.store, deletedChats: components.deletedChats).addRoutes(to: api)
-    MessageController(store: components.store).addRoutes(to: api)
+    ChatController(store: components.store, reads: components.replicaReads, deletedChats: components.deletedChats).addRoutes(to: api)
+    MessageController(store: components.store, reads: components.replicaReads).addRoutes(to: api)
     MarkingController(store: components.store).addRoutes(to: api)
-    UserController(store: components.store).addRoutes(to: api)
+    UserController(store: components.store, reads: components.replicaReads).addRoutes(to: api)
     TenantSettingsController(store: components.store).addRoutes(to: api)
     // Deleting, erasing and credentials.
     let credentials = CredentialsController(

@@ -77,6 +77,8 @@ public struct ReceiptsConfiguration: Sendable {
     /// default rate limit (`RECEIPTS_DATABASE_SHARED_CONNECTIONS`, `RECEIPTS_MAX_REQUESTS_IN_FLIGHT`,
     /// `RECEIPTS_TENANT_*`; see `PoolStateMachine` and `TenantAdmission`).
     public var fairness = Fairness()
+    /// Reads served by hot standbys (`RECEIPTS_REPLICA_*`; see `StandbyReads`).
+    public var replicas = Replicas()
     /// Webhook delivery: the address check, retries, attempt time and leases
     /// (`RECEIPTS_WEBHOOK_*`; see `WebhookDispatcher.Options`).
     public var webhooks = WebhookDispatcher.Options()
@@ -111,6 +113,25 @@ public struct ReceiptsConfiguration: Sendable {
         self.databasePoolSize = databasePoolSize
         self.runMigrations = runMigrations
         self.migrationsDirectory = migrationsDirectory
+    }
+
+    /// The hot standbys that serve reads (docs/operations.md, "Read replicas").
+    public struct Replicas: Sendable {
+        /// The standbys, libpq's multi-host form (`RECEIPTS_REPLICA_DATABASE_URL`); nil: every
+        /// read goes to the primary.
+        public var databaseURL: String?
+        /// The longest a read waits for a standby to replay what it must show
+        /// (`RECEIPTS_REPLICA_WAIT_MS`, default 20 ms).
+        public var wait: Duration = .milliseconds(20)
+        /// A standby further behind serves nothing (`RECEIPTS_REPLICA_MAX_LAG_MS`, default 2 s).
+        public var maximumLag: Duration = .seconds(2)
+        /// How often the standbys are checked (default 100 ms; not read from the environment).
+        public var checkInterval: Duration = .milliseconds(100)
+        /// How long a user's own writes bind the reads about them that come without a token
+        /// (default 30 s; not read from the environment).
+        public var ownWritesWindow: Duration = .seconds(30)
+
+        public init() {}
     }
 
     /// How the instance shares itself between tenants (docs/operations.md, "Fairness and rate

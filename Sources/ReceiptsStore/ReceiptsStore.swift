@@ -53,8 +53,11 @@ public struct ReceiptsStore: Service, Sendable {
         return sessions
     }
 
-    let pool: PostgresConnectionPool
+    /// The primary's pool; a standby's in a copy made by `reading(from:)`.
+    private(set) var pool: PostgresConnectionPool
     public let logger: Logger
+    /// Where the primary's log stands after a write: its consistency token (`PositionProbe`).
+    public let commitPositions: PositionProbe
     /// Signalled after every write that may have added events.
     public let committedWrites = CommittedWrites()
     /// Concurrent reads of a tenant, marked together (one request per chat and user at a
@@ -76,7 +79,17 @@ public struct ReceiptsStore: Service, Sendable {
     public init(pool: PostgresConnectionPool, logger: Logger, credentialOptions: CredentialDirectory.Options = .init()) {
         self.pool = pool
         self.logger = logger
+        self.commitPositions = .commits(on: pool)
         self.credentials = CredentialDirectory(pool: pool, options: credentialOptions)
+    }
+
+    /// This store reading from `standby` (a hot standby's pool, `StandbyReads`): for the
+    /// reads a standby may serve (`chat`, `messages`, `message`, `unreadChats`), never for a
+    /// write, which a standby refuses.
+    public func reading(from standby: PostgresConnectionPool) -> ReceiptsStore {
+        var store = self
+        store.pool = standby
+        return store
     }
 
     /// Runs the batchers until graceful shutdown (then the batches under way finish) or

@@ -11,6 +11,9 @@ enum ConfigurationVariable: String, CaseIterable {
     case adminToken = "RECEIPTS_ADMIN_TOKEN"
     case databasePoolSize = "RECEIPTS_DATABASE_POOL_SIZE"
     case databaseTimeoutSeconds = "RECEIPTS_DATABASE_TIMEOUT_SECONDS"
+    case replicaDatabaseURL = "RECEIPTS_REPLICA_DATABASE_URL"
+    case replicaWaitMilliseconds = "RECEIPTS_REPLICA_WAIT_MS"
+    case replicaMaximumLagMilliseconds = "RECEIPTS_REPLICA_MAX_LAG_MS"
     case eventRetentionSeconds = "RECEIPTS_EVENT_RETENTION_SECONDS"
     case streamMaximumLag = "RECEIPTS_STREAM_MAX_LAG"
     case maximumStreamsPerUser = "RECEIPTS_MAX_STREAMS_PER_USER"
@@ -37,11 +40,13 @@ enum ConfigurationVariable: String, CaseIterable {
     /// `Environment` parses it; nil when unset means something else (`whenUnset`).
     var defaultValue: String? {
         switch self {
-        case .databaseURL, .adminToken, .allowedOrigins, .migrationsDirectory, .maximumConnections, .tenantRequestsPerSecond, .tenantBurst: nil
+        case .databaseURL, .replicaDatabaseURL, .adminToken, .allowedOrigins, .migrationsDirectory, .maximumConnections, .tenantRequestsPerSecond, .tenantBurst: nil
         case .host: "127.0.0.1"
         case .port: "8080"
         case .databasePoolSize: "10"
         case .databaseTimeoutSeconds: "5"
+        case .replicaWaitMilliseconds: "20"
+        case .replicaMaximumLagMilliseconds: "2000"
         case .eventRetentionSeconds: "604800"
         case .streamMaximumLag: "5000"
         case .maximumStreamsPerUser: "20"
@@ -65,6 +70,8 @@ enum ConfigurationVariable: String, CaseIterable {
     var range: ClosedRange<Int>? {
         switch self {
         case .databaseTimeoutSeconds: 1...600
+        case .replicaWaitMilliseconds: 0...10_000
+        case .replicaMaximumLagMilliseconds: 100...3_600_000
         case .maximumStreamsPerUser: 1...100_000
         case .maximumStreamsPerTenant: 1...10_000_000
         case .maximumConnections: 1...10_000_000
@@ -83,6 +90,7 @@ enum ConfigurationVariable: String, CaseIterable {
         switch self {
         case .databaseURL: "serve, migrate and tenant start the local PostgreSQL under .receipts/ with scripts/postgres.sh"
         case .adminToken: "the admin API is off, and every /admin/* request answers 404"
+        case .replicaDatabaseURL: "every read goes to the primary"
         case .allowedOrigins: "no origin but the service's own and each tenant's list"
         case .migrationsDirectory: "sql/migrations of the current directory, else of the source tree"
         case .tenantRequestsPerSecond: "no rate limit for tenants without one of their own (the limits on requests in flight still hold)"
@@ -102,6 +110,9 @@ enum ConfigurationVariable: String, CaseIterable {
         case .adminToken: "bearer token for /admin/v1/*"
         case .databasePoolSize: "most PostgreSQL connections the service opens (the event listener's is one more)"
         case .databaseTimeoutSeconds: "longest a request waits for PostgreSQL in all; past it, 503 unavailable"
+        case .replicaDatabaseURL: "hot standbys that serve unread counts, chats and message pages (libpq multi-host form; a pool of RECEIPTS_DATABASE_POOL_SIZE connections each)"
+        case .replicaWaitMilliseconds: "longest a read waits for a standby to replay the write it must show before it goes to the primary"
+        case .replicaMaximumLagMilliseconds: "a standby further behind the primary than this serves no reads until it catches up"
         case .eventRetentionSeconds: "how long events stay in the log for streams to resume from"
         case .streamMaximumLag: "events a stream may fall behind before it is closed (it can resume)"
         case .maximumStreamsPerUser: "most streams one user may have open on one instance; one more is 429"

@@ -49,6 +49,9 @@ struct Serve: AsyncParsableCommand {
         configuration.fairness.defaultBurst = try environment.optionalInteger(.tenantBurst)
         configuration.fairness.fanOutLoopShare = try environment.integer(.streamFanOutShare)
         configuration.webhooks.allowsPrivateNetworks = try environment.boolean(.webhookAllowPrivateNetworks)
+        configuration.replicas.databaseURL = environment.string(.replicaDatabaseURL)
+        configuration.replicas.wait = .milliseconds(try environment.integer(.replicaWaitMilliseconds))
+        configuration.replicas.maximumLag = .milliseconds(try environment.integer(.replicaMaximumLagMilliseconds))
         configuration.webhooks.retryBase = .milliseconds(try environment.integer(.webhookRetryBaseMilliseconds))
         configuration.webhooks.lease = .seconds(try environment.integer(.webhookLeaseSeconds))
         if let origins = environment[.allowedOrigins] {

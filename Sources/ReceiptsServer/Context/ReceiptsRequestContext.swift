@@ -18,6 +18,10 @@ public struct ReceiptsRequestContext: RequestContext {
     /// Set when NIO handlers will hold the connection's event stream (`EventSourceHandler`):
     /// `GET /v1/events` leaves the stream here and answers only its head.
     var heldStream: AcceptedStream?
+    /// The `Receipts-Consistency-Token` the request sent, if any (`ConsistencyMiddleware`).
+    var consistencyToken: ConsistencyToken?
+    /// For a write request: the users it is about (`noteWrite(about:)`).
+    var writtenUsers: WrittenUsers?
 
     public init(source: Source) {
         self.coreContext = .init(source: source)
@@ -25,6 +29,14 @@ public struct ReceiptsRequestContext: RequestContext {
         self.principal = nil
         self.browserOrigin = nil
         self.heldStream = nil
+        self.consistencyToken = nil
+        self.writtenUsers = nil
+    }
+
+    /// Names a user this write is about, so that reads about them through this instance show
+    /// it for a while even without a token (`RecentWrites`).
+    func noteWrite(about user: String) {
+        self.writtenUsers?.note(user)
     }
 
     /// Bodies over 1 MiB are refused with 413 (the OpenAPI document, `info`).

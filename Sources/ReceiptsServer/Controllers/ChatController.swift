@@ -5,6 +5,8 @@ import ReceiptsStore
 /// `/v1/chats/{chatId}` and its members.
 struct ChatController {
     let store: ReceiptsStore
+    /// Where `GET` goes (a standby may serve it).
+    let reads: ReplicaReads
     /// Woken after a chat is deleted, to purge its messages.
     var deletedChats: WorkSignal? = nil
 
@@ -36,6 +38,7 @@ struct ChatController {
         default:
             break
         }
+        for member in members { context.noteWrite(about: member) }
         let outcome = try await self.store.putChat(tenant: principal.tenantId, chat: chatId, kind: kind, members: members)
         if outcome == .conflict {
             throw APIError.conflict("the chat exists with another kind or other members")
@@ -44,15 +47,19 @@ struct ChatController {
         return EditedResponse(status: outcome == .created ? .created : .ok, response: ChatResponse(chat))
     }
 
-    /// The chat and its current members; a user token must be one of them.
-    @Sendable func get(_ request: Request, context: ReceiptsRequestContext) async throws -> ChatResponse {
+    /// The chat and its current members; a user token must be one of them. May come from a
+    /// standby (`ReplicaReads`).
+    @Sendable func get(_ request: Request, context: ReceiptsRequestContext) async throws -> SourcedResponse<ChatResponse> {
         let principal = try context.requirePrincipal()
         let chatId = try Validation.pathId("chatId", in: context)
-        let chat = try await self.requireChat(tenant: principal.tenantId, chat: chatId)
+        let answer = try await self.reads.serve(context, about: principal.tokenUser) { store in
+            try await store.chat(tenant: principal.tenantId, chat: chatId)
+        }
+        guard let chat = answer.value else { throw APIError.notFound("no such chat") }
         if let user = principal.tokenUser, !chat.members.contains(where: { $0.userId == user }) {
             throw APIError.forbidden("not a member of this chat")
         }
-        return ChatResponse(chat)
+        return SourcedResponse(body: ChatResponse(chat), source: answer.source)
     }
 
     /// Deletes a chat with its members, messages and receipts (204; unknown: 404). Counts and
@@ -76,6 +83,7 @@ struct ChatController {
         try principal.requireTenantKey(for: "adding members")
         let body = try await request.decode(as: UserRequest.self, context: context)
         let user = try Validation.id(body.userId, field: "userId")
+        context.noteWrite(about: user)
         switch try await self.store.join(tenant: principal.tenantId, chat: chatId, user: user) {
         case .joined, .alreadyMember: break
         case .directChat: throw APIError.conflict("a direct chat cannot get new members")
@@ -91,6 +99,7 @@ struct ChatController {
         let chatId = try Validation.pathId("chatId", in: context)
         let user = try Validation.pathId("userId", in: context)
         try principal.requireActing(as: user)
+        context.noteWrite(about: user)
         switch try await self.store.leave(tenant: principal.tenantId, chat: chatId, user: user) {
         case .chatNotFound: throw APIError.notFound("no such chat")
         case .notMember where principal.tokenUser != nil: throw APIError.forbidden("not a member of this chat")
@@ -107,6 +116,7 @@ struct ChatController {
         let user = try Validation.pathId("userId", in: context)
         try principal.requireActing(as: user)
         let body = try await request.decode(as: MemberSettingsRequest.self, context: context)
+        context.noteWrite(about: user)
         switch try await self.store.setChatMuted(tenant: principal.tenantId, chat: chatId, user: user, muted: body.muted) {
         case .set: return MemberSettingsResponse(chatId: chatId, userId: user, muted: body.muted)
         case .notMember: throw APIError.forbidden("\(user) is not a member of this chat")

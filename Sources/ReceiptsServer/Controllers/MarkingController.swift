@@ -14,6 +14,7 @@ struct MarkingController {
 
     @Sendable func read(_ request: Request, context: ReceiptsRequestContext) async throws -> MarkReadResponse {
         let (principal, chatId, user, target, scope) = try await self.markRequest(request, context: context)
+        context.noteWrite(about: user)
         switch try await self.store.markRead(tenant: principal.tenantId, chat: chatId, user: user, target: target, scope: scope) {
         case .success(let result): return MarkReadResponse(marked: result.marked, unreadCount: result.unreadCount)
         case .failure(let failure): throw Self.apiError(for: failure, user: user)
@@ -22,6 +23,7 @@ struct MarkingController {
 
     @Sendable func delivered(_ request: Request, context: ReceiptsRequestContext) async throws -> MarkDeliveredResponse {
         let (principal, chatId, user, target, scope) = try await self.markRequest(request, context: context)
+        context.noteWrite(about: user)
         switch try await self.store.markDelivered(tenant: principal.tenantId, chat: chatId, user: user, target: target, scope: scope) {
         case .success(let marked): return MarkDeliveredResponse(marked: marked)
         case .failure(let failure): throw Self.apiError(for: failure, user: user)
@@ -35,6 +37,7 @@ struct MarkingController {
         let body = try await request.decode(as: UserRequest.self, context: context)
         let user = try Validation.id(body.userId, field: "userId")
         try principal.requireActing(as: user)
+        context.noteWrite(about: user)
         switch try await self.store.markUnread(tenant: principal.tenantId, chat: chatId, user: user) {
         case .success(let count): return UnreadCountResponse(unreadCount: count)
         case .failure(let failure): throw Self.apiError(for: failure, user: user)

@@ -9,6 +9,8 @@ struct MessageController {
     static let limitRange = 1...1000
 
     let store: ReceiptsStore
+    /// Where the pages and single messages go (a standby may serve them).
+    let reads: ReplicaReads
 
     func addRoutes(to group: RouterGroup<ReceiptsRequestContext>) {
         group.post("chats/:chatId/messages", use: self.send)
@@ -48,6 +50,7 @@ struct MessageController {
         let mentions = try body.mentions.map { try Validation.id($0, field: "mentions") }
         let thread = try body.threadId.map { try Validation.id($0, field: "threadId") }
         try principal.requireActing(as: sender)
+        context.noteWrite(about: sender)
 
         switch try await self.store.sendMessage(
             tenant: principal.tenantId, chat: chatId, id: id, sender: sender, text: body.text, mentions: mentions,
@@ -89,8 +92,8 @@ struct MessageController {
     }
 
     /// A page of messages, oldest first, with `receipt` on the viewer's own: of the main
-    /// timeline, or with `thread`, of that root's replies.
-    @Sendable func list(_ request: Request, context: ReceiptsRequestContext) async throws -> MessageListResponse {
+    /// timeline, or with `thread`, of that root's replies. May come from a standby.
+    @Sendable func list(_ request: Request, context: ReceiptsRequestContext) async throws -> SourcedResponse<MessageListResponse> {
         let principal = try context.requirePrincipal()
         let chatId = try Validation.pathId("chatId", in: context)
         let query = ViewQuery(request.uri.queryParameters)
@@ -102,9 +105,10 @@ struct MessageController {
         let timeZone = try query.timeZone()
 
         let page: MessagePage
-        switch try await self.store.messages(
-            tenant: principal.tenantId, chat: chatId, before: before, limit: limit, viewer: viewer, thread: thread)
-        {
+        let answer = try await self.reads.serve(context, about: viewer) { store in
+            try await store.messages(tenant: principal.tenantId, chat: chatId, before: before, limit: limit, viewer: viewer, thread: thread)
+        }
+        switch answer.value {
         case .success(let found): page = found
         case .failure(.threadNotFound): throw APIError.notFound("thread names no root message of this chat")
         case .failure(.chatNotFound): throw APIError.notFound("no such chat")
@@ -112,15 +116,17 @@ struct MessageController {
         }
         try Self.requireMember(viewer, of: page.roster)
         // The store tallied the receipts of the viewer's own messages as they arrived.
-        return MessageListResponse(messages: page.messages.map { message in
+        let list = MessageListResponse(messages: page.messages.map { message in
             let receipt = page.tally(of: message)?.summary(
                 style: style, isViewersMostRecent: message.id == page.viewersMostRecentMessageId, timeZone: timeZone)
             return MessageResponse(message, receipt: receipt)
         })
+        return SourcedResponse(body: list, source: answer.source)
     }
 
-    /// One message; its sender also gets `receipt` and per-recipient `recipients`.
-    @Sendable func show(_ request: Request, context: ReceiptsRequestContext) async throws -> MessageResponse {
+    /// One message; its sender also gets `receipt` and per-recipient `recipients`. May come
+    /// from a standby.
+    @Sendable func show(_ request: Request, context: ReceiptsRequestContext) async throws -> SourcedResponse<MessageResponse> {
         let principal = try context.requirePrincipal()
         let chatId = try Validation.pathId("chatId", in: context)
         let messageId = try Validation.pathId("messageId", in: context)
@@ -129,12 +135,15 @@ struct MessageController {
         let style = try query.labelStyle()
         let timeZone = try query.timeZone()
 
-        guard let found = try await self.store.message(tenant: principal.tenantId, chat: chatId, id: messageId, viewer: viewer) else {
-            throw APIError.notFound("no such message")
+        let answer = try await self.reads.serve(context, about: viewer) { store in
+            try await store.message(tenant: principal.tenantId, chat: chatId, id: messageId, viewer: viewer)
         }
+        guard let found = answer.value else { throw APIError.notFound("no such message") }
         try Self.requireMember(viewer, of: found.roster)
-        guard let viewer, found.message.senderId == viewer else { return MessageResponse(found.message) }
-        return MessageResponse(
+        guard let viewer, found.message.senderId == viewer else {
+            return SourcedResponse(body: MessageResponse(found.message), source: answer.source)
+        }
+        let shown = MessageResponse(
             found.message,
             receipt: ReceiptRules.summary(
                 of: found.receipts, in: found.roster, style: style,
@@ -142,6 +151,7 @@ struct MessageController {
             ),
             recipients: ReceiptRules.recipientStatuses(of: found.receipts, in: found.roster)
         )
+        return SourcedResponse(body: shown, source: answer.source)
     }
 
     private static func requireMember(_ viewer: String?, of roster: ChatRoster) throws {

@@ -1,5 +1,6 @@
 import Hummingbird
 import Postgres
+import ReceiptsStore
 
 /// `/metrics` (Prometheus text) and `/openapi.yaml`, the contract: the repository's
 /// `openapi.yaml`, embedded in the binary at build time (`Package.swift`, `resources`).
@@ -7,6 +8,8 @@ struct OperationsController {
     let metrics: ServiceMetrics
     let pool: PostgresConnectionPool
     let admission: TenantAdmissionGate
+    /// The standbys reads may go to, if any: their lag at each scrape.
+    let standbys: StandbyReads?
 
     func addRoutes(to router: Router<ReceiptsRequestContext>) {
         router.get("metrics", use: self.prometheus)
@@ -16,6 +19,7 @@ struct OperationsController {
     @Sendable func prometheus(_ request: Request, context: ReceiptsRequestContext) async throws -> Response {
         self.metrics.recordPoolUsage(self.pool.usage)
         self.metrics.recordRequestsInFlight(self.admission.inFlight)
+        if let standbys { self.metrics.recordStandbys(standbys.states) }
         var headers = HTTPFields()
         headers[.contentType] = "text/plain; version=0.0.4; charset=utf-8"
         return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: self.metrics.exposition())))

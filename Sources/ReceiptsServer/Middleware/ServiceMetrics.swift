@@ -1,6 +1,7 @@
 import CoreMetrics
 import NIOConcurrencyHelpers
 import Prometheus
+import ReceiptsStore
 
 /// The service's Prometheus metrics, kept in a registry of its own (not the global
 /// `MetricsSystem`), so that each application, in tests too, has its own.
@@ -14,6 +15,16 @@ public final class ServiceMetrics: Sendable {
     private let poolLeased: CoreMetrics.Gauge
     private let poolWaiting: CoreMetrics.Gauge
     private let requestsInFlight: CoreMetrics.Gauge
+    /// The four reads a standby may serve, by the server that answered (`ReplicaReads`).
+    private let readsFromPrimary: CoreMetrics.Counter
+    private let readsFromReplica: CoreMetrics.Counter
+    /// Reads that waited for a standby to replay their position, by who answered then.
+    private let waitsEndingOnReplica: CoreMetrics.Counter
+    private let waitsEndingOnPrimary: CoreMetrics.Counter
+    /// Write answers sent without a consistency token (its position could not be read).
+    private let untokenedWrites: CoreMetrics.Counter
+    /// Each standby's lag and whether it serves reads, made at the first scrape that saw it.
+    private let standbyGauges = NIOLockedValueBox([String: (lag: CoreMetrics.Gauge, usable: CoreMetrics.Gauge)]())
     /// Requests refused 429 by `TenantAdmission`, by rule.
     private let refusals: [AdmissionRefusal: CoreMetrics.Counter]
     /// The count and duration of each method, route and status seen, made once: making them
@@ -44,6 +55,11 @@ public final class ServiceMetrics: Sendable {
         self.poolLeased = CoreMetrics.Gauge(label: "receipts_db_pool_connections_leased", factory: factory)
         self.poolWaiting = CoreMetrics.Gauge(label: "receipts_db_pool_waiting_leases", factory: factory)
         self.requestsInFlight = CoreMetrics.Gauge(label: "receipts_tenant_requests_in_flight", factory: factory)
+        self.readsFromPrimary = Counter(label: "receipts_reads_total", dimensions: [("source", "primary")], factory: factory)
+        self.readsFromReplica = Counter(label: "receipts_reads_total", dimensions: [("source", "replica")], factory: factory)
+        self.waitsEndingOnReplica = Counter(label: "receipts_replica_waits_total", dimensions: [("served_by", "replica")], factory: factory)
+        self.waitsEndingOnPrimary = Counter(label: "receipts_replica_waits_total", dimensions: [("served_by", "primary")], factory: factory)
+        self.untokenedWrites = Counter(label: "receipts_writes_without_token_total", factory: factory)
         let reasons: [(AdmissionRefusal, String)] = [
             (.rateLimited, "rate_limited"), (.queueFull, "queue_full"), (.overShare, "over_share"),
         ]
@@ -55,6 +71,41 @@ public final class ServiceMetrics: Sendable {
     /// Counts a request refused 429 by the fairness rules.
     func recordRefusal(_ refusal: AdmissionRefusal) {
         self.refusals[refusal]?.increment()
+    }
+
+    /// Counts one of the four reads a standby may serve.
+    func recordRead(from source: ReadSource, waited: Bool) {
+        switch source {
+        case .primary:
+            self.readsFromPrimary.increment()
+            if waited { self.waitsEndingOnPrimary.increment() }
+        case .replica:
+            self.readsFromReplica.increment()
+            if waited { self.waitsEndingOnReplica.increment() }
+        }
+    }
+
+    func recordUntokenedWrite() {
+        self.untokenedWrites.increment()
+    }
+
+    /// Records each standby's state (at each scrape): `receipts_replica_lag_seconds` (NaN
+    /// while unknown: unreachable or promoted) and `receipts_replica_usable` (1 or 0).
+    func recordStandbys(_ states: [StandbyReads.StandbyState]) {
+        for state in states {
+            let gauges = self.standbyGauges.withLockedValue { made in
+                if let gauges = made[state.server] { return gauges }
+                let dimensions = [("server", state.server)]
+                let gauges = (
+                    lag: CoreMetrics.Gauge(label: "receipts_replica_lag_seconds", dimensions: dimensions, factory: self.factory),
+                    usable: CoreMetrics.Gauge(label: "receipts_replica_usable", dimensions: dimensions, factory: self.factory)
+                )
+                made[state.server] = gauges
+                return gauges
+            }
+            gauges.lag.record(state.lag.map { Double($0.nanoseconds) / 1e9 } ?? .nan)
+            gauges.usable.record(state.isUsable ? 1 : 0)
+        }
     }
 
     /// Records the tenants' requests in flight (at each scrape).
