@@ -22,9 +22,11 @@ extension PostgresConfiguration {
         }
         return (0..<count).map { index in
             var one = settings
+            // An empty entry (`a:5433,b`) is libpq's default for that host.
             func pick(_ list: [String], _ keyword: String) {
                 if list.isEmpty { return }
-                one[keyword] = list.count == 1 ? list[0] : list[index]
+                let value = list.count == 1 ? list[0] : list[index]
+                one[keyword] = value.isEmpty ? nil : value
             }
             pick(hosts, "host")
             pick(addresses, "hostaddr")
