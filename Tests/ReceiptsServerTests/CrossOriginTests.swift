@@ -13,6 +13,8 @@ import Testing
 @Suite("Browsers: allowed origins and CORS")
 struct CrossOriginTests {
     static let webClient = "https://chat.example.com"
+    /// What a page may read beyond the safelisted headers (docs/api.md, read-your-writes).
+    static let exposedHeaders = "Receipts-Consistency-Token, Receipts-Read-Source"
 
     @Test("a preflight on any /v1 route answers 204 with the contract's headers, for any origin and without a credential")
     func preflight() async throws {
@@ -20,11 +22,14 @@ struct CrossOriginTests {
             for path in ["/v1/chats/c1/read", "/v1/events", "/v1/settings", "/v1/users/u1/unread"] {
                 let response = try await api.request(
                     .options, path, as: nil,
-                    headers: [.origin: "https://anyone.example", .accessControlRequestMethod: "POST", .accessControlRequestHeaders: "authorization,content-type"])
+                    headers: [
+                        .origin: "https://anyone.example", .accessControlRequestMethod: "POST",
+                        .accessControlRequestHeaders: "authorization,content-type,receipts-consistency-token",
+                    ])
                 #expect(response.status == .noContent, "\(path)")
                 #expect(response.headers[.accessControlAllowOrigin] == "https://anyone.example")
                 #expect(response.headers[.accessControlAllowMethods] == "GET, POST, PUT, DELETE")
-                #expect(response.headers[.accessControlAllowHeaders] == "Authorization, Content-Type, Last-Event-ID")
+                #expect(response.headers[.accessControlAllowHeaders] == "Authorization, Content-Type, Last-Event-ID, Receipts-Consistency-Token")
                 #expect(response.headers[.accessControlMaxAge] == "600")
                 #expect(response.headers[.vary] == "Origin")
                 #expect(response.headers[.accessControlAllowCredentials] == nil)
@@ -33,7 +38,7 @@ struct CrossOriginTests {
         }
     }
 
-    @Test("answers to an allowed origin carry Allow-Origin and Vary, errors included; without Origin nothing changes")
+    @Test("answers to an allowed origin carry Allow-Origin, Expose-Headers and Vary, errors included; without Origin nothing changes")
     func allowedOrigin() async throws {
         try await TestService.run { api in
             let tenant = try await api.createTenant()
@@ -45,17 +50,24 @@ struct CrossOriginTests {
                 .post, "/v1/chats/g/messages", as: token, body: #"{"senderId":"alice","text":"hi"}"#, headers: [.origin: Self.webClient])
             #expect(sent.status == .created)
             #expect(sent.headers[.accessControlAllowOrigin] == Self.webClient)
+            #expect(sent.headers[.accessControlExposeHeaders] == Self.exposedHeaders)
             #expect(sent.headers[.vary] == "Origin")
+            let unread = try await api.request(.get, "/v1/users/alice/unread", as: token, headers: [.origin: Self.webClient])
+            #expect(unread.status == .ok)
+            #expect(unread.headers[.accessControlExposeHeaders] == Self.exposedHeaders)
             let missing = try await api.request(.get, "/v1/chats/nope", as: token, headers: [.origin: Self.webClient])
             #expect(missing.status == .notFound)
             #expect(missing.headers[.accessControlAllowOrigin] == Self.webClient)
+            #expect(missing.headers[.accessControlExposeHeaders] == Self.exposedHeaders)
             let forbidden = try await api.request(.get, "/v1/users/bob/unread", as: token, headers: [.origin: Self.webClient])
             #expect(forbidden.status == .forbidden)
             #expect(forbidden.headers[.accessControlAllowOrigin] == Self.webClient)
+            #expect(forbidden.headers[.accessControlExposeHeaders] == Self.exposedHeaders)
 
             let plain = try await api.request(.get, "/v1/users/alice/unread", as: token)
             #expect(plain.status == .ok)
             #expect(plain.headers[.accessControlAllowOrigin] == nil)
+            #expect(plain.headers[.accessControlExposeHeaders] == nil)
             #expect(plain.headers[.vary] == nil)
         }
     }
@@ -74,6 +86,7 @@ struct CrossOriginTests {
                 #expect(read.status == .forbidden, "\(origin)")
                 #expect(read.errorCode == "forbidden")
                 #expect(read.headers[.accessControlAllowOrigin] == nil)
+                #expect(read.headers[.accessControlExposeHeaders] == nil)
                 let send = try await api.request(
                     .post, "/v1/chats/g/messages", as: tenant.apiKey, body: #"{"id":"x","senderId":"alice","text":"no"}"#, headers: [.origin: origin])
                 #expect(send.status == .forbidden)
@@ -84,6 +97,7 @@ struct CrossOriginTests {
             let unauthorized = try await api.request(.get, "/v1/users/alice/unread", as: "not-a-token", headers: [.origin: "https://evil.example"])
             #expect(unauthorized.status == .unauthorized)
             #expect(unauthorized.headers[.accessControlAllowOrigin] == "https://evil.example")
+            #expect(unauthorized.headers[.accessControlExposeHeaders] == Self.exposedHeaders)
             #expect(unauthorized.headers[.vary] == "Origin")
             let anonymous = try await api.request(.get, "/v1/events", as: nil, headers: [.origin: "https://evil.example"])
             #expect(anonymous.status == .unauthorized)
@@ -114,7 +128,7 @@ struct CrossOriginTests {
         }
     }
 
-    @Test("the event stream (SSE) answers an allowed origin with Allow-Origin")
+    @Test("the event stream (SSE) answers an allowed origin with Allow-Origin and Expose-Headers")
     func eventStreamHeaders() async throws {
         try await TestService.run { api in
             let tenant = try await api.createTenant()
@@ -126,6 +140,7 @@ struct CrossOriginTests {
             #expect(response.status == .ok)
             #expect(response.headers.first(name: "Content-Type") == "text/event-stream")
             #expect(response.headers.first(name: "Access-Control-Allow-Origin") == Self.webClient)
+            #expect(response.headers.first(name: "Access-Control-Expose-Headers") == Self.exposedHeaders)
             #expect(response.headers.first(name: "Vary") == "Origin")
             var body = response.body.makeAsyncIterator()
             _ = try await body.next()  // the stream's opening comment; then leave

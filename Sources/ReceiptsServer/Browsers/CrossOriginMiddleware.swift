@@ -9,11 +9,13 @@ import NIOCore
 ///   credential, so it answers alike for every origin and changes nothing. The actual request
 ///   then decides.
 /// - Any other request with `Origin`: its answer, errors and `/v1/events` included, carries
-///   `Access-Control-Allow-Origin: <origin>` and `Vary: Origin` when the origin is allowed:
-///   by the server (`OriginPolicy.allowsForEveryTenant`), here, or by the credential's tenant,
-///   which `AuthenticationMiddleware` decides (403 for a refused one, before any handler). A
-///   401 carries them for any origin: it reveals nothing, and lets a web client tell an
-///   expired token from a network failure. Never `Allow-Credentials`: no cookies are used.
+///   `Access-Control-Allow-Origin: <origin>`, `Access-Control-Expose-Headers` (the
+///   consistency token and the read source, for the page to read) and `Vary: Origin` when the
+///   origin is allowed: by the server (`OriginPolicy.allowsForEveryTenant`), here, or by the
+///   credential's tenant, which `AuthenticationMiddleware` decides (403 for a refused one,
+///   before any handler). A 401 carries them for any origin: it reveals nothing, and lets a
+///   web client tell an expired token from a network failure. Never `Allow-Credentials`: no
+///   cookies are used.
 /// - Requests without `Origin` (backends, curl, mobile apps) pass untouched, and so do those
 ///   whose `Origin` is no web page's (`OriginPolicy.browserOrigin`).
 ///
@@ -30,9 +32,14 @@ struct CrossOriginMiddleware: RouterMiddleware {
 
     /// `Access-Control-Allow-Methods` of a preflight.
     static let allowedMethods = "GET, POST, PUT, DELETE"
-    /// `Access-Control-Allow-Headers` of a preflight: the credential, JSON bodies, and the
-    /// resume point of an event stream read with `fetch`.
-    static let allowedHeaders = "Authorization, Content-Type, Last-Event-ID"
+    /// `Access-Control-Allow-Headers` of a preflight: the credential, JSON bodies, the
+    /// resume point of an event stream read with `fetch`, and the consistency token a read
+    /// sends to see the caller's own writes (docs/api.md).
+    static let allowedHeaders = "Authorization, Content-Type, Last-Event-ID, Receipts-Consistency-Token"
+    /// `Access-Control-Expose-Headers` of an answer to an allowed origin: the headers beyond
+    /// the CORS-safelisted ones that a page may read — a write's consistency token, to send
+    /// with its next reads, and where a read was answered from.
+    static let exposedHeaders = "Receipts-Consistency-Token, Receipts-Read-Source"
     /// How long a browser may keep a preflight's answer (`Access-Control-Max-Age`), seconds.
     static let preflightMaximumAge = 600
 
@@ -73,9 +80,10 @@ struct CrossOriginMiddleware: RouterMiddleware {
         return Response(status: .noContent, headers: headers)
     }
 
-    /// Lets the browser hand the answer to a page of `origin`.
+    /// Lets the browser hand the answer, and the headers it exposes, to a page of `origin`.
     static func share(_ headers: inout HTTPFields, with origin: String) {
         headers[.accessControlAllowOrigin] = origin
+        headers[.accessControlExposeHeaders] = Self.exposedHeaders
         headers[values: .vary].append("Origin")
     }
 }
