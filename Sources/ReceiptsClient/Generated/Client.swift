@@ -61,17 +61,31 @@ import HTTPTypes
 /// Every limit holds per instance: behind a balancer with N instances a tenant gets up to
 /// N times it.
 ///
+/// Read replicas and read-your-writes (docs/api.md): every 2xx answer to a write (`POST`,
+/// `PUT`, `PATCH`, `DELETE`) carries `Receipts-Consistency-Token`, the position of its
+/// commit (opaque). Four reads may be answered by a standby: `GET /v1/users/{userId}/unread`,
+/// `GET /v1/chats/{chatId}`, `GET /v1/chats/{chatId}/messages` and
+/// `GET /v1/chats/{chatId}/messages/{messageId}`; their 200 answers carry
+/// `Receipts-Read-Source: primary|replica`. Such a read that sends
+/// `Receipts-Consistency-Token` (the newest token the caller holds) is never answered from
+/// data older than that write; a malformed token is 400 `invalid_request`. Without a
+/// token a read may come from a standby a little behind, and nothing orders the writes of
+/// one caller before the reads of another unless the token is passed along. Every other
+/// request is answered by the primary.
+///
 /// Browsers (web chat clients on their own origin; docs/web-clients.md): an origin is
 /// allowed for a tenant when it matches the tenant's `allowedOrigins` (`PUT /v1/settings`)
 /// or the server's `RECEIPTS_ALLOWED_ORIGINS` (comma-separated, `*` for any), or is the
 /// service's own origin (the `Host` it was reached at). Every answer to a request from an
 /// allowed origin, errors and `/v1/events` included, carries
-/// `Access-Control-Allow-Origin: <that origin>` and `Vary: Origin` (never
+/// `Access-Control-Allow-Origin: <that origin>`,
+/// `Access-Control-Expose-Headers: Receipts-Consistency-Token, Receipts-Read-Source` (so
+/// that a page can read them) and `Vary: Origin` (never
 /// `Access-Control-Allow-Credentials`: no cookies are used); a 401 carries them for any
 /// origin. `OPTIONS` on any `/v1/*` path is a CORS preflight: it needs no credential,
 /// answers alike for every origin and changes nothing: 204 with
 /// `Access-Control-Allow-Origin: <origin>`, `Access-Control-Allow-Methods: GET, POST, PUT, DELETE`,
-/// `Access-Control-Allow-Headers: Authorization, Content-Type, Last-Event-ID`,
+/// `Access-Control-Allow-Headers: Authorization, Content-Type, Last-Event-ID, Receipts-Consistency-Token`,
 /// `Access-Control-Max-Age: 600` and `Vary: Origin`. A request with an `Origin` that the
 /// credential's tenant does not allow is 403 `forbidden` and changes nothing (a WebSocket
 /// upgrade: 403 before the upgrade). Requests without `Origin` (backends, curl, mobile
@@ -146,6 +160,11 @@ public struct Client: APIProtocol {
             deserializer: { response, responseBody in
                 switch response.status.code {
                 case 201:
+                    let headers: Operations.CreateTenant.Output.Created.Headers = .init(receiptsConsistencyToken: try converter.getOptionalHeaderFieldAsURI(
+                        in: response.headerFields,
+                        name: "Receipts-Consistency-Token",
+                        as: Components.Headers.ConsistencyToken.self
+                    ))
                     let contentType = converter.extractContentTypeIfPresent(in: response.headerFields)
                     let body: Operations.CreateTenant.Output.Created.Body
                     let chosenContentType = try converter.bestContentType(
@@ -166,7 +185,10 @@ public struct Client: APIProtocol {
                     default:
                         preconditionFailure("bestContentType chose an invalid content type.")
                     }
-                    return .created(.init(body: body))
+                    return .created(.init(
+                        headers: headers,
+                        body: body
+                    ))
                 case 400:
                     let contentType = converter.extractContentTypeIfPresent(in: response.headerFields)
                     let body: Components.Responses.BadRequest.Body
@@ -324,6 +346,11 @@ public struct Client: APIProtocol {
             deserializer: { response, responseBody in
                 switch response.status.code {
                 case 202:
+                    let headers: Operations.EraseTenant.Output.Accepted.Headers = .init(receiptsConsistencyToken: try converter.getOptionalHeaderFieldAsURI(
+                        in: response.headerFields,
+                        name: "Receipts-Consistency-Token",
+                        as: Components.Headers.ConsistencyToken.self
+                    ))
                     let contentType = converter.extractContentTypeIfPresent(in: response.headerFields)
                     let body: Operations.EraseTenant.Output.Accepted.Body
                     let chosenContentType = try converter.bestContentType(
@@ -344,7 +371,10 @@ public struct Client: APIProtocol {
                     default:
                         preconditionFailure("bestContentType chose an invalid content type.")
                     }
-                    return .accepted(.init(body: body))
+                    return .accepted(.init(
+                        headers: headers,
+                        body: body
+                    ))
                 case 400:
                     let contentType = converter.extractContentTypeIfPresent(in: response.headerFields)
                     let body: Components.Responses.BadRequest.Body
@@ -634,6 +664,11 @@ public struct Client: APIProtocol {
             deserializer: { response, responseBody in
                 switch response.status.code {
                 case 201:
+                    let headers: Operations.AddApiKey.Output.Created.Headers = .init(receiptsConsistencyToken: try converter.getOptionalHeaderFieldAsURI(
+                        in: response.headerFields,
+                        name: "Receipts-Consistency-Token",
+                        as: Components.Headers.ConsistencyToken.self
+                    ))
                     let contentType = converter.extractContentTypeIfPresent(in: response.headerFields)
                     let body: Operations.AddApiKey.Output.Created.Body
                     let chosenContentType = try converter.bestContentType(
@@ -654,7 +689,10 @@ public struct Client: APIProtocol {
                     default:
                         preconditionFailure("bestContentType chose an invalid content type.")
                     }
-                    return .created(.init(body: body))
+                    return .created(.init(
+                        headers: headers,
+                        body: body
+                    ))
                 case 400:
                     let contentType = converter.extractContentTypeIfPresent(in: response.headerFields)
                     let body: Components.Responses.BadRequest.Body
@@ -812,7 +850,12 @@ public struct Client: APIProtocol {
             deserializer: { response, responseBody in
                 switch response.status.code {
                 case 204:
-                    return .noContent(.init())
+                    let headers: Operations.RemoveApiKey.Output.NoContent.Headers = .init(receiptsConsistencyToken: try converter.getOptionalHeaderFieldAsURI(
+                        in: response.headerFields,
+                        name: "Receipts-Consistency-Token",
+                        as: Components.Headers.ConsistencyToken.self
+                    ))
+                    return .noContent(.init(headers: headers))
                 case 400:
                     let contentType = converter.extractContentTypeIfPresent(in: response.headerFields)
                     let body: Components.Responses.BadRequest.Body
@@ -948,6 +991,11 @@ public struct Client: APIProtocol {
             deserializer: { response, responseBody in
                 switch response.status.code {
                 case 200:
+                    let headers: Operations.RotateTokenSecret.Output.Ok.Headers = .init(receiptsConsistencyToken: try converter.getOptionalHeaderFieldAsURI(
+                        in: response.headerFields,
+                        name: "Receipts-Consistency-Token",
+                        as: Components.Headers.ConsistencyToken.self
+                    ))
                     let contentType = converter.extractContentTypeIfPresent(in: response.headerFields)
                     let body: Operations.RotateTokenSecret.Output.Ok.Body
                     let chosenContentType = try converter.bestContentType(
@@ -968,7 +1016,10 @@ public struct Client: APIProtocol {
                     default:
                         preconditionFailure("bestContentType chose an invalid content type.")
                     }
-                    return .ok(.init(body: body))
+                    return .ok(.init(
+                        headers: headers,
+                        body: body
+                    ))
                 case 400:
                     let contentType = converter.extractContentTypeIfPresent(in: response.headerFields)
                     let body: Components.Responses.BadRequest.Body
@@ -1276,6 +1327,11 @@ public struct Client: APIProtocol {
             deserializer: { response, responseBody in
                 switch response.status.code {
                 case 200:
+                    let headers: Operations.PutTenantLimits.Output.Ok.Headers = .init(receiptsConsistencyToken: try converter.getOptionalHeaderFieldAsURI(
+                        in: response.headerFields,
+                        name: "Receipts-Consistency-Token",
+                        as: Components.Headers.ConsistencyToken.self
+                    ))
                     let contentType = converter.extractContentTypeIfPresent(in: response.headerFields)
                     let body: Operations.PutTenantLimits.Output.Ok.Body
                     let chosenContentType = try converter.bestContentType(
@@ -1296,7 +1352,10 @@ public struct Client: APIProtocol {
                     default:
                         preconditionFailure("bestContentType chose an invalid content type.")
                     }
-                    return .ok(.init(body: body))
+                    return .ok(.init(
+                        headers: headers,
+                        body: body
+                    ))
                 case 400:
                     let contentType = converter.extractContentTypeIfPresent(in: response.headerFields)
                     let body: Components.Responses.BadRequest.Body
@@ -1460,6 +1519,11 @@ public struct Client: APIProtocol {
             deserializer: { response, responseBody in
                 switch response.status.code {
                 case 201:
+                    let headers: Operations.CreateToken.Output.Created.Headers = .init(receiptsConsistencyToken: try converter.getOptionalHeaderFieldAsURI(
+                        in: response.headerFields,
+                        name: "Receipts-Consistency-Token",
+                        as: Components.Headers.ConsistencyToken.self
+                    ))
                     let contentType = converter.extractContentTypeIfPresent(in: response.headerFields)
                     let body: Operations.CreateToken.Output.Created.Body
                     let chosenContentType = try converter.bestContentType(
@@ -1480,7 +1544,10 @@ public struct Client: APIProtocol {
                     default:
                         preconditionFailure("bestContentType chose an invalid content type.")
                     }
-                    return .created(.init(body: body))
+                    return .created(.init(
+                        headers: headers,
+                        body: body
+                    ))
                 case 400:
                     let contentType = converter.extractContentTypeIfPresent(in: response.headerFields)
                     let body: Components.Responses.BadRequest.Body
@@ -1669,6 +1736,11 @@ public struct Client: APIProtocol {
                     method: .get
                 )
                 suppressMutabilityWarning(&request)
+                try converter.setHeaderFieldAsURI(
+                    in: &request.headerFields,
+                    name: "Receipts-Consistency-Token",
+                    value: input.headers.receiptsConsistencyToken
+                )
                 converter.setAcceptHeader(
                     in: &request.headerFields,
                     contentTypes: input.headers.accept
@@ -1678,6 +1750,11 @@ public struct Client: APIProtocol {
             deserializer: { response, responseBody in
                 switch response.status.code {
                 case 200:
+                    let headers: Operations.GetChat.Output.Ok.Headers = .init(receiptsReadSource: try converter.getOptionalHeaderFieldAsURI(
+                        in: response.headerFields,
+                        name: "Receipts-Read-Source",
+                        as: Components.Headers.ReadSource.self
+                    ))
                     let contentType = converter.extractContentTypeIfPresent(in: response.headerFields)
                     let body: Operations.GetChat.Output.Ok.Body
                     let chosenContentType = try converter.bestContentType(
@@ -1698,7 +1775,10 @@ public struct Client: APIProtocol {
                     default:
                         preconditionFailure("bestContentType chose an invalid content type.")
                     }
-                    return .ok(.init(body: body))
+                    return .ok(.init(
+                        headers: headers,
+                        body: body
+                    ))
                 case 400:
                     let contentType = converter.extractContentTypeIfPresent(in: response.headerFields)
                     let body: Components.Responses.BadRequest.Body
@@ -1907,6 +1987,11 @@ public struct Client: APIProtocol {
             deserializer: { response, responseBody in
                 switch response.status.code {
                 case 201:
+                    let headers: Operations.PutChat.Output.Created.Headers = .init(receiptsConsistencyToken: try converter.getOptionalHeaderFieldAsURI(
+                        in: response.headerFields,
+                        name: "Receipts-Consistency-Token",
+                        as: Components.Headers.ConsistencyToken.self
+                    ))
                     let contentType = converter.extractContentTypeIfPresent(in: response.headerFields)
                     let body: Operations.PutChat.Output.Created.Body
                     let chosenContentType = try converter.bestContentType(
@@ -1927,8 +2012,16 @@ public struct Client: APIProtocol {
                     default:
                         preconditionFailure("bestContentType chose an invalid content type.")
                     }
-                    return .created(.init(body: body))
+                    return .created(.init(
+                        headers: headers,
+                        body: body
+                    ))
                 case 200:
+                    let headers: Operations.PutChat.Output.Ok.Headers = .init(receiptsConsistencyToken: try converter.getOptionalHeaderFieldAsURI(
+                        in: response.headerFields,
+                        name: "Receipts-Consistency-Token",
+                        as: Components.Headers.ConsistencyToken.self
+                    ))
                     let contentType = converter.extractContentTypeIfPresent(in: response.headerFields)
                     let body: Operations.PutChat.Output.Ok.Body
                     let chosenContentType = try converter.bestContentType(
@@ -1949,7 +2042,10 @@ public struct Client: APIProtocol {
                     default:
                         preconditionFailure("bestContentType chose an invalid content type.")
                     }
-                    return .ok(.init(body: body))
+                    return .ok(.init(
+                        headers: headers,
+                        body: body
+                    ))
                 case 400:
                     let contentType = converter.extractContentTypeIfPresent(in: response.headerFields)
                     let body: Components.Responses.BadRequest.Body
@@ -2172,7 +2268,12 @@ public struct Client: APIProtocol {
             deserializer: { response, responseBody in
                 switch response.status.code {
                 case 204:
-                    return .noContent(.init())
+                    let headers: Operations.DeleteChat.Output.NoContent.Headers = .init(receiptsConsistencyToken: try converter.getOptionalHeaderFieldAsURI(
+                        in: response.headerFields,
+                        name: "Receipts-Consistency-Token",
+                        as: Components.Headers.ConsistencyToken.self
+                    ))
+                    return .noContent(.init(headers: headers))
                 case 400:
                     let contentType = converter.extractContentTypeIfPresent(in: response.headerFields)
                     let body: Components.Responses.BadRequest.Body
@@ -2381,6 +2482,11 @@ public struct Client: APIProtocol {
             deserializer: { response, responseBody in
                 switch response.status.code {
                 case 200:
+                    let headers: Operations.AddMember.Output.Ok.Headers = .init(receiptsConsistencyToken: try converter.getOptionalHeaderFieldAsURI(
+                        in: response.headerFields,
+                        name: "Receipts-Consistency-Token",
+                        as: Components.Headers.ConsistencyToken.self
+                    ))
                     let contentType = converter.extractContentTypeIfPresent(in: response.headerFields)
                     let body: Operations.AddMember.Output.Ok.Body
                     let chosenContentType = try converter.bestContentType(
@@ -2401,7 +2507,10 @@ public struct Client: APIProtocol {
                     default:
                         preconditionFailure("bestContentType chose an invalid content type.")
                     }
-                    return .ok(.init(body: body))
+                    return .ok(.init(
+                        headers: headers,
+                        body: body
+                    ))
                 case 400:
                     let contentType = converter.extractContentTypeIfPresent(in: response.headerFields)
                     let body: Components.Responses.BadRequest.Body
@@ -2646,6 +2755,11 @@ public struct Client: APIProtocol {
             deserializer: { response, responseBody in
                 switch response.status.code {
                 case 200:
+                    let headers: Operations.RemoveMember.Output.Ok.Headers = .init(receiptsConsistencyToken: try converter.getOptionalHeaderFieldAsURI(
+                        in: response.headerFields,
+                        name: "Receipts-Consistency-Token",
+                        as: Components.Headers.ConsistencyToken.self
+                    ))
                     let contentType = converter.extractContentTypeIfPresent(in: response.headerFields)
                     let body: Operations.RemoveMember.Output.Ok.Body
                     let chosenContentType = try converter.bestContentType(
@@ -2666,7 +2780,10 @@ public struct Client: APIProtocol {
                     default:
                         preconditionFailure("bestContentType chose an invalid content type.")
                     }
-                    return .ok(.init(body: body))
+                    return .ok(.init(
+                        headers: headers,
+                        body: body
+                    ))
                 case 400:
                     let contentType = converter.extractContentTypeIfPresent(in: response.headerFields)
                     let body: Components.Responses.BadRequest.Body
@@ -2880,6 +2997,11 @@ public struct Client: APIProtocol {
             deserializer: { response, responseBody in
                 switch response.status.code {
                 case 200:
+                    let headers: Operations.PutMemberSettings.Output.Ok.Headers = .init(receiptsConsistencyToken: try converter.getOptionalHeaderFieldAsURI(
+                        in: response.headerFields,
+                        name: "Receipts-Consistency-Token",
+                        as: Components.Headers.ConsistencyToken.self
+                    ))
                     let contentType = converter.extractContentTypeIfPresent(in: response.headerFields)
                     let body: Operations.PutMemberSettings.Output.Ok.Body
                     let chosenContentType = try converter.bestContentType(
@@ -2900,7 +3022,10 @@ public struct Client: APIProtocol {
                     default:
                         preconditionFailure("bestContentType chose an invalid content type.")
                     }
-                    return .ok(.init(body: body))
+                    return .ok(.init(
+                        headers: headers,
+                        body: body
+                    ))
                 case 400:
                     let contentType = converter.extractContentTypeIfPresent(in: response.headerFields)
                     let body: Components.Responses.BadRequest.Body
@@ -3160,6 +3285,11 @@ public struct Client: APIProtocol {
                     name: "tz",
                     value: input.query.tz
                 )
+                try converter.setHeaderFieldAsURI(
+                    in: &request.headerFields,
+                    name: "Receipts-Consistency-Token",
+                    value: input.headers.receiptsConsistencyToken
+                )
                 converter.setAcceptHeader(
                     in: &request.headerFields,
                     contentTypes: input.headers.accept
@@ -3169,6 +3299,11 @@ public struct Client: APIProtocol {
             deserializer: { response, responseBody in
                 switch response.status.code {
                 case 200:
+                    let headers: Operations.ListMessages.Output.Ok.Headers = .init(receiptsReadSource: try converter.getOptionalHeaderFieldAsURI(
+                        in: response.headerFields,
+                        name: "Receipts-Read-Source",
+                        as: Components.Headers.ReadSource.self
+                    ))
                     let contentType = converter.extractContentTypeIfPresent(in: response.headerFields)
                     let body: Operations.ListMessages.Output.Ok.Body
                     let chosenContentType = try converter.bestContentType(
@@ -3189,7 +3324,10 @@ public struct Client: APIProtocol {
                     default:
                         preconditionFailure("bestContentType chose an invalid content type.")
                     }
-                    return .ok(.init(body: body))
+                    return .ok(.init(
+                        headers: headers,
+                        body: body
+                    ))
                 case 400:
                     let contentType = converter.extractContentTypeIfPresent(in: response.headerFields)
                     let body: Components.Responses.BadRequest.Body
@@ -3413,6 +3551,11 @@ public struct Client: APIProtocol {
             deserializer: { response, responseBody in
                 switch response.status.code {
                 case 201:
+                    let headers: Operations.SendMessage.Output.Created.Headers = .init(receiptsConsistencyToken: try converter.getOptionalHeaderFieldAsURI(
+                        in: response.headerFields,
+                        name: "Receipts-Consistency-Token",
+                        as: Components.Headers.ConsistencyToken.self
+                    ))
                     let contentType = converter.extractContentTypeIfPresent(in: response.headerFields)
                     let body: Operations.SendMessage.Output.Created.Body
                     let chosenContentType = try converter.bestContentType(
@@ -3433,8 +3576,16 @@ public struct Client: APIProtocol {
                     default:
                         preconditionFailure("bestContentType chose an invalid content type.")
                     }
-                    return .created(.init(body: body))
+                    return .created(.init(
+                        headers: headers,
+                        body: body
+                    ))
                 case 200:
+                    let headers: Operations.SendMessage.Output.Ok.Headers = .init(receiptsConsistencyToken: try converter.getOptionalHeaderFieldAsURI(
+                        in: response.headerFields,
+                        name: "Receipts-Consistency-Token",
+                        as: Components.Headers.ConsistencyToken.self
+                    ))
                     let contentType = converter.extractContentTypeIfPresent(in: response.headerFields)
                     let body: Operations.SendMessage.Output.Ok.Body
                     let chosenContentType = try converter.bestContentType(
@@ -3455,7 +3606,10 @@ public struct Client: APIProtocol {
                     default:
                         preconditionFailure("bestContentType chose an invalid content type.")
                     }
-                    return .ok(.init(body: body))
+                    return .ok(.init(
+                        headers: headers,
+                        body: body
+                    ))
                 case 400:
                     let contentType = converter.extractContentTypeIfPresent(in: response.headerFields)
                     let body: Components.Responses.BadRequest.Body
@@ -3710,6 +3864,11 @@ public struct Client: APIProtocol {
                     name: "tz",
                     value: input.query.tz
                 )
+                try converter.setHeaderFieldAsURI(
+                    in: &request.headerFields,
+                    name: "Receipts-Consistency-Token",
+                    value: input.headers.receiptsConsistencyToken
+                )
                 converter.setAcceptHeader(
                     in: &request.headerFields,
                     contentTypes: input.headers.accept
@@ -3719,6 +3878,11 @@ public struct Client: APIProtocol {
             deserializer: { response, responseBody in
                 switch response.status.code {
                 case 200:
+                    let headers: Operations.GetMessage.Output.Ok.Headers = .init(receiptsReadSource: try converter.getOptionalHeaderFieldAsURI(
+                        in: response.headerFields,
+                        name: "Receipts-Read-Source",
+                        as: Components.Headers.ReadSource.self
+                    ))
                     let contentType = converter.extractContentTypeIfPresent(in: response.headerFields)
                     let body: Operations.GetMessage.Output.Ok.Body
                     let chosenContentType = try converter.bestContentType(
@@ -3739,7 +3903,10 @@ public struct Client: APIProtocol {
                     default:
                         preconditionFailure("bestContentType chose an invalid content type.")
                     }
-                    return .ok(.init(body: body))
+                    return .ok(.init(
+                        headers: headers,
+                        body: body
+                    ))
                 case 400:
                     let contentType = converter.extractContentTypeIfPresent(in: response.headerFields)
                     let body: Components.Responses.BadRequest.Body
@@ -3954,6 +4121,11 @@ public struct Client: APIProtocol {
             deserializer: { response, responseBody in
                 switch response.status.code {
                 case 200:
+                    let headers: Operations.EditMessage.Output.Ok.Headers = .init(receiptsConsistencyToken: try converter.getOptionalHeaderFieldAsURI(
+                        in: response.headerFields,
+                        name: "Receipts-Consistency-Token",
+                        as: Components.Headers.ConsistencyToken.self
+                    ))
                     let contentType = converter.extractContentTypeIfPresent(in: response.headerFields)
                     let body: Operations.EditMessage.Output.Ok.Body
                     let chosenContentType = try converter.bestContentType(
@@ -3974,7 +4146,10 @@ public struct Client: APIProtocol {
                     default:
                         preconditionFailure("bestContentType chose an invalid content type.")
                     }
-                    return .ok(.init(body: body))
+                    return .ok(.init(
+                        headers: headers,
+                        body: body
+                    ))
                 case 400:
                     let contentType = converter.extractContentTypeIfPresent(in: response.headerFields)
                     let body: Components.Responses.BadRequest.Body
@@ -4205,7 +4380,12 @@ public struct Client: APIProtocol {
             deserializer: { response, responseBody in
                 switch response.status.code {
                 case 204:
-                    return .noContent(.init())
+                    let headers: Operations.DeleteMessage.Output.NoContent.Headers = .init(receiptsConsistencyToken: try converter.getOptionalHeaderFieldAsURI(
+                        in: response.headerFields,
+                        name: "Receipts-Consistency-Token",
+                        as: Components.Headers.ConsistencyToken.self
+                    ))
+                    return .noContent(.init(headers: headers))
                 case 400:
                     let contentType = converter.extractContentTypeIfPresent(in: response.headerFields)
                     let body: Components.Responses.BadRequest.Body
@@ -4418,6 +4598,11 @@ public struct Client: APIProtocol {
             deserializer: { response, responseBody in
                 switch response.status.code {
                 case 200:
+                    let headers: Operations.MarkRead.Output.Ok.Headers = .init(receiptsConsistencyToken: try converter.getOptionalHeaderFieldAsURI(
+                        in: response.headerFields,
+                        name: "Receipts-Consistency-Token",
+                        as: Components.Headers.ConsistencyToken.self
+                    ))
                     let contentType = converter.extractContentTypeIfPresent(in: response.headerFields)
                     let body: Operations.MarkRead.Output.Ok.Body
                     let chosenContentType = try converter.bestContentType(
@@ -4438,7 +4623,10 @@ public struct Client: APIProtocol {
                     default:
                         preconditionFailure("bestContentType chose an invalid content type.")
                     }
-                    return .ok(.init(body: body))
+                    return .ok(.init(
+                        headers: headers,
+                        body: body
+                    ))
                 case 400:
                     let contentType = converter.extractContentTypeIfPresent(in: response.headerFields)
                     let body: Components.Responses.BadRequest.Body
@@ -4669,6 +4857,11 @@ public struct Client: APIProtocol {
             deserializer: { response, responseBody in
                 switch response.status.code {
                 case 200:
+                    let headers: Operations.MarkDelivered.Output.Ok.Headers = .init(receiptsConsistencyToken: try converter.getOptionalHeaderFieldAsURI(
+                        in: response.headerFields,
+                        name: "Receipts-Consistency-Token",
+                        as: Components.Headers.ConsistencyToken.self
+                    ))
                     let contentType = converter.extractContentTypeIfPresent(in: response.headerFields)
                     let body: Operations.MarkDelivered.Output.Ok.Body
                     let chosenContentType = try converter.bestContentType(
@@ -4689,7 +4882,10 @@ public struct Client: APIProtocol {
                     default:
                         preconditionFailure("bestContentType chose an invalid content type.")
                     }
-                    return .ok(.init(body: body))
+                    return .ok(.init(
+                        headers: headers,
+                        body: body
+                    ))
                 case 400:
                     let contentType = converter.extractContentTypeIfPresent(in: response.headerFields)
                     let body: Components.Responses.BadRequest.Body
@@ -4919,6 +5115,11 @@ public struct Client: APIProtocol {
             deserializer: { response, responseBody in
                 switch response.status.code {
                 case 200:
+                    let headers: Operations.MarkUnread.Output.Ok.Headers = .init(receiptsConsistencyToken: try converter.getOptionalHeaderFieldAsURI(
+                        in: response.headerFields,
+                        name: "Receipts-Consistency-Token",
+                        as: Components.Headers.ConsistencyToken.self
+                    ))
                     let contentType = converter.extractContentTypeIfPresent(in: response.headerFields)
                     let body: Operations.MarkUnread.Output.Ok.Body
                     let chosenContentType = try converter.bestContentType(
@@ -4939,7 +5140,10 @@ public struct Client: APIProtocol {
                     default:
                         preconditionFailure("bestContentType chose an invalid content type.")
                     }
-                    return .ok(.init(body: body))
+                    return .ok(.init(
+                        headers: headers,
+                        body: body
+                    ))
                 case 400:
                     let contentType = converter.extractContentTypeIfPresent(in: response.headerFields)
                     let body: Components.Responses.BadRequest.Body
@@ -5174,6 +5378,11 @@ public struct Client: APIProtocol {
             deserializer: { response, responseBody in
                 switch response.status.code {
                 case 202:
+                    let headers: Operations.EraseUser.Output.Accepted.Headers = .init(receiptsConsistencyToken: try converter.getOptionalHeaderFieldAsURI(
+                        in: response.headerFields,
+                        name: "Receipts-Consistency-Token",
+                        as: Components.Headers.ConsistencyToken.self
+                    ))
                     let contentType = converter.extractContentTypeIfPresent(in: response.headerFields)
                     let body: Operations.EraseUser.Output.Accepted.Body
                     let chosenContentType = try converter.bestContentType(
@@ -5194,7 +5403,10 @@ public struct Client: APIProtocol {
                     default:
                         preconditionFailure("bestContentType chose an invalid content type.")
                     }
-                    return .accepted(.init(body: body))
+                    return .accepted(.init(
+                        headers: headers,
+                        body: body
+                    ))
                 case 400:
                     let contentType = converter.extractContentTypeIfPresent(in: response.headerFields)
                     let body: Components.Responses.BadRequest.Body
@@ -5583,6 +5795,11 @@ public struct Client: APIProtocol {
                     method: .get
                 )
                 suppressMutabilityWarning(&request)
+                try converter.setHeaderFieldAsURI(
+                    in: &request.headerFields,
+                    name: "Receipts-Consistency-Token",
+                    value: input.headers.receiptsConsistencyToken
+                )
                 converter.setAcceptHeader(
                     in: &request.headerFields,
                     contentTypes: input.headers.accept
@@ -5592,6 +5809,11 @@ public struct Client: APIProtocol {
             deserializer: { response, responseBody in
                 switch response.status.code {
                 case 200:
+                    let headers: Operations.GetUnread.Output.Ok.Headers = .init(receiptsReadSource: try converter.getOptionalHeaderFieldAsURI(
+                        in: response.headerFields,
+                        name: "Receipts-Read-Source",
+                        as: Components.Headers.ReadSource.self
+                    ))
                     let contentType = converter.extractContentTypeIfPresent(in: response.headerFields)
                     let body: Operations.GetUnread.Output.Ok.Body
                     let chosenContentType = try converter.bestContentType(
@@ -5612,7 +5834,10 @@ public struct Client: APIProtocol {
                     default:
                         preconditionFailure("bestContentType chose an invalid content type.")
                     }
-                    return .ok(.init(body: body))
+                    return .ok(.init(
+                        headers: headers,
+                        body: body
+                    ))
                 case 400:
                     let contentType = converter.extractContentTypeIfPresent(in: response.headerFields)
                     let body: Components.Responses.BadRequest.Body
@@ -5801,6 +6026,11 @@ public struct Client: APIProtocol {
             deserializer: { response, responseBody in
                 switch response.status.code {
                 case 200:
+                    let headers: Operations.PutSettings.Output.Ok.Headers = .init(receiptsConsistencyToken: try converter.getOptionalHeaderFieldAsURI(
+                        in: response.headerFields,
+                        name: "Receipts-Consistency-Token",
+                        as: Components.Headers.ConsistencyToken.self
+                    ))
                     let contentType = converter.extractContentTypeIfPresent(in: response.headerFields)
                     let body: Operations.PutSettings.Output.Ok.Body
                     let chosenContentType = try converter.bestContentType(
@@ -5821,7 +6051,10 @@ public struct Client: APIProtocol {
                     default:
                         preconditionFailure("bestContentType chose an invalid content type.")
                     }
-                    return .ok(.init(body: body))
+                    return .ok(.init(
+                        headers: headers,
+                        body: body
+                    ))
                 case 400:
                     let contentType = converter.extractContentTypeIfPresent(in: response.headerFields)
                     let body: Components.Responses.BadRequest.Body
@@ -6020,6 +6253,11 @@ public struct Client: APIProtocol {
             deserializer: { response, responseBody in
                 switch response.status.code {
                 case 200:
+                    let headers: Operations.RevokeTokens.Output.Ok.Headers = .init(receiptsConsistencyToken: try converter.getOptionalHeaderFieldAsURI(
+                        in: response.headerFields,
+                        name: "Receipts-Consistency-Token",
+                        as: Components.Headers.ConsistencyToken.self
+                    ))
                     let contentType = converter.extractContentTypeIfPresent(in: response.headerFields)
                     let body: Operations.RevokeTokens.Output.Ok.Body
                     let chosenContentType = try converter.bestContentType(
@@ -6040,7 +6278,10 @@ public struct Client: APIProtocol {
                     default:
                         preconditionFailure("bestContentType chose an invalid content type.")
                     }
-                    return .ok(.init(body: body))
+                    return .ok(.init(
+                        headers: headers,
+                        body: body
+                    ))
                 case 400:
                     let contentType = converter.extractContentTypeIfPresent(in: response.headerFields)
                     let body: Components.Responses.BadRequest.Body
@@ -6399,6 +6640,11 @@ public struct Client: APIProtocol {
             deserializer: { response, responseBody in
                 switch response.status.code {
                 case 200:
+                    let headers: Operations.PutTenantSettings.Output.Ok.Headers = .init(receiptsConsistencyToken: try converter.getOptionalHeaderFieldAsURI(
+                        in: response.headerFields,
+                        name: "Receipts-Consistency-Token",
+                        as: Components.Headers.ConsistencyToken.self
+                    ))
                     let contentType = converter.extractContentTypeIfPresent(in: response.headerFields)
                     let body: Operations.PutTenantSettings.Output.Ok.Body
                     let chosenContentType = try converter.bestContentType(
@@ -6419,7 +6665,10 @@ public struct Client: APIProtocol {
                     default:
                         preconditionFailure("bestContentType chose an invalid content type.")
                     }
-                    return .ok(.init(body: body))
+                    return .ok(.init(
+                        headers: headers,
+                        body: body
+                    ))
                 case 400:
                     let contentType = converter.extractContentTypeIfPresent(in: response.headerFields)
                     let body: Components.Responses.BadRequest.Body
@@ -7021,6 +7270,11 @@ public struct Client: APIProtocol {
             deserializer: { response, responseBody in
                 switch response.status.code {
                 case 201:
+                    let headers: Operations.PutWebhook.Output.Created.Headers = .init(receiptsConsistencyToken: try converter.getOptionalHeaderFieldAsURI(
+                        in: response.headerFields,
+                        name: "Receipts-Consistency-Token",
+                        as: Components.Headers.ConsistencyToken.self
+                    ))
                     let contentType = converter.extractContentTypeIfPresent(in: response.headerFields)
                     let body: Operations.PutWebhook.Output.Created.Body
                     let chosenContentType = try converter.bestContentType(
@@ -7041,8 +7295,16 @@ public struct Client: APIProtocol {
                     default:
                         preconditionFailure("bestContentType chose an invalid content type.")
                     }
-                    return .created(.init(body: body))
+                    return .created(.init(
+                        headers: headers,
+                        body: body
+                    ))
                 case 200:
+                    let headers: Operations.PutWebhook.Output.Ok.Headers = .init(receiptsConsistencyToken: try converter.getOptionalHeaderFieldAsURI(
+                        in: response.headerFields,
+                        name: "Receipts-Consistency-Token",
+                        as: Components.Headers.ConsistencyToken.self
+                    ))
                     let contentType = converter.extractContentTypeIfPresent(in: response.headerFields)
                     let body: Operations.PutWebhook.Output.Ok.Body
                     let chosenContentType = try converter.bestContentType(
@@ -7063,7 +7325,10 @@ public struct Client: APIProtocol {
                     default:
                         preconditionFailure("bestContentType chose an invalid content type.")
                     }
-                    return .ok(.init(body: body))
+                    return .ok(.init(
+                        headers: headers,
+                        body: body
+                    ))
                 case 400:
                     let contentType = converter.extractContentTypeIfPresent(in: response.headerFields)
                     let body: Components.Responses.BadRequest.Body
@@ -7281,7 +7546,12 @@ public struct Client: APIProtocol {
             deserializer: { response, responseBody in
                 switch response.status.code {
                 case 204:
-                    return .noContent(.init())
+                    let headers: Operations.DeleteWebhook.Output.NoContent.Headers = .init(receiptsConsistencyToken: try converter.getOptionalHeaderFieldAsURI(
+                        in: response.headerFields,
+                        name: "Receipts-Consistency-Token",
+                        as: Components.Headers.ConsistencyToken.self
+                    ))
+                    return .noContent(.init(headers: headers))
                 case 400:
                     let contentType = converter.extractContentTypeIfPresent(in: response.headerFields)
                     let body: Components.Responses.BadRequest.Body
@@ -7482,6 +7752,11 @@ public struct Client: APIProtocol {
             deserializer: { response, responseBody in
                 switch response.status.code {
                 case 200:
+                    let headers: Operations.RotateWebhookSecret.Output.Ok.Headers = .init(receiptsConsistencyToken: try converter.getOptionalHeaderFieldAsURI(
+                        in: response.headerFields,
+                        name: "Receipts-Consistency-Token",
+                        as: Components.Headers.ConsistencyToken.self
+                    ))
                     let contentType = converter.extractContentTypeIfPresent(in: response.headerFields)
                     let body: Operations.RotateWebhookSecret.Output.Ok.Body
                     let chosenContentType = try converter.bestContentType(
@@ -7502,7 +7777,10 @@ public struct Client: APIProtocol {
                     default:
                         preconditionFailure("bestContentType chose an invalid content type.")
                     }
-                    return .ok(.init(body: body))
+                    return .ok(.init(
+                        headers: headers,
+                        body: body
+                    ))
                 case 400:
                     let contentType = converter.extractContentTypeIfPresent(in: response.headerFields)
                     let body: Components.Responses.BadRequest.Body
@@ -7712,6 +7990,11 @@ public struct Client: APIProtocol {
             deserializer: { response, responseBody in
                 switch response.status.code {
                 case 202:
+                    let headers: Operations.ReplayWebhook.Output.Accepted.Headers = .init(receiptsConsistencyToken: try converter.getOptionalHeaderFieldAsURI(
+                        in: response.headerFields,
+                        name: "Receipts-Consistency-Token",
+                        as: Components.Headers.ConsistencyToken.self
+                    ))
                     let contentType = converter.extractContentTypeIfPresent(in: response.headerFields)
                     let body: Operations.ReplayWebhook.Output.Accepted.Body
                     let chosenContentType = try converter.bestContentType(
@@ -7732,7 +8015,10 @@ public struct Client: APIProtocol {
                     default:
                         preconditionFailure("bestContentType chose an invalid content type.")
                     }
-                    return .accepted(.init(body: body))
+                    return .accepted(.init(
+                        headers: headers,
+                        body: body
+                    ))
                 case 400:
                     let contentType = converter.extractContentTypeIfPresent(in: response.headerFields)
                     let body: Components.Responses.BadRequest.Body

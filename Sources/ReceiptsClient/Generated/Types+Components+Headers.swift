@@ -41,5 +41,25 @@ extension Components {
         ///
         /// - Remark: Generated from `#/components/headers/RateLimit`.
         public typealias RateLimit = Swift.String
+        /// The position of the write's commit, opaque: send it as the request header
+        /// `Receipts-Consistency-Token` with later reads, which are then never answered from
+        /// data older than this write. On every 2xx answer to a write (`POST`, `PUT`, `PATCH`,
+        /// `DELETE`), but for the rare one whose commit position could not be read (the primary
+        /// lost right after it): keep the token held then. Keep the one received last and pass
+        /// it on as it is; never parse or compare tokens.
+        ///
+        ///
+        /// - Remark: Generated from `#/components/headers/ConsistencyToken`.
+        public typealias ConsistencyToken = Swift.String
+        /// Where the read was answered from: `primary`, or `replica` (a standby at least as
+        /// new as the request's `Receipts-Consistency-Token`). For diagnosis; the answer is
+        /// the same either way.
+        ///
+        ///
+        /// - Remark: Generated from `#/components/headers/ReadSource`.
+        @frozen public enum ReadSource: String, Codable, Hashable, Sendable, CaseIterable {
+            case primary = "primary"
+            case replica = "replica"
+        }
     }
 }

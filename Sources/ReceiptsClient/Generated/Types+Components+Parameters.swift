@@ -92,5 +92,14 @@ extension Components {
         ///
         /// - Remark: Generated from `#/components/parameters/Tz`.
         public typealias Tz = Swift.String
+        /// The newest consistency token the caller holds (`Receipts-Consistency-Token` of a
+        /// write's answer, as it was answered): the answer is never made from data older than
+        /// that write. Opaque; a value that is no token the service issued is 400
+        /// `invalid_request`. See "Read replicas and read-your-writes" in this document's
+        /// description.
+        ///
+        ///
+        /// - Remark: Generated from `#/components/parameters/ConsistencyToken`.
+        public typealias ConsistencyToken = Swift.String
     }
 }

@@ -63,6 +63,28 @@ public enum Operations {
         }
         @frozen public enum Output: Sendable, Hashable {
             public struct Created: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/admin/v1/tenants/POST/responses/201/headers`.
+                public struct Headers: Sendable, Hashable {
+                    /// The position of the write's commit, opaque: send it as the request header
+                    /// `Receipts-Consistency-Token` with later reads, which are then never answered from
+                    /// data older than this write. On every 2xx answer to a write (`POST`, `PUT`, `PATCH`,
+                    /// `DELETE`), but for the rare one whose commit position could not be read (the primary
+                    /// lost right after it): keep the token held then. Keep the one received last and pass
+                    /// it on as it is; never parse or compare tokens.
+                    ///
+                    ///
+                    /// - Remark: Generated from `#/paths/admin/v1/tenants/POST/responses/201/headers/Receipts-Consistency-Token`.
+                    public var receiptsConsistencyToken: Components.Headers.ConsistencyToken?
+                    /// Creates a new `Headers`.
+                    ///
+                    /// - Parameters:
+                    ///   - receiptsConsistencyToken: The position of the write's commit, opaque: send it as the request header
+                    public init(receiptsConsistencyToken: Components.Headers.ConsistencyToken? = nil) {
+                        self.receiptsConsistencyToken = receiptsConsistencyToken
+                    }
+                }
+                /// Received HTTP response headers
+                public var headers: Operations.CreateTenant.Output.Created.Headers
                 /// - Remark: Generated from `#/paths/admin/v1/tenants/POST/responses/201/content`.
                 @frozen public enum Body: Sendable, Hashable {
                     /// - Remark: Generated from `#/paths/admin/v1/tenants/POST/responses/201/content/application\/json`.
@@ -85,8 +107,13 @@ public enum Operations {
                 /// Creates a new `Created`.
                 ///
                 /// - Parameters:
+                ///   - headers: Received HTTP response headers
                 ///   - body: Received HTTP response body
-                public init(body: Operations.CreateTenant.Output.Created.Body) {
+                public init(
+                    headers: Operations.CreateTenant.Output.Created.Headers = .init(),
+                    body: Operations.CreateTenant.Output.Created.Body
+                ) {
+                    self.headers = headers
                     self.body = body
                 }
             }
@@ -114,7 +141,8 @@ public enum Operations {
                 }
             }
             /// Invalid request (`invalid_request`): bad JSON, a bad id, too many ids, wrong
-            /// types, or a value out of range. Nothing was changed.
+            /// types, a value out of range, or a malformed `Receipts-Consistency-Token`. Nothing
+            /// was changed.
             ///
             ///
             /// - Remark: Generated from `#/paths//admin/v1/tenants/post(createTenant)/responses/400`.
@@ -350,6 +378,28 @@ public enum Operations {
         }
         @frozen public enum Output: Sendable, Hashable {
             public struct Accepted: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/admin/v1/tenants/{tenantId}/DELETE/responses/202/headers`.
+                public struct Headers: Sendable, Hashable {
+                    /// The position of the write's commit, opaque: send it as the request header
+                    /// `Receipts-Consistency-Token` with later reads, which are then never answered from
+                    /// data older than this write. On every 2xx answer to a write (`POST`, `PUT`, `PATCH`,
+                    /// `DELETE`), but for the rare one whose commit position could not be read (the primary
+                    /// lost right after it): keep the token held then. Keep the one received last and pass
+                    /// it on as it is; never parse or compare tokens.
+                    ///
+                    ///
+                    /// - Remark: Generated from `#/paths/admin/v1/tenants/{tenantId}/DELETE/responses/202/headers/Receipts-Consistency-Token`.
+                    public var receiptsConsistencyToken: Components.Headers.ConsistencyToken?
+                    /// Creates a new `Headers`.
+                    ///
+                    /// - Parameters:
+                    ///   - receiptsConsistencyToken: The position of the write's commit, opaque: send it as the request header
+                    public init(receiptsConsistencyToken: Components.Headers.ConsistencyToken? = nil) {
+                        self.receiptsConsistencyToken = receiptsConsistencyToken
+                    }
+                }
+                /// Received HTTP response headers
+                public var headers: Operations.EraseTenant.Output.Accepted.Headers
                 /// - Remark: Generated from `#/paths/admin/v1/tenants/{tenantId}/DELETE/responses/202/content`.
                 @frozen public enum Body: Sendable, Hashable {
                     /// - Remark: Generated from `#/paths/admin/v1/tenants/{tenantId}/DELETE/responses/202/content/application\/json`.
@@ -372,8 +422,13 @@ public enum Operations {
                 /// Creates a new `Accepted`.
                 ///
                 /// - Parameters:
+                ///   - headers: Received HTTP response headers
                 ///   - body: Received HTTP response body
-                public init(body: Operations.EraseTenant.Output.Accepted.Body) {
+                public init(
+                    headers: Operations.EraseTenant.Output.Accepted.Headers = .init(),
+                    body: Operations.EraseTenant.Output.Accepted.Body
+                ) {
+                    self.headers = headers
                     self.body = body
                 }
             }
@@ -401,7 +456,8 @@ public enum Operations {
                 }
             }
             /// Invalid request (`invalid_request`): bad JSON, a bad id, too many ids, wrong
-            /// types, or a value out of range. Nothing was changed.
+            /// types, a value out of range, or a malformed `Receipts-Consistency-Token`. Nothing
+            /// was changed.
             ///
             ///
             /// - Remark: Generated from `#/paths//admin/v1/tenants/{tenantId}/delete(eraseTenant)/responses/400`.
@@ -637,7 +693,8 @@ public enum Operations {
                 }
             }
             /// Invalid request (`invalid_request`): bad JSON, a bad id, too many ids, wrong
-            /// types, or a value out of range. Nothing was changed.
+            /// types, a value out of range, or a malformed `Receipts-Consistency-Token`. Nothing
+            /// was changed.
             ///
             ///
             /// - Remark: Generated from `#/paths//admin/v1/tenants/{tenantId}/keys/get(listApiKeys)/responses/400`.
@@ -824,6 +881,28 @@ public enum Operations {
         }
         @frozen public enum Output: Sendable, Hashable {
             public struct Created: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/admin/v1/tenants/{tenantId}/keys/POST/responses/201/headers`.
+                public struct Headers: Sendable, Hashable {
+                    /// The position of the write's commit, opaque: send it as the request header
+                    /// `Receipts-Consistency-Token` with later reads, which are then never answered from
+                    /// data older than this write. On every 2xx answer to a write (`POST`, `PUT`, `PATCH`,
+                    /// `DELETE`), but for the rare one whose commit position could not be read (the primary
+                    /// lost right after it): keep the token held then. Keep the one received last and pass
+                    /// it on as it is; never parse or compare tokens.
+                    ///
+                    ///
+                    /// - Remark: Generated from `#/paths/admin/v1/tenants/{tenantId}/keys/POST/responses/201/headers/Receipts-Consistency-Token`.
+                    public var receiptsConsistencyToken: Components.Headers.ConsistencyToken?
+                    /// Creates a new `Headers`.
+                    ///
+                    /// - Parameters:
+                    ///   - receiptsConsistencyToken: The position of the write's commit, opaque: send it as the request header
+                    public init(receiptsConsistencyToken: Components.Headers.ConsistencyToken? = nil) {
+                        self.receiptsConsistencyToken = receiptsConsistencyToken
+                    }
+                }
+                /// Received HTTP response headers
+                public var headers: Operations.AddApiKey.Output.Created.Headers
                 /// - Remark: Generated from `#/paths/admin/v1/tenants/{tenantId}/keys/POST/responses/201/content`.
                 @frozen public enum Body: Sendable, Hashable {
                     /// - Remark: Generated from `#/paths/admin/v1/tenants/{tenantId}/keys/POST/responses/201/content/application\/json`.
@@ -846,8 +925,13 @@ public enum Operations {
                 /// Creates a new `Created`.
                 ///
                 /// - Parameters:
+                ///   - headers: Received HTTP response headers
                 ///   - body: Received HTTP response body
-                public init(body: Operations.AddApiKey.Output.Created.Body) {
+                public init(
+                    headers: Operations.AddApiKey.Output.Created.Headers = .init(),
+                    body: Operations.AddApiKey.Output.Created.Body
+                ) {
+                    self.headers = headers
                     self.body = body
                 }
             }
@@ -875,7 +959,8 @@ public enum Operations {
                 }
             }
             /// Invalid request (`invalid_request`): bad JSON, a bad id, too many ids, wrong
-            /// types, or a value out of range. Nothing was changed.
+            /// types, a value out of range, or a malformed `Receipts-Consistency-Token`. Nothing
+            /// was changed.
             ///
             ///
             /// - Remark: Generated from `#/paths//admin/v1/tenants/{tenantId}/keys/post(addApiKey)/responses/400`.
@@ -1093,8 +1178,35 @@ public enum Operations {
         }
         @frozen public enum Output: Sendable, Hashable {
             public struct NoContent: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/admin/v1/tenants/{tenantId}/keys/{keyId}/DELETE/responses/204/headers`.
+                public struct Headers: Sendable, Hashable {
+                    /// The position of the write's commit, opaque: send it as the request header
+                    /// `Receipts-Consistency-Token` with later reads, which are then never answered from
+                    /// data older than this write. On every 2xx answer to a write (`POST`, `PUT`, `PATCH`,
+                    /// `DELETE`), but for the rare one whose commit position could not be read (the primary
+                    /// lost right after it): keep the token held then. Keep the one received last and pass
+                    /// it on as it is; never parse or compare tokens.
+                    ///
+                    ///
+                    /// - Remark: Generated from `#/paths/admin/v1/tenants/{tenantId}/keys/{keyId}/DELETE/responses/204/headers/Receipts-Consistency-Token`.
+                    public var receiptsConsistencyToken: Components.Headers.ConsistencyToken?
+                    /// Creates a new `Headers`.
+                    ///
+                    /// - Parameters:
+                    ///   - receiptsConsistencyToken: The position of the write's commit, opaque: send it as the request header
+                    public init(receiptsConsistencyToken: Components.Headers.ConsistencyToken? = nil) {
+                        self.receiptsConsistencyToken = receiptsConsistencyToken
+                    }
+                }
+                /// Received HTTP response headers
+                public var headers: Operations.RemoveApiKey.Output.NoContent.Headers
                 /// Creates a new `NoContent`.
-                public init() {}
+                ///
+                /// - Parameters:
+                ///   - headers: Received HTTP response headers
+                public init(headers: Operations.RemoveApiKey.Output.NoContent.Headers = .init()) {
+                    self.headers = headers
+                }
             }
             /// The key was removed.
             ///
@@ -1102,14 +1214,6 @@ public enum Operations {
             ///
             /// HTTP response code: `204 noContent`.
             case noContent(Operations.RemoveApiKey.Output.NoContent)
-            /// The key was removed.
-            ///
-            /// - Remark: Generated from `#/paths//admin/v1/tenants/{tenantId}/keys/{keyId}/delete(removeApiKey)/responses/204`.
-            ///
-            /// HTTP response code: `204 noContent`.
-            public static var noContent: Self {
-                .noContent(.init())
-            }
             /// The associated value of the enum case if `self` is `.noContent`.
             ///
             /// - Throws: An error if `self` is not `.noContent`.
@@ -1128,7 +1232,8 @@ public enum Operations {
                 }
             }
             /// Invalid request (`invalid_request`): bad JSON, a bad id, too many ids, wrong
-            /// types, or a value out of range. Nothing was changed.
+            /// types, a value out of range, or a malformed `Receipts-Consistency-Token`. Nothing
+            /// was changed.
             ///
             ///
             /// - Remark: Generated from `#/paths//admin/v1/tenants/{tenantId}/keys/{keyId}/delete(removeApiKey)/responses/400`.
@@ -1315,6 +1420,28 @@ public enum Operations {
         }
         @frozen public enum Output: Sendable, Hashable {
             public struct Ok: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/admin/v1/tenants/{tenantId}/token-secret/rotate/POST/responses/200/headers`.
+                public struct Headers: Sendable, Hashable {
+                    /// The position of the write's commit, opaque: send it as the request header
+                    /// `Receipts-Consistency-Token` with later reads, which are then never answered from
+                    /// data older than this write. On every 2xx answer to a write (`POST`, `PUT`, `PATCH`,
+                    /// `DELETE`), but for the rare one whose commit position could not be read (the primary
+                    /// lost right after it): keep the token held then. Keep the one received last and pass
+                    /// it on as it is; never parse or compare tokens.
+                    ///
+                    ///
+                    /// - Remark: Generated from `#/paths/admin/v1/tenants/{tenantId}/token-secret/rotate/POST/responses/200/headers/Receipts-Consistency-Token`.
+                    public var receiptsConsistencyToken: Components.Headers.ConsistencyToken?
+                    /// Creates a new `Headers`.
+                    ///
+                    /// - Parameters:
+                    ///   - receiptsConsistencyToken: The position of the write's commit, opaque: send it as the request header
+                    public init(receiptsConsistencyToken: Components.Headers.ConsistencyToken? = nil) {
+                        self.receiptsConsistencyToken = receiptsConsistencyToken
+                    }
+                }
+                /// Received HTTP response headers
+                public var headers: Operations.RotateTokenSecret.Output.Ok.Headers
                 /// - Remark: Generated from `#/paths/admin/v1/tenants/{tenantId}/token-secret/rotate/POST/responses/200/content`.
                 @frozen public enum Body: Sendable, Hashable {
                     /// - Remark: Generated from `#/paths/admin/v1/tenants/{tenantId}/token-secret/rotate/POST/responses/200/content/application\/json`.
@@ -1337,8 +1464,13 @@ public enum Operations {
                 /// Creates a new `Ok`.
                 ///
                 /// - Parameters:
+                ///   - headers: Received HTTP response headers
                 ///   - body: Received HTTP response body
-                public init(body: Operations.RotateTokenSecret.Output.Ok.Body) {
+                public init(
+                    headers: Operations.RotateTokenSecret.Output.Ok.Headers = .init(),
+                    body: Operations.RotateTokenSecret.Output.Ok.Body
+                ) {
+                    self.headers = headers
                     self.body = body
                 }
             }
@@ -1366,7 +1498,8 @@ public enum Operations {
                 }
             }
             /// Invalid request (`invalid_request`): bad JSON, a bad id, too many ids, wrong
-            /// types, or a value out of range. Nothing was changed.
+            /// types, a value out of range, or a malformed `Receipts-Consistency-Token`. Nothing
+            /// was changed.
             ///
             ///
             /// - Remark: Generated from `#/paths//admin/v1/tenants/{tenantId}/token-secret/rotate/post(rotateTokenSecret)/responses/400`.
@@ -1605,7 +1738,8 @@ public enum Operations {
                 }
             }
             /// Invalid request (`invalid_request`): bad JSON, a bad id, too many ids, wrong
-            /// types, or a value out of range. Nothing was changed.
+            /// types, a value out of range, or a malformed `Receipts-Consistency-Token`. Nothing
+            /// was changed.
             ///
             ///
             /// - Remark: Generated from `#/paths//admin/v1/tenants/{tenantId}/limits/get(getTenantLimits)/responses/400`.
@@ -1807,6 +1941,28 @@ public enum Operations {
         }
         @frozen public enum Output: Sendable, Hashable {
             public struct Ok: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/admin/v1/tenants/{tenantId}/limits/PUT/responses/200/headers`.
+                public struct Headers: Sendable, Hashable {
+                    /// The position of the write's commit, opaque: send it as the request header
+                    /// `Receipts-Consistency-Token` with later reads, which are then never answered from
+                    /// data older than this write. On every 2xx answer to a write (`POST`, `PUT`, `PATCH`,
+                    /// `DELETE`), but for the rare one whose commit position could not be read (the primary
+                    /// lost right after it): keep the token held then. Keep the one received last and pass
+                    /// it on as it is; never parse or compare tokens.
+                    ///
+                    ///
+                    /// - Remark: Generated from `#/paths/admin/v1/tenants/{tenantId}/limits/PUT/responses/200/headers/Receipts-Consistency-Token`.
+                    public var receiptsConsistencyToken: Components.Headers.ConsistencyToken?
+                    /// Creates a new `Headers`.
+                    ///
+                    /// - Parameters:
+                    ///   - receiptsConsistencyToken: The position of the write's commit, opaque: send it as the request header
+                    public init(receiptsConsistencyToken: Components.Headers.ConsistencyToken? = nil) {
+                        self.receiptsConsistencyToken = receiptsConsistencyToken
+                    }
+                }
+                /// Received HTTP response headers
+                public var headers: Operations.PutTenantLimits.Output.Ok.Headers
                 /// - Remark: Generated from `#/paths/admin/v1/tenants/{tenantId}/limits/PUT/responses/200/content`.
                 @frozen public enum Body: Sendable, Hashable {
                     /// - Remark: Generated from `#/paths/admin/v1/tenants/{tenantId}/limits/PUT/responses/200/content/application\/json`.
@@ -1829,8 +1985,13 @@ public enum Operations {
                 /// Creates a new `Ok`.
                 ///
                 /// - Parameters:
+                ///   - headers: Received HTTP response headers
                 ///   - body: Received HTTP response body
-                public init(body: Operations.PutTenantLimits.Output.Ok.Body) {
+                public init(
+                    headers: Operations.PutTenantLimits.Output.Ok.Headers = .init(),
+                    body: Operations.PutTenantLimits.Output.Ok.Body
+                ) {
+                    self.headers = headers
                     self.body = body
                 }
             }
@@ -1858,7 +2019,8 @@ public enum Operations {
                 }
             }
             /// Invalid request (`invalid_request`): bad JSON, a bad id, too many ids, wrong
-            /// types, or a value out of range. Nothing was changed.
+            /// types, a value out of range, or a malformed `Receipts-Consistency-Token`. Nothing
+            /// was changed.
             ///
             ///
             /// - Remark: Generated from `#/paths//admin/v1/tenants/{tenantId}/limits/put(putTenantLimits)/responses/400`.
@@ -2058,6 +2220,28 @@ public enum Operations {
         }
         @frozen public enum Output: Sendable, Hashable {
             public struct Created: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/tokens/POST/responses/201/headers`.
+                public struct Headers: Sendable, Hashable {
+                    /// The position of the write's commit, opaque: send it as the request header
+                    /// `Receipts-Consistency-Token` with later reads, which are then never answered from
+                    /// data older than this write. On every 2xx answer to a write (`POST`, `PUT`, `PATCH`,
+                    /// `DELETE`), but for the rare one whose commit position could not be read (the primary
+                    /// lost right after it): keep the token held then. Keep the one received last and pass
+                    /// it on as it is; never parse or compare tokens.
+                    ///
+                    ///
+                    /// - Remark: Generated from `#/paths/v1/tokens/POST/responses/201/headers/Receipts-Consistency-Token`.
+                    public var receiptsConsistencyToken: Components.Headers.ConsistencyToken?
+                    /// Creates a new `Headers`.
+                    ///
+                    /// - Parameters:
+                    ///   - receiptsConsistencyToken: The position of the write's commit, opaque: send it as the request header
+                    public init(receiptsConsistencyToken: Components.Headers.ConsistencyToken? = nil) {
+                        self.receiptsConsistencyToken = receiptsConsistencyToken
+                    }
+                }
+                /// Received HTTP response headers
+                public var headers: Operations.CreateToken.Output.Created.Headers
                 /// - Remark: Generated from `#/paths/v1/tokens/POST/responses/201/content`.
                 @frozen public enum Body: Sendable, Hashable {
                     /// - Remark: Generated from `#/paths/v1/tokens/POST/responses/201/content/application\/json`.
@@ -2080,8 +2264,13 @@ public enum Operations {
                 /// Creates a new `Created`.
                 ///
                 /// - Parameters:
+                ///   - headers: Received HTTP response headers
                 ///   - body: Received HTTP response body
-                public init(body: Operations.CreateToken.Output.Created.Body) {
+                public init(
+                    headers: Operations.CreateToken.Output.Created.Headers = .init(),
+                    body: Operations.CreateToken.Output.Created.Body
+                ) {
+                    self.headers = headers
                     self.body = body
                 }
             }
@@ -2109,7 +2298,8 @@ public enum Operations {
                 }
             }
             /// Invalid request (`invalid_request`): bad JSON, a bad id, too many ids, wrong
-            /// types, or a value out of range. Nothing was changed.
+            /// types, a value out of range, or a malformed `Receipts-Consistency-Token`. Nothing
+            /// was changed.
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/tokens/post(createToken)/responses/400`.
@@ -2326,12 +2516,26 @@ public enum Operations {
             public var path: Operations.GetChat.Input.Path
             /// - Remark: Generated from `#/paths/v1/chats/{chatId}/GET/header`.
             public struct Headers: Sendable, Hashable {
+                /// The newest consistency token the caller holds (`Receipts-Consistency-Token` of a
+                /// write's answer, as it was answered): the answer is never made from data older than
+                /// that write. Opaque; a value that is no token the service issued is 400
+                /// `invalid_request`. See "Read replicas and read-your-writes" in this document's
+                /// description.
+                ///
+                ///
+                /// - Remark: Generated from `#/paths/v1/chats/{chatId}/GET/header/Receipts-Consistency-Token`.
+                public var receiptsConsistencyToken: Components.Parameters.ConsistencyToken?
                 public var accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.GetChat.AcceptableContentType>]
                 /// Creates a new `Headers`.
                 ///
                 /// - Parameters:
+                ///   - receiptsConsistencyToken: The newest consistency token the caller holds (`Receipts-Consistency-Token` of a
                 ///   - accept:
-                public init(accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.GetChat.AcceptableContentType>] = .defaultValues()) {
+                public init(
+                    receiptsConsistencyToken: Components.Parameters.ConsistencyToken? = nil,
+                    accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.GetChat.AcceptableContentType>] = .defaultValues()
+                ) {
+                    self.receiptsConsistencyToken = receiptsConsistencyToken
                     self.accept = accept
                 }
             }
@@ -2351,6 +2555,30 @@ public enum Operations {
         }
         @frozen public enum Output: Sendable, Hashable {
             public struct Ok: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/chats/{chatId}/GET/responses/200/headers`.
+                public struct Headers: Sendable, Hashable {
+                    /// - Remark: Generated from `#/components/headers/ReadSource`.
+                    @frozen public enum ReadSource: String, Codable, Hashable, Sendable, CaseIterable {
+                        case primary = "primary"
+                        case replica = "replica"
+                    }
+                    /// Where the read was answered from: `primary`, or `replica` (a standby at least as
+                    /// new as the request's `Receipts-Consistency-Token`). For diagnosis; the answer is
+                    /// the same either way.
+                    ///
+                    ///
+                    /// - Remark: Generated from `#/paths/v1/chats/{chatId}/GET/responses/200/headers/Receipts-Read-Source`.
+                    public var receiptsReadSource: Components.Headers.ReadSource?
+                    /// Creates a new `Headers`.
+                    ///
+                    /// - Parameters:
+                    ///   - receiptsReadSource: Where the read was answered from: `primary`, or `replica` (a standby at least as
+                    public init(receiptsReadSource: Components.Headers.ReadSource? = nil) {
+                        self.receiptsReadSource = receiptsReadSource
+                    }
+                }
+                /// Received HTTP response headers
+                public var headers: Operations.GetChat.Output.Ok.Headers
                 /// - Remark: Generated from `#/paths/v1/chats/{chatId}/GET/responses/200/content`.
                 @frozen public enum Body: Sendable, Hashable {
                     /// - Remark: Generated from `#/paths/v1/chats/{chatId}/GET/responses/200/content/application\/json`.
@@ -2373,8 +2601,13 @@ public enum Operations {
                 /// Creates a new `Ok`.
                 ///
                 /// - Parameters:
+                ///   - headers: Received HTTP response headers
                 ///   - body: Received HTTP response body
-                public init(body: Operations.GetChat.Output.Ok.Body) {
+                public init(
+                    headers: Operations.GetChat.Output.Ok.Headers = .init(),
+                    body: Operations.GetChat.Output.Ok.Body
+                ) {
+                    self.headers = headers
                     self.body = body
                 }
             }
@@ -2402,7 +2635,8 @@ public enum Operations {
                 }
             }
             /// Invalid request (`invalid_request`): bad JSON, a bad id, too many ids, wrong
-            /// types, or a value out of range. Nothing was changed.
+            /// types, a value out of range, or a malformed `Receipts-Consistency-Token`. Nothing
+            /// was changed.
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/chats/{chatId}/get(getChat)/responses/400`.
@@ -2657,6 +2891,28 @@ public enum Operations {
         }
         @frozen public enum Output: Sendable, Hashable {
             public struct Created: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/chats/{chatId}/PUT/responses/201/headers`.
+                public struct Headers: Sendable, Hashable {
+                    /// The position of the write's commit, opaque: send it as the request header
+                    /// `Receipts-Consistency-Token` with later reads, which are then never answered from
+                    /// data older than this write. On every 2xx answer to a write (`POST`, `PUT`, `PATCH`,
+                    /// `DELETE`), but for the rare one whose commit position could not be read (the primary
+                    /// lost right after it): keep the token held then. Keep the one received last and pass
+                    /// it on as it is; never parse or compare tokens.
+                    ///
+                    ///
+                    /// - Remark: Generated from `#/paths/v1/chats/{chatId}/PUT/responses/201/headers/Receipts-Consistency-Token`.
+                    public var receiptsConsistencyToken: Components.Headers.ConsistencyToken?
+                    /// Creates a new `Headers`.
+                    ///
+                    /// - Parameters:
+                    ///   - receiptsConsistencyToken: The position of the write's commit, opaque: send it as the request header
+                    public init(receiptsConsistencyToken: Components.Headers.ConsistencyToken? = nil) {
+                        self.receiptsConsistencyToken = receiptsConsistencyToken
+                    }
+                }
+                /// Received HTTP response headers
+                public var headers: Operations.PutChat.Output.Created.Headers
                 /// - Remark: Generated from `#/paths/v1/chats/{chatId}/PUT/responses/201/content`.
                 @frozen public enum Body: Sendable, Hashable {
                     /// - Remark: Generated from `#/paths/v1/chats/{chatId}/PUT/responses/201/content/application\/json`.
@@ -2679,8 +2935,13 @@ public enum Operations {
                 /// Creates a new `Created`.
                 ///
                 /// - Parameters:
+                ///   - headers: Received HTTP response headers
                 ///   - body: Received HTTP response body
-                public init(body: Operations.PutChat.Output.Created.Body) {
+                public init(
+                    headers: Operations.PutChat.Output.Created.Headers = .init(),
+                    body: Operations.PutChat.Output.Created.Body
+                ) {
+                    self.headers = headers
                     self.body = body
                 }
             }
@@ -2708,6 +2969,28 @@ public enum Operations {
                 }
             }
             public struct Ok: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/chats/{chatId}/PUT/responses/200/headers`.
+                public struct Headers: Sendable, Hashable {
+                    /// The position of the write's commit, opaque: send it as the request header
+                    /// `Receipts-Consistency-Token` with later reads, which are then never answered from
+                    /// data older than this write. On every 2xx answer to a write (`POST`, `PUT`, `PATCH`,
+                    /// `DELETE`), but for the rare one whose commit position could not be read (the primary
+                    /// lost right after it): keep the token held then. Keep the one received last and pass
+                    /// it on as it is; never parse or compare tokens.
+                    ///
+                    ///
+                    /// - Remark: Generated from `#/paths/v1/chats/{chatId}/PUT/responses/200/headers/Receipts-Consistency-Token`.
+                    public var receiptsConsistencyToken: Components.Headers.ConsistencyToken?
+                    /// Creates a new `Headers`.
+                    ///
+                    /// - Parameters:
+                    ///   - receiptsConsistencyToken: The position of the write's commit, opaque: send it as the request header
+                    public init(receiptsConsistencyToken: Components.Headers.ConsistencyToken? = nil) {
+                        self.receiptsConsistencyToken = receiptsConsistencyToken
+                    }
+                }
+                /// Received HTTP response headers
+                public var headers: Operations.PutChat.Output.Ok.Headers
                 /// - Remark: Generated from `#/paths/v1/chats/{chatId}/PUT/responses/200/content`.
                 @frozen public enum Body: Sendable, Hashable {
                     /// - Remark: Generated from `#/paths/v1/chats/{chatId}/PUT/responses/200/content/application\/json`.
@@ -2730,8 +3013,13 @@ public enum Operations {
                 /// Creates a new `Ok`.
                 ///
                 /// - Parameters:
+                ///   - headers: Received HTTP response headers
                 ///   - body: Received HTTP response body
-                public init(body: Operations.PutChat.Output.Ok.Body) {
+                public init(
+                    headers: Operations.PutChat.Output.Ok.Headers = .init(),
+                    body: Operations.PutChat.Output.Ok.Body
+                ) {
+                    self.headers = headers
                     self.body = body
                 }
             }
@@ -2759,7 +3047,8 @@ public enum Operations {
                 }
             }
             /// Invalid request (`invalid_request`): bad JSON, a bad id, too many ids, wrong
-            /// types, or a value out of range. Nothing was changed.
+            /// types, a value out of range, or a malformed `Receipts-Consistency-Token`. Nothing
+            /// was changed.
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/chats/{chatId}/put(putChat)/responses/400`.
@@ -3027,8 +3316,35 @@ public enum Operations {
         }
         @frozen public enum Output: Sendable, Hashable {
             public struct NoContent: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/chats/{chatId}/DELETE/responses/204/headers`.
+                public struct Headers: Sendable, Hashable {
+                    /// The position of the write's commit, opaque: send it as the request header
+                    /// `Receipts-Consistency-Token` with later reads, which are then never answered from
+                    /// data older than this write. On every 2xx answer to a write (`POST`, `PUT`, `PATCH`,
+                    /// `DELETE`), but for the rare one whose commit position could not be read (the primary
+                    /// lost right after it): keep the token held then. Keep the one received last and pass
+                    /// it on as it is; never parse or compare tokens.
+                    ///
+                    ///
+                    /// - Remark: Generated from `#/paths/v1/chats/{chatId}/DELETE/responses/204/headers/Receipts-Consistency-Token`.
+                    public var receiptsConsistencyToken: Components.Headers.ConsistencyToken?
+                    /// Creates a new `Headers`.
+                    ///
+                    /// - Parameters:
+                    ///   - receiptsConsistencyToken: The position of the write's commit, opaque: send it as the request header
+                    public init(receiptsConsistencyToken: Components.Headers.ConsistencyToken? = nil) {
+                        self.receiptsConsistencyToken = receiptsConsistencyToken
+                    }
+                }
+                /// Received HTTP response headers
+                public var headers: Operations.DeleteChat.Output.NoContent.Headers
                 /// Creates a new `NoContent`.
-                public init() {}
+                ///
+                /// - Parameters:
+                ///   - headers: Received HTTP response headers
+                public init(headers: Operations.DeleteChat.Output.NoContent.Headers = .init()) {
+                    self.headers = headers
+                }
             }
             /// The chat was deleted.
             ///
@@ -3036,14 +3352,6 @@ public enum Operations {
             ///
             /// HTTP response code: `204 noContent`.
             case noContent(Operations.DeleteChat.Output.NoContent)
-            /// The chat was deleted.
-            ///
-            /// - Remark: Generated from `#/paths//v1/chats/{chatId}/delete(deleteChat)/responses/204`.
-            ///
-            /// HTTP response code: `204 noContent`.
-            public static var noContent: Self {
-                .noContent(.init())
-            }
             /// The associated value of the enum case if `self` is `.noContent`.
             ///
             /// - Throws: An error if `self` is not `.noContent`.
@@ -3062,7 +3370,8 @@ public enum Operations {
                 }
             }
             /// Invalid request (`invalid_request`): bad JSON, a bad id, too many ids, wrong
-            /// types, or a value out of range. Nothing was changed.
+            /// types, a value out of range, or a malformed `Receipts-Consistency-Token`. Nothing
+            /// was changed.
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/chats/{chatId}/delete(deleteChat)/responses/400`.
@@ -3317,6 +3626,28 @@ public enum Operations {
         }
         @frozen public enum Output: Sendable, Hashable {
             public struct Ok: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/chats/{chatId}/members/POST/responses/200/headers`.
+                public struct Headers: Sendable, Hashable {
+                    /// The position of the write's commit, opaque: send it as the request header
+                    /// `Receipts-Consistency-Token` with later reads, which are then never answered from
+                    /// data older than this write. On every 2xx answer to a write (`POST`, `PUT`, `PATCH`,
+                    /// `DELETE`), but for the rare one whose commit position could not be read (the primary
+                    /// lost right after it): keep the token held then. Keep the one received last and pass
+                    /// it on as it is; never parse or compare tokens.
+                    ///
+                    ///
+                    /// - Remark: Generated from `#/paths/v1/chats/{chatId}/members/POST/responses/200/headers/Receipts-Consistency-Token`.
+                    public var receiptsConsistencyToken: Components.Headers.ConsistencyToken?
+                    /// Creates a new `Headers`.
+                    ///
+                    /// - Parameters:
+                    ///   - receiptsConsistencyToken: The position of the write's commit, opaque: send it as the request header
+                    public init(receiptsConsistencyToken: Components.Headers.ConsistencyToken? = nil) {
+                        self.receiptsConsistencyToken = receiptsConsistencyToken
+                    }
+                }
+                /// Received HTTP response headers
+                public var headers: Operations.AddMember.Output.Ok.Headers
                 /// - Remark: Generated from `#/paths/v1/chats/{chatId}/members/POST/responses/200/content`.
                 @frozen public enum Body: Sendable, Hashable {
                     /// - Remark: Generated from `#/paths/v1/chats/{chatId}/members/POST/responses/200/content/application\/json`.
@@ -3339,8 +3670,13 @@ public enum Operations {
                 /// Creates a new `Ok`.
                 ///
                 /// - Parameters:
+                ///   - headers: Received HTTP response headers
                 ///   - body: Received HTTP response body
-                public init(body: Operations.AddMember.Output.Ok.Body) {
+                public init(
+                    headers: Operations.AddMember.Output.Ok.Headers = .init(),
+                    body: Operations.AddMember.Output.Ok.Body
+                ) {
+                    self.headers = headers
                     self.body = body
                 }
             }
@@ -3368,7 +3704,8 @@ public enum Operations {
                 }
             }
             /// Invalid request (`invalid_request`): bad JSON, a bad id, too many ids, wrong
-            /// types, or a value out of range. Nothing was changed.
+            /// types, a value out of range, or a malformed `Receipts-Consistency-Token`. Nothing
+            /// was changed.
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/chats/{chatId}/members/post(addMember)/responses/400`.
@@ -3669,6 +4006,28 @@ public enum Operations {
         }
         @frozen public enum Output: Sendable, Hashable {
             public struct Ok: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/chats/{chatId}/members/{userId}/DELETE/responses/200/headers`.
+                public struct Headers: Sendable, Hashable {
+                    /// The position of the write's commit, opaque: send it as the request header
+                    /// `Receipts-Consistency-Token` with later reads, which are then never answered from
+                    /// data older than this write. On every 2xx answer to a write (`POST`, `PUT`, `PATCH`,
+                    /// `DELETE`), but for the rare one whose commit position could not be read (the primary
+                    /// lost right after it): keep the token held then. Keep the one received last and pass
+                    /// it on as it is; never parse or compare tokens.
+                    ///
+                    ///
+                    /// - Remark: Generated from `#/paths/v1/chats/{chatId}/members/{userId}/DELETE/responses/200/headers/Receipts-Consistency-Token`.
+                    public var receiptsConsistencyToken: Components.Headers.ConsistencyToken?
+                    /// Creates a new `Headers`.
+                    ///
+                    /// - Parameters:
+                    ///   - receiptsConsistencyToken: The position of the write's commit, opaque: send it as the request header
+                    public init(receiptsConsistencyToken: Components.Headers.ConsistencyToken? = nil) {
+                        self.receiptsConsistencyToken = receiptsConsistencyToken
+                    }
+                }
+                /// Received HTTP response headers
+                public var headers: Operations.RemoveMember.Output.Ok.Headers
                 /// - Remark: Generated from `#/paths/v1/chats/{chatId}/members/{userId}/DELETE/responses/200/content`.
                 @frozen public enum Body: Sendable, Hashable {
                     /// - Remark: Generated from `#/paths/v1/chats/{chatId}/members/{userId}/DELETE/responses/200/content/application\/json`.
@@ -3691,8 +4050,13 @@ public enum Operations {
                 /// Creates a new `Ok`.
                 ///
                 /// - Parameters:
+                ///   - headers: Received HTTP response headers
                 ///   - body: Received HTTP response body
-                public init(body: Operations.RemoveMember.Output.Ok.Body) {
+                public init(
+                    headers: Operations.RemoveMember.Output.Ok.Headers = .init(),
+                    body: Operations.RemoveMember.Output.Ok.Body
+                ) {
+                    self.headers = headers
                     self.body = body
                 }
             }
@@ -3720,7 +4084,8 @@ public enum Operations {
                 }
             }
             /// Invalid request (`invalid_request`): bad JSON, a bad id, too many ids, wrong
-            /// types, or a value out of range. Nothing was changed.
+            /// types, a value out of range, or a malformed `Receipts-Consistency-Token`. Nothing
+            /// was changed.
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/chats/{chatId}/members/{userId}/delete(removeMember)/responses/400`.
@@ -3988,6 +4353,28 @@ public enum Operations {
         }
         @frozen public enum Output: Sendable, Hashable {
             public struct Ok: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/chats/{chatId}/members/{userId}/settings/PUT/responses/200/headers`.
+                public struct Headers: Sendable, Hashable {
+                    /// The position of the write's commit, opaque: send it as the request header
+                    /// `Receipts-Consistency-Token` with later reads, which are then never answered from
+                    /// data older than this write. On every 2xx answer to a write (`POST`, `PUT`, `PATCH`,
+                    /// `DELETE`), but for the rare one whose commit position could not be read (the primary
+                    /// lost right after it): keep the token held then. Keep the one received last and pass
+                    /// it on as it is; never parse or compare tokens.
+                    ///
+                    ///
+                    /// - Remark: Generated from `#/paths/v1/chats/{chatId}/members/{userId}/settings/PUT/responses/200/headers/Receipts-Consistency-Token`.
+                    public var receiptsConsistencyToken: Components.Headers.ConsistencyToken?
+                    /// Creates a new `Headers`.
+                    ///
+                    /// - Parameters:
+                    ///   - receiptsConsistencyToken: The position of the write's commit, opaque: send it as the request header
+                    public init(receiptsConsistencyToken: Components.Headers.ConsistencyToken? = nil) {
+                        self.receiptsConsistencyToken = receiptsConsistencyToken
+                    }
+                }
+                /// Received HTTP response headers
+                public var headers: Operations.PutMemberSettings.Output.Ok.Headers
                 /// - Remark: Generated from `#/paths/v1/chats/{chatId}/members/{userId}/settings/PUT/responses/200/content`.
                 @frozen public enum Body: Sendable, Hashable {
                     /// - Remark: Generated from `#/paths/v1/chats/{chatId}/members/{userId}/settings/PUT/responses/200/content/application\/json`.
@@ -4010,8 +4397,13 @@ public enum Operations {
                 /// Creates a new `Ok`.
                 ///
                 /// - Parameters:
+                ///   - headers: Received HTTP response headers
                 ///   - body: Received HTTP response body
-                public init(body: Operations.PutMemberSettings.Output.Ok.Body) {
+                public init(
+                    headers: Operations.PutMemberSettings.Output.Ok.Headers = .init(),
+                    body: Operations.PutMemberSettings.Output.Ok.Body
+                ) {
+                    self.headers = headers
                     self.body = body
                 }
             }
@@ -4039,7 +4431,8 @@ public enum Operations {
                 }
             }
             /// Invalid request (`invalid_request`): bad JSON, a bad id, too many ids, wrong
-            /// types, or a value out of range. Nothing was changed.
+            /// types, a value out of range, or a malformed `Receipts-Consistency-Token`. Nothing
+            /// was changed.
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/chats/{chatId}/members/{userId}/settings/put(putMemberSettings)/responses/400`.
@@ -4367,12 +4760,26 @@ public enum Operations {
             public var query: Operations.ListMessages.Input.Query
             /// - Remark: Generated from `#/paths/v1/chats/{chatId}/messages/GET/header`.
             public struct Headers: Sendable, Hashable {
+                /// The newest consistency token the caller holds (`Receipts-Consistency-Token` of a
+                /// write's answer, as it was answered): the answer is never made from data older than
+                /// that write. Opaque; a value that is no token the service issued is 400
+                /// `invalid_request`. See "Read replicas and read-your-writes" in this document's
+                /// description.
+                ///
+                ///
+                /// - Remark: Generated from `#/paths/v1/chats/{chatId}/messages/GET/header/Receipts-Consistency-Token`.
+                public var receiptsConsistencyToken: Components.Parameters.ConsistencyToken?
                 public var accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.ListMessages.AcceptableContentType>]
                 /// Creates a new `Headers`.
                 ///
                 /// - Parameters:
+                ///   - receiptsConsistencyToken: The newest consistency token the caller holds (`Receipts-Consistency-Token` of a
                 ///   - accept:
-                public init(accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.ListMessages.AcceptableContentType>] = .defaultValues()) {
+                public init(
+                    receiptsConsistencyToken: Components.Parameters.ConsistencyToken? = nil,
+                    accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.ListMessages.AcceptableContentType>] = .defaultValues()
+                ) {
+                    self.receiptsConsistencyToken = receiptsConsistencyToken
                     self.accept = accept
                 }
             }
@@ -4395,6 +4802,30 @@ public enum Operations {
         }
         @frozen public enum Output: Sendable, Hashable {
             public struct Ok: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/chats/{chatId}/messages/GET/responses/200/headers`.
+                public struct Headers: Sendable, Hashable {
+                    /// - Remark: Generated from `#/components/headers/ReadSource`.
+                    @frozen public enum ReadSource: String, Codable, Hashable, Sendable, CaseIterable {
+                        case primary = "primary"
+                        case replica = "replica"
+                    }
+                    /// Where the read was answered from: `primary`, or `replica` (a standby at least as
+                    /// new as the request's `Receipts-Consistency-Token`). For diagnosis; the answer is
+                    /// the same either way.
+                    ///
+                    ///
+                    /// - Remark: Generated from `#/paths/v1/chats/{chatId}/messages/GET/responses/200/headers/Receipts-Read-Source`.
+                    public var receiptsReadSource: Components.Headers.ReadSource?
+                    /// Creates a new `Headers`.
+                    ///
+                    /// - Parameters:
+                    ///   - receiptsReadSource: Where the read was answered from: `primary`, or `replica` (a standby at least as
+                    public init(receiptsReadSource: Components.Headers.ReadSource? = nil) {
+                        self.receiptsReadSource = receiptsReadSource
+                    }
+                }
+                /// Received HTTP response headers
+                public var headers: Operations.ListMessages.Output.Ok.Headers
                 /// - Remark: Generated from `#/paths/v1/chats/{chatId}/messages/GET/responses/200/content`.
                 @frozen public enum Body: Sendable, Hashable {
                     /// - Remark: Generated from `#/paths/v1/chats/{chatId}/messages/GET/responses/200/content/application\/json`.
@@ -4417,8 +4848,13 @@ public enum Operations {
                 /// Creates a new `Ok`.
                 ///
                 /// - Parameters:
+                ///   - headers: Received HTTP response headers
                 ///   - body: Received HTTP response body
-                public init(body: Operations.ListMessages.Output.Ok.Body) {
+                public init(
+                    headers: Operations.ListMessages.Output.Ok.Headers = .init(),
+                    body: Operations.ListMessages.Output.Ok.Body
+                ) {
+                    self.headers = headers
                     self.body = body
                 }
             }
@@ -4446,7 +4882,8 @@ public enum Operations {
                 }
             }
             /// Invalid request (`invalid_request`): bad JSON, a bad id, too many ids, wrong
-            /// types, or a value out of range. Nothing was changed.
+            /// types, a value out of range, or a malformed `Receipts-Consistency-Token`. Nothing
+            /// was changed.
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/chats/{chatId}/messages/get(listMessages)/responses/400`.
@@ -4716,6 +5153,28 @@ public enum Operations {
         }
         @frozen public enum Output: Sendable, Hashable {
             public struct Created: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/chats/{chatId}/messages/POST/responses/201/headers`.
+                public struct Headers: Sendable, Hashable {
+                    /// The position of the write's commit, opaque: send it as the request header
+                    /// `Receipts-Consistency-Token` with later reads, which are then never answered from
+                    /// data older than this write. On every 2xx answer to a write (`POST`, `PUT`, `PATCH`,
+                    /// `DELETE`), but for the rare one whose commit position could not be read (the primary
+                    /// lost right after it): keep the token held then. Keep the one received last and pass
+                    /// it on as it is; never parse or compare tokens.
+                    ///
+                    ///
+                    /// - Remark: Generated from `#/paths/v1/chats/{chatId}/messages/POST/responses/201/headers/Receipts-Consistency-Token`.
+                    public var receiptsConsistencyToken: Components.Headers.ConsistencyToken?
+                    /// Creates a new `Headers`.
+                    ///
+                    /// - Parameters:
+                    ///   - receiptsConsistencyToken: The position of the write's commit, opaque: send it as the request header
+                    public init(receiptsConsistencyToken: Components.Headers.ConsistencyToken? = nil) {
+                        self.receiptsConsistencyToken = receiptsConsistencyToken
+                    }
+                }
+                /// Received HTTP response headers
+                public var headers: Operations.SendMessage.Output.Created.Headers
                 /// - Remark: Generated from `#/paths/v1/chats/{chatId}/messages/POST/responses/201/content`.
                 @frozen public enum Body: Sendable, Hashable {
                     /// - Remark: Generated from `#/paths/v1/chats/{chatId}/messages/POST/responses/201/content/application\/json`.
@@ -4738,8 +5197,13 @@ public enum Operations {
                 /// Creates a new `Created`.
                 ///
                 /// - Parameters:
+                ///   - headers: Received HTTP response headers
                 ///   - body: Received HTTP response body
-                public init(body: Operations.SendMessage.Output.Created.Body) {
+                public init(
+                    headers: Operations.SendMessage.Output.Created.Headers = .init(),
+                    body: Operations.SendMessage.Output.Created.Body
+                ) {
+                    self.headers = headers
                     self.body = body
                 }
             }
@@ -4767,6 +5231,28 @@ public enum Operations {
                 }
             }
             public struct Ok: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/chats/{chatId}/messages/POST/responses/200/headers`.
+                public struct Headers: Sendable, Hashable {
+                    /// The position of the write's commit, opaque: send it as the request header
+                    /// `Receipts-Consistency-Token` with later reads, which are then never answered from
+                    /// data older than this write. On every 2xx answer to a write (`POST`, `PUT`, `PATCH`,
+                    /// `DELETE`), but for the rare one whose commit position could not be read (the primary
+                    /// lost right after it): keep the token held then. Keep the one received last and pass
+                    /// it on as it is; never parse or compare tokens.
+                    ///
+                    ///
+                    /// - Remark: Generated from `#/paths/v1/chats/{chatId}/messages/POST/responses/200/headers/Receipts-Consistency-Token`.
+                    public var receiptsConsistencyToken: Components.Headers.ConsistencyToken?
+                    /// Creates a new `Headers`.
+                    ///
+                    /// - Parameters:
+                    ///   - receiptsConsistencyToken: The position of the write's commit, opaque: send it as the request header
+                    public init(receiptsConsistencyToken: Components.Headers.ConsistencyToken? = nil) {
+                        self.receiptsConsistencyToken = receiptsConsistencyToken
+                    }
+                }
+                /// Received HTTP response headers
+                public var headers: Operations.SendMessage.Output.Ok.Headers
                 /// - Remark: Generated from `#/paths/v1/chats/{chatId}/messages/POST/responses/200/content`.
                 @frozen public enum Body: Sendable, Hashable {
                     /// - Remark: Generated from `#/paths/v1/chats/{chatId}/messages/POST/responses/200/content/application\/json`.
@@ -4789,8 +5275,13 @@ public enum Operations {
                 /// Creates a new `Ok`.
                 ///
                 /// - Parameters:
+                ///   - headers: Received HTTP response headers
                 ///   - body: Received HTTP response body
-                public init(body: Operations.SendMessage.Output.Ok.Body) {
+                public init(
+                    headers: Operations.SendMessage.Output.Ok.Headers = .init(),
+                    body: Operations.SendMessage.Output.Ok.Body
+                ) {
+                    self.headers = headers
                     self.body = body
                 }
             }
@@ -4818,7 +5309,8 @@ public enum Operations {
                 }
             }
             /// Invalid request (`invalid_request`): bad JSON, a bad id, too many ids, wrong
-            /// types, or a value out of range. Nothing was changed.
+            /// types, a value out of range, or a malformed `Receipts-Consistency-Token`. Nothing
+            /// was changed.
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/chats/{chatId}/messages/post(sendMessage)/responses/400`.
@@ -5147,12 +5639,26 @@ public enum Operations {
             public var query: Operations.GetMessage.Input.Query
             /// - Remark: Generated from `#/paths/v1/chats/{chatId}/messages/{messageId}/GET/header`.
             public struct Headers: Sendable, Hashable {
+                /// The newest consistency token the caller holds (`Receipts-Consistency-Token` of a
+                /// write's answer, as it was answered): the answer is never made from data older than
+                /// that write. Opaque; a value that is no token the service issued is 400
+                /// `invalid_request`. See "Read replicas and read-your-writes" in this document's
+                /// description.
+                ///
+                ///
+                /// - Remark: Generated from `#/paths/v1/chats/{chatId}/messages/{messageId}/GET/header/Receipts-Consistency-Token`.
+                public var receiptsConsistencyToken: Components.Parameters.ConsistencyToken?
                 public var accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.GetMessage.AcceptableContentType>]
                 /// Creates a new `Headers`.
                 ///
                 /// - Parameters:
+                ///   - receiptsConsistencyToken: The newest consistency token the caller holds (`Receipts-Consistency-Token` of a
                 ///   - accept:
-                public init(accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.GetMessage.AcceptableContentType>] = .defaultValues()) {
+                public init(
+                    receiptsConsistencyToken: Components.Parameters.ConsistencyToken? = nil,
+                    accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.GetMessage.AcceptableContentType>] = .defaultValues()
+                ) {
+                    self.receiptsConsistencyToken = receiptsConsistencyToken
                     self.accept = accept
                 }
             }
@@ -5175,6 +5681,30 @@ public enum Operations {
         }
         @frozen public enum Output: Sendable, Hashable {
             public struct Ok: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/chats/{chatId}/messages/{messageId}/GET/responses/200/headers`.
+                public struct Headers: Sendable, Hashable {
+                    /// - Remark: Generated from `#/components/headers/ReadSource`.
+                    @frozen public enum ReadSource: String, Codable, Hashable, Sendable, CaseIterable {
+                        case primary = "primary"
+                        case replica = "replica"
+                    }
+                    /// Where the read was answered from: `primary`, or `replica` (a standby at least as
+                    /// new as the request's `Receipts-Consistency-Token`). For diagnosis; the answer is
+                    /// the same either way.
+                    ///
+                    ///
+                    /// - Remark: Generated from `#/paths/v1/chats/{chatId}/messages/{messageId}/GET/responses/200/headers/Receipts-Read-Source`.
+                    public var receiptsReadSource: Components.Headers.ReadSource?
+                    /// Creates a new `Headers`.
+                    ///
+                    /// - Parameters:
+                    ///   - receiptsReadSource: Where the read was answered from: `primary`, or `replica` (a standby at least as
+                    public init(receiptsReadSource: Components.Headers.ReadSource? = nil) {
+                        self.receiptsReadSource = receiptsReadSource
+                    }
+                }
+                /// Received HTTP response headers
+                public var headers: Operations.GetMessage.Output.Ok.Headers
                 /// - Remark: Generated from `#/paths/v1/chats/{chatId}/messages/{messageId}/GET/responses/200/content`.
                 @frozen public enum Body: Sendable, Hashable {
                     /// - Remark: Generated from `#/paths/v1/chats/{chatId}/messages/{messageId}/GET/responses/200/content/application\/json`.
@@ -5197,8 +5727,13 @@ public enum Operations {
                 /// Creates a new `Ok`.
                 ///
                 /// - Parameters:
+                ///   - headers: Received HTTP response headers
                 ///   - body: Received HTTP response body
-                public init(body: Operations.GetMessage.Output.Ok.Body) {
+                public init(
+                    headers: Operations.GetMessage.Output.Ok.Headers = .init(),
+                    body: Operations.GetMessage.Output.Ok.Body
+                ) {
+                    self.headers = headers
                     self.body = body
                 }
             }
@@ -5226,7 +5761,8 @@ public enum Operations {
                 }
             }
             /// Invalid request (`invalid_request`): bad JSON, a bad id, too many ids, wrong
-            /// types, or a value out of range. Nothing was changed.
+            /// types, a value out of range, or a malformed `Receipts-Consistency-Token`. Nothing
+            /// was changed.
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/chats/{chatId}/messages/{messageId}/get(getMessage)/responses/400`.
@@ -5495,6 +6031,28 @@ public enum Operations {
         }
         @frozen public enum Output: Sendable, Hashable {
             public struct Ok: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/chats/{chatId}/messages/{messageId}/PATCH/responses/200/headers`.
+                public struct Headers: Sendable, Hashable {
+                    /// The position of the write's commit, opaque: send it as the request header
+                    /// `Receipts-Consistency-Token` with later reads, which are then never answered from
+                    /// data older than this write. On every 2xx answer to a write (`POST`, `PUT`, `PATCH`,
+                    /// `DELETE`), but for the rare one whose commit position could not be read (the primary
+                    /// lost right after it): keep the token held then. Keep the one received last and pass
+                    /// it on as it is; never parse or compare tokens.
+                    ///
+                    ///
+                    /// - Remark: Generated from `#/paths/v1/chats/{chatId}/messages/{messageId}/PATCH/responses/200/headers/Receipts-Consistency-Token`.
+                    public var receiptsConsistencyToken: Components.Headers.ConsistencyToken?
+                    /// Creates a new `Headers`.
+                    ///
+                    /// - Parameters:
+                    ///   - receiptsConsistencyToken: The position of the write's commit, opaque: send it as the request header
+                    public init(receiptsConsistencyToken: Components.Headers.ConsistencyToken? = nil) {
+                        self.receiptsConsistencyToken = receiptsConsistencyToken
+                    }
+                }
+                /// Received HTTP response headers
+                public var headers: Operations.EditMessage.Output.Ok.Headers
                 /// - Remark: Generated from `#/paths/v1/chats/{chatId}/messages/{messageId}/PATCH/responses/200/content`.
                 @frozen public enum Body: Sendable, Hashable {
                     /// - Remark: Generated from `#/paths/v1/chats/{chatId}/messages/{messageId}/PATCH/responses/200/content/application\/json`.
@@ -5517,8 +6075,13 @@ public enum Operations {
                 /// Creates a new `Ok`.
                 ///
                 /// - Parameters:
+                ///   - headers: Received HTTP response headers
                 ///   - body: Received HTTP response body
-                public init(body: Operations.EditMessage.Output.Ok.Body) {
+                public init(
+                    headers: Operations.EditMessage.Output.Ok.Headers = .init(),
+                    body: Operations.EditMessage.Output.Ok.Body
+                ) {
+                    self.headers = headers
                     self.body = body
                 }
             }
@@ -5546,7 +6109,8 @@ public enum Operations {
                 }
             }
             /// Invalid request (`invalid_request`): bad JSON, a bad id, too many ids, wrong
-            /// types, or a value out of range. Nothing was changed.
+            /// types, a value out of range, or a malformed `Receipts-Consistency-Token`. Nothing
+            /// was changed.
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/chats/{chatId}/messages/{messageId}/patch(editMessage)/responses/400`.
@@ -5832,8 +6396,35 @@ public enum Operations {
         }
         @frozen public enum Output: Sendable, Hashable {
             public struct NoContent: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/chats/{chatId}/messages/{messageId}/DELETE/responses/204/headers`.
+                public struct Headers: Sendable, Hashable {
+                    /// The position of the write's commit, opaque: send it as the request header
+                    /// `Receipts-Consistency-Token` with later reads, which are then never answered from
+                    /// data older than this write. On every 2xx answer to a write (`POST`, `PUT`, `PATCH`,
+                    /// `DELETE`), but for the rare one whose commit position could not be read (the primary
+                    /// lost right after it): keep the token held then. Keep the one received last and pass
+                    /// it on as it is; never parse or compare tokens.
+                    ///
+                    ///
+                    /// - Remark: Generated from `#/paths/v1/chats/{chatId}/messages/{messageId}/DELETE/responses/204/headers/Receipts-Consistency-Token`.
+                    public var receiptsConsistencyToken: Components.Headers.ConsistencyToken?
+                    /// Creates a new `Headers`.
+                    ///
+                    /// - Parameters:
+                    ///   - receiptsConsistencyToken: The position of the write's commit, opaque: send it as the request header
+                    public init(receiptsConsistencyToken: Components.Headers.ConsistencyToken? = nil) {
+                        self.receiptsConsistencyToken = receiptsConsistencyToken
+                    }
+                }
+                /// Received HTTP response headers
+                public var headers: Operations.DeleteMessage.Output.NoContent.Headers
                 /// Creates a new `NoContent`.
-                public init() {}
+                ///
+                /// - Parameters:
+                ///   - headers: Received HTTP response headers
+                public init(headers: Operations.DeleteMessage.Output.NoContent.Headers = .init()) {
+                    self.headers = headers
+                }
             }
             /// The message is deleted (now or before).
             ///
@@ -5841,14 +6432,6 @@ public enum Operations {
             ///
             /// HTTP response code: `204 noContent`.
             case noContent(Operations.DeleteMessage.Output.NoContent)
-            /// The message is deleted (now or before).
-            ///
-            /// - Remark: Generated from `#/paths//v1/chats/{chatId}/messages/{messageId}/delete(deleteMessage)/responses/204`.
-            ///
-            /// HTTP response code: `204 noContent`.
-            public static var noContent: Self {
-                .noContent(.init())
-            }
             /// The associated value of the enum case if `self` is `.noContent`.
             ///
             /// - Throws: An error if `self` is not `.noContent`.
@@ -5867,7 +6450,8 @@ public enum Operations {
                 }
             }
             /// Invalid request (`invalid_request`): bad JSON, a bad id, too many ids, wrong
-            /// types, or a value out of range. Nothing was changed.
+            /// types, a value out of range, or a malformed `Receipts-Consistency-Token`. Nothing
+            /// was changed.
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/chats/{chatId}/messages/{messageId}/delete(deleteMessage)/responses/400`.
@@ -6126,6 +6710,28 @@ public enum Operations {
         }
         @frozen public enum Output: Sendable, Hashable {
             public struct Ok: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/chats/{chatId}/read/POST/responses/200/headers`.
+                public struct Headers: Sendable, Hashable {
+                    /// The position of the write's commit, opaque: send it as the request header
+                    /// `Receipts-Consistency-Token` with later reads, which are then never answered from
+                    /// data older than this write. On every 2xx answer to a write (`POST`, `PUT`, `PATCH`,
+                    /// `DELETE`), but for the rare one whose commit position could not be read (the primary
+                    /// lost right after it): keep the token held then. Keep the one received last and pass
+                    /// it on as it is; never parse or compare tokens.
+                    ///
+                    ///
+                    /// - Remark: Generated from `#/paths/v1/chats/{chatId}/read/POST/responses/200/headers/Receipts-Consistency-Token`.
+                    public var receiptsConsistencyToken: Components.Headers.ConsistencyToken?
+                    /// Creates a new `Headers`.
+                    ///
+                    /// - Parameters:
+                    ///   - receiptsConsistencyToken: The position of the write's commit, opaque: send it as the request header
+                    public init(receiptsConsistencyToken: Components.Headers.ConsistencyToken? = nil) {
+                        self.receiptsConsistencyToken = receiptsConsistencyToken
+                    }
+                }
+                /// Received HTTP response headers
+                public var headers: Operations.MarkRead.Output.Ok.Headers
                 /// - Remark: Generated from `#/paths/v1/chats/{chatId}/read/POST/responses/200/content`.
                 @frozen public enum Body: Sendable, Hashable {
                     /// - Remark: Generated from `#/paths/v1/chats/{chatId}/read/POST/responses/200/content/application\/json`.
@@ -6148,8 +6754,13 @@ public enum Operations {
                 /// Creates a new `Ok`.
                 ///
                 /// - Parameters:
+                ///   - headers: Received HTTP response headers
                 ///   - body: Received HTTP response body
-                public init(body: Operations.MarkRead.Output.Ok.Body) {
+                public init(
+                    headers: Operations.MarkRead.Output.Ok.Headers = .init(),
+                    body: Operations.MarkRead.Output.Ok.Body
+                ) {
+                    self.headers = headers
                     self.body = body
                 }
             }
@@ -6177,7 +6788,8 @@ public enum Operations {
                 }
             }
             /// Invalid request (`invalid_request`): bad JSON, a bad id, too many ids, wrong
-            /// types, or a value out of range. Nothing was changed.
+            /// types, a value out of range, or a malformed `Receipts-Consistency-Token`. Nothing
+            /// was changed.
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/chats/{chatId}/read/post(markRead)/responses/400`.
@@ -6455,6 +7067,28 @@ public enum Operations {
         }
         @frozen public enum Output: Sendable, Hashable {
             public struct Ok: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/chats/{chatId}/delivered/POST/responses/200/headers`.
+                public struct Headers: Sendable, Hashable {
+                    /// The position of the write's commit, opaque: send it as the request header
+                    /// `Receipts-Consistency-Token` with later reads, which are then never answered from
+                    /// data older than this write. On every 2xx answer to a write (`POST`, `PUT`, `PATCH`,
+                    /// `DELETE`), but for the rare one whose commit position could not be read (the primary
+                    /// lost right after it): keep the token held then. Keep the one received last and pass
+                    /// it on as it is; never parse or compare tokens.
+                    ///
+                    ///
+                    /// - Remark: Generated from `#/paths/v1/chats/{chatId}/delivered/POST/responses/200/headers/Receipts-Consistency-Token`.
+                    public var receiptsConsistencyToken: Components.Headers.ConsistencyToken?
+                    /// Creates a new `Headers`.
+                    ///
+                    /// - Parameters:
+                    ///   - receiptsConsistencyToken: The position of the write's commit, opaque: send it as the request header
+                    public init(receiptsConsistencyToken: Components.Headers.ConsistencyToken? = nil) {
+                        self.receiptsConsistencyToken = receiptsConsistencyToken
+                    }
+                }
+                /// Received HTTP response headers
+                public var headers: Operations.MarkDelivered.Output.Ok.Headers
                 /// - Remark: Generated from `#/paths/v1/chats/{chatId}/delivered/POST/responses/200/content`.
                 @frozen public enum Body: Sendable, Hashable {
                     /// - Remark: Generated from `#/paths/v1/chats/{chatId}/delivered/POST/responses/200/content/application\/json`.
@@ -6477,8 +7111,13 @@ public enum Operations {
                 /// Creates a new `Ok`.
                 ///
                 /// - Parameters:
+                ///   - headers: Received HTTP response headers
                 ///   - body: Received HTTP response body
-                public init(body: Operations.MarkDelivered.Output.Ok.Body) {
+                public init(
+                    headers: Operations.MarkDelivered.Output.Ok.Headers = .init(),
+                    body: Operations.MarkDelivered.Output.Ok.Body
+                ) {
+                    self.headers = headers
                     self.body = body
                 }
             }
@@ -6506,7 +7145,8 @@ public enum Operations {
                 }
             }
             /// Invalid request (`invalid_request`): bad JSON, a bad id, too many ids, wrong
-            /// types, or a value out of range. Nothing was changed.
+            /// types, a value out of range, or a malformed `Receipts-Consistency-Token`. Nothing
+            /// was changed.
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/chats/{chatId}/delivered/post(markDelivered)/responses/400`.
@@ -6783,6 +7423,28 @@ public enum Operations {
         }
         @frozen public enum Output: Sendable, Hashable {
             public struct Ok: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/chats/{chatId}/unread/POST/responses/200/headers`.
+                public struct Headers: Sendable, Hashable {
+                    /// The position of the write's commit, opaque: send it as the request header
+                    /// `Receipts-Consistency-Token` with later reads, which are then never answered from
+                    /// data older than this write. On every 2xx answer to a write (`POST`, `PUT`, `PATCH`,
+                    /// `DELETE`), but for the rare one whose commit position could not be read (the primary
+                    /// lost right after it): keep the token held then. Keep the one received last and pass
+                    /// it on as it is; never parse or compare tokens.
+                    ///
+                    ///
+                    /// - Remark: Generated from `#/paths/v1/chats/{chatId}/unread/POST/responses/200/headers/Receipts-Consistency-Token`.
+                    public var receiptsConsistencyToken: Components.Headers.ConsistencyToken?
+                    /// Creates a new `Headers`.
+                    ///
+                    /// - Parameters:
+                    ///   - receiptsConsistencyToken: The position of the write's commit, opaque: send it as the request header
+                    public init(receiptsConsistencyToken: Components.Headers.ConsistencyToken? = nil) {
+                        self.receiptsConsistencyToken = receiptsConsistencyToken
+                    }
+                }
+                /// Received HTTP response headers
+                public var headers: Operations.MarkUnread.Output.Ok.Headers
                 /// - Remark: Generated from `#/paths/v1/chats/{chatId}/unread/POST/responses/200/content`.
                 @frozen public enum Body: Sendable, Hashable {
                     /// - Remark: Generated from `#/paths/v1/chats/{chatId}/unread/POST/responses/200/content/application\/json`.
@@ -6805,8 +7467,13 @@ public enum Operations {
                 /// Creates a new `Ok`.
                 ///
                 /// - Parameters:
+                ///   - headers: Received HTTP response headers
                 ///   - body: Received HTTP response body
-                public init(body: Operations.MarkUnread.Output.Ok.Body) {
+                public init(
+                    headers: Operations.MarkUnread.Output.Ok.Headers = .init(),
+                    body: Operations.MarkUnread.Output.Ok.Body
+                ) {
+                    self.headers = headers
                     self.body = body
                 }
             }
@@ -6834,7 +7501,8 @@ public enum Operations {
                 }
             }
             /// Invalid request (`invalid_request`): bad JSON, a bad id, too many ids, wrong
-            /// types, or a value out of range. Nothing was changed.
+            /// types, a value out of range, or a malformed `Receipts-Consistency-Token`. Nothing
+            /// was changed.
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/chats/{chatId}/unread/post(markUnread)/responses/400`.
@@ -7131,6 +7799,28 @@ public enum Operations {
         }
         @frozen public enum Output: Sendable, Hashable {
             public struct Accepted: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/users/{userId}/DELETE/responses/202/headers`.
+                public struct Headers: Sendable, Hashable {
+                    /// The position of the write's commit, opaque: send it as the request header
+                    /// `Receipts-Consistency-Token` with later reads, which are then never answered from
+                    /// data older than this write. On every 2xx answer to a write (`POST`, `PUT`, `PATCH`,
+                    /// `DELETE`), but for the rare one whose commit position could not be read (the primary
+                    /// lost right after it): keep the token held then. Keep the one received last and pass
+                    /// it on as it is; never parse or compare tokens.
+                    ///
+                    ///
+                    /// - Remark: Generated from `#/paths/v1/users/{userId}/DELETE/responses/202/headers/Receipts-Consistency-Token`.
+                    public var receiptsConsistencyToken: Components.Headers.ConsistencyToken?
+                    /// Creates a new `Headers`.
+                    ///
+                    /// - Parameters:
+                    ///   - receiptsConsistencyToken: The position of the write's commit, opaque: send it as the request header
+                    public init(receiptsConsistencyToken: Components.Headers.ConsistencyToken? = nil) {
+                        self.receiptsConsistencyToken = receiptsConsistencyToken
+                    }
+                }
+                /// Received HTTP response headers
+                public var headers: Operations.EraseUser.Output.Accepted.Headers
                 /// - Remark: Generated from `#/paths/v1/users/{userId}/DELETE/responses/202/content`.
                 @frozen public enum Body: Sendable, Hashable {
                     /// - Remark: Generated from `#/paths/v1/users/{userId}/DELETE/responses/202/content/application\/json`.
@@ -7153,8 +7843,13 @@ public enum Operations {
                 /// Creates a new `Accepted`.
                 ///
                 /// - Parameters:
+                ///   - headers: Received HTTP response headers
                 ///   - body: Received HTTP response body
-                public init(body: Operations.EraseUser.Output.Accepted.Body) {
+                public init(
+                    headers: Operations.EraseUser.Output.Accepted.Headers = .init(),
+                    body: Operations.EraseUser.Output.Accepted.Body
+                ) {
+                    self.headers = headers
                     self.body = body
                 }
             }
@@ -7182,7 +7877,8 @@ public enum Operations {
                 }
             }
             /// Invalid request (`invalid_request`): bad JSON, a bad id, too many ids, wrong
-            /// types, or a value out of range. Nothing was changed.
+            /// types, a value out of range, or a malformed `Receipts-Consistency-Token`. Nothing
+            /// was changed.
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/users/{userId}/delete(eraseUser)/responses/400`.
@@ -7452,7 +8148,8 @@ public enum Operations {
                 }
             }
             /// Invalid request (`invalid_request`): bad JSON, a bad id, too many ids, wrong
-            /// types, or a value out of range. Nothing was changed.
+            /// types, a value out of range, or a malformed `Receipts-Consistency-Token`. Nothing
+            /// was changed.
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/users/{userId}/erasure/get(getUserErasure)/responses/400`.
@@ -7675,12 +8372,26 @@ public enum Operations {
             public var path: Operations.GetUnread.Input.Path
             /// - Remark: Generated from `#/paths/v1/users/{userId}/unread/GET/header`.
             public struct Headers: Sendable, Hashable {
+                /// The newest consistency token the caller holds (`Receipts-Consistency-Token` of a
+                /// write's answer, as it was answered): the answer is never made from data older than
+                /// that write. Opaque; a value that is no token the service issued is 400
+                /// `invalid_request`. See "Read replicas and read-your-writes" in this document's
+                /// description.
+                ///
+                ///
+                /// - Remark: Generated from `#/paths/v1/users/{userId}/unread/GET/header/Receipts-Consistency-Token`.
+                public var receiptsConsistencyToken: Components.Parameters.ConsistencyToken?
                 public var accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.GetUnread.AcceptableContentType>]
                 /// Creates a new `Headers`.
                 ///
                 /// - Parameters:
+                ///   - receiptsConsistencyToken: The newest consistency token the caller holds (`Receipts-Consistency-Token` of a
                 ///   - accept:
-                public init(accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.GetUnread.AcceptableContentType>] = .defaultValues()) {
+                public init(
+                    receiptsConsistencyToken: Components.Parameters.ConsistencyToken? = nil,
+                    accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.GetUnread.AcceptableContentType>] = .defaultValues()
+                ) {
+                    self.receiptsConsistencyToken = receiptsConsistencyToken
                     self.accept = accept
                 }
             }
@@ -7700,6 +8411,30 @@ public enum Operations {
         }
         @frozen public enum Output: Sendable, Hashable {
             public struct Ok: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/users/{userId}/unread/GET/responses/200/headers`.
+                public struct Headers: Sendable, Hashable {
+                    /// - Remark: Generated from `#/components/headers/ReadSource`.
+                    @frozen public enum ReadSource: String, Codable, Hashable, Sendable, CaseIterable {
+                        case primary = "primary"
+                        case replica = "replica"
+                    }
+                    /// Where the read was answered from: `primary`, or `replica` (a standby at least as
+                    /// new as the request's `Receipts-Consistency-Token`). For diagnosis; the answer is
+                    /// the same either way.
+                    ///
+                    ///
+                    /// - Remark: Generated from `#/paths/v1/users/{userId}/unread/GET/responses/200/headers/Receipts-Read-Source`.
+                    public var receiptsReadSource: Components.Headers.ReadSource?
+                    /// Creates a new `Headers`.
+                    ///
+                    /// - Parameters:
+                    ///   - receiptsReadSource: Where the read was answered from: `primary`, or `replica` (a standby at least as
+                    public init(receiptsReadSource: Components.Headers.ReadSource? = nil) {
+                        self.receiptsReadSource = receiptsReadSource
+                    }
+                }
+                /// Received HTTP response headers
+                public var headers: Operations.GetUnread.Output.Ok.Headers
                 /// - Remark: Generated from `#/paths/v1/users/{userId}/unread/GET/responses/200/content`.
                 @frozen public enum Body: Sendable, Hashable {
                     /// - Remark: Generated from `#/paths/v1/users/{userId}/unread/GET/responses/200/content/application\/json`.
@@ -7722,8 +8457,13 @@ public enum Operations {
                 /// Creates a new `Ok`.
                 ///
                 /// - Parameters:
+                ///   - headers: Received HTTP response headers
                 ///   - body: Received HTTP response body
-                public init(body: Operations.GetUnread.Output.Ok.Body) {
+                public init(
+                    headers: Operations.GetUnread.Output.Ok.Headers = .init(),
+                    body: Operations.GetUnread.Output.Ok.Body
+                ) {
+                    self.headers = headers
                     self.body = body
                 }
             }
@@ -7751,7 +8491,8 @@ public enum Operations {
                 }
             }
             /// Invalid request (`invalid_request`): bad JSON, a bad id, too many ids, wrong
-            /// types, or a value out of range. Nothing was changed.
+            /// types, a value out of range, or a malformed `Receipts-Consistency-Token`. Nothing
+            /// was changed.
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/users/{userId}/unread/get(getUnread)/responses/400`.
@@ -7983,6 +8724,28 @@ public enum Operations {
         }
         @frozen public enum Output: Sendable, Hashable {
             public struct Ok: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/users/{userId}/settings/PUT/responses/200/headers`.
+                public struct Headers: Sendable, Hashable {
+                    /// The position of the write's commit, opaque: send it as the request header
+                    /// `Receipts-Consistency-Token` with later reads, which are then never answered from
+                    /// data older than this write. On every 2xx answer to a write (`POST`, `PUT`, `PATCH`,
+                    /// `DELETE`), but for the rare one whose commit position could not be read (the primary
+                    /// lost right after it): keep the token held then. Keep the one received last and pass
+                    /// it on as it is; never parse or compare tokens.
+                    ///
+                    ///
+                    /// - Remark: Generated from `#/paths/v1/users/{userId}/settings/PUT/responses/200/headers/Receipts-Consistency-Token`.
+                    public var receiptsConsistencyToken: Components.Headers.ConsistencyToken?
+                    /// Creates a new `Headers`.
+                    ///
+                    /// - Parameters:
+                    ///   - receiptsConsistencyToken: The position of the write's commit, opaque: send it as the request header
+                    public init(receiptsConsistencyToken: Components.Headers.ConsistencyToken? = nil) {
+                        self.receiptsConsistencyToken = receiptsConsistencyToken
+                    }
+                }
+                /// Received HTTP response headers
+                public var headers: Operations.PutSettings.Output.Ok.Headers
                 /// - Remark: Generated from `#/paths/v1/users/{userId}/settings/PUT/responses/200/content`.
                 @frozen public enum Body: Sendable, Hashable {
                     /// - Remark: Generated from `#/paths/v1/users/{userId}/settings/PUT/responses/200/content/application\/json`.
@@ -8005,8 +8768,13 @@ public enum Operations {
                 /// Creates a new `Ok`.
                 ///
                 /// - Parameters:
+                ///   - headers: Received HTTP response headers
                 ///   - body: Received HTTP response body
-                public init(body: Operations.PutSettings.Output.Ok.Body) {
+                public init(
+                    headers: Operations.PutSettings.Output.Ok.Headers = .init(),
+                    body: Operations.PutSettings.Output.Ok.Body
+                ) {
+                    self.headers = headers
                     self.body = body
                 }
             }
@@ -8034,7 +8802,8 @@ public enum Operations {
                 }
             }
             /// Invalid request (`invalid_request`): bad JSON, a bad id, too many ids, wrong
-            /// types, or a value out of range. Nothing was changed.
+            /// types, a value out of range, or a malformed `Receipts-Consistency-Token`. Nothing
+            /// was changed.
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/users/{userId}/settings/put(putSettings)/responses/400`.
@@ -8277,6 +9046,28 @@ public enum Operations {
         }
         @frozen public enum Output: Sendable, Hashable {
             public struct Ok: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/users/{userId}/tokens/revoke/POST/responses/200/headers`.
+                public struct Headers: Sendable, Hashable {
+                    /// The position of the write's commit, opaque: send it as the request header
+                    /// `Receipts-Consistency-Token` with later reads, which are then never answered from
+                    /// data older than this write. On every 2xx answer to a write (`POST`, `PUT`, `PATCH`,
+                    /// `DELETE`), but for the rare one whose commit position could not be read (the primary
+                    /// lost right after it): keep the token held then. Keep the one received last and pass
+                    /// it on as it is; never parse or compare tokens.
+                    ///
+                    ///
+                    /// - Remark: Generated from `#/paths/v1/users/{userId}/tokens/revoke/POST/responses/200/headers/Receipts-Consistency-Token`.
+                    public var receiptsConsistencyToken: Components.Headers.ConsistencyToken?
+                    /// Creates a new `Headers`.
+                    ///
+                    /// - Parameters:
+                    ///   - receiptsConsistencyToken: The position of the write's commit, opaque: send it as the request header
+                    public init(receiptsConsistencyToken: Components.Headers.ConsistencyToken? = nil) {
+                        self.receiptsConsistencyToken = receiptsConsistencyToken
+                    }
+                }
+                /// Received HTTP response headers
+                public var headers: Operations.RevokeTokens.Output.Ok.Headers
                 /// - Remark: Generated from `#/paths/v1/users/{userId}/tokens/revoke/POST/responses/200/content`.
                 @frozen public enum Body: Sendable, Hashable {
                     /// - Remark: Generated from `#/paths/v1/users/{userId}/tokens/revoke/POST/responses/200/content/application\/json`.
@@ -8299,8 +9090,13 @@ public enum Operations {
                 /// Creates a new `Ok`.
                 ///
                 /// - Parameters:
+                ///   - headers: Received HTTP response headers
                 ///   - body: Received HTTP response body
-                public init(body: Operations.RevokeTokens.Output.Ok.Body) {
+                public init(
+                    headers: Operations.RevokeTokens.Output.Ok.Headers = .init(),
+                    body: Operations.RevokeTokens.Output.Ok.Body
+                ) {
+                    self.headers = headers
                     self.body = body
                 }
             }
@@ -8328,7 +9124,8 @@ public enum Operations {
                 }
             }
             /// Invalid request (`invalid_request`): bad JSON, a bad id, too many ids, wrong
-            /// types, or a value out of range. Nothing was changed.
+            /// types, a value out of range, or a malformed `Receipts-Consistency-Token`. Nothing
+            /// was changed.
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/users/{userId}/tokens/revoke/post(revokeTokens)/responses/400`.
@@ -8767,6 +9564,28 @@ public enum Operations {
         }
         @frozen public enum Output: Sendable, Hashable {
             public struct Ok: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/settings/PUT/responses/200/headers`.
+                public struct Headers: Sendable, Hashable {
+                    /// The position of the write's commit, opaque: send it as the request header
+                    /// `Receipts-Consistency-Token` with later reads, which are then never answered from
+                    /// data older than this write. On every 2xx answer to a write (`POST`, `PUT`, `PATCH`,
+                    /// `DELETE`), but for the rare one whose commit position could not be read (the primary
+                    /// lost right after it): keep the token held then. Keep the one received last and pass
+                    /// it on as it is; never parse or compare tokens.
+                    ///
+                    ///
+                    /// - Remark: Generated from `#/paths/v1/settings/PUT/responses/200/headers/Receipts-Consistency-Token`.
+                    public var receiptsConsistencyToken: Components.Headers.ConsistencyToken?
+                    /// Creates a new `Headers`.
+                    ///
+                    /// - Parameters:
+                    ///   - receiptsConsistencyToken: The position of the write's commit, opaque: send it as the request header
+                    public init(receiptsConsistencyToken: Components.Headers.ConsistencyToken? = nil) {
+                        self.receiptsConsistencyToken = receiptsConsistencyToken
+                    }
+                }
+                /// Received HTTP response headers
+                public var headers: Operations.PutTenantSettings.Output.Ok.Headers
                 /// - Remark: Generated from `#/paths/v1/settings/PUT/responses/200/content`.
                 @frozen public enum Body: Sendable, Hashable {
                     /// - Remark: Generated from `#/paths/v1/settings/PUT/responses/200/content/application\/json`.
@@ -8789,8 +9608,13 @@ public enum Operations {
                 /// Creates a new `Ok`.
                 ///
                 /// - Parameters:
+                ///   - headers: Received HTTP response headers
                 ///   - body: Received HTTP response body
-                public init(body: Operations.PutTenantSettings.Output.Ok.Body) {
+                public init(
+                    headers: Operations.PutTenantSettings.Output.Ok.Headers = .init(),
+                    body: Operations.PutTenantSettings.Output.Ok.Body
+                ) {
+                    self.headers = headers
                     self.body = body
                 }
             }
@@ -8818,7 +9642,8 @@ public enum Operations {
                 }
             }
             /// Invalid request (`invalid_request`): bad JSON, a bad id, too many ids, wrong
-            /// types, or a value out of range. Nothing was changed.
+            /// types, a value out of range, or a malformed `Receipts-Consistency-Token`. Nothing
+            /// was changed.
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/settings/put(putTenantSettings)/responses/400`.
@@ -9330,7 +10155,8 @@ public enum Operations {
                 }
             }
             /// Invalid request (`invalid_request`): bad JSON, a bad id, too many ids, wrong
-            /// types, or a value out of range. Nothing was changed.
+            /// types, a value out of range, or a malformed `Receipts-Consistency-Token`. Nothing
+            /// was changed.
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/webhooks/{webhookId}/get(getWebhook)/responses/400`.
@@ -9594,6 +10420,28 @@ public enum Operations {
         }
         @frozen public enum Output: Sendable, Hashable {
             public struct Created: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/webhooks/{webhookId}/PUT/responses/201/headers`.
+                public struct Headers: Sendable, Hashable {
+                    /// The position of the write's commit, opaque: send it as the request header
+                    /// `Receipts-Consistency-Token` with later reads, which are then never answered from
+                    /// data older than this write. On every 2xx answer to a write (`POST`, `PUT`, `PATCH`,
+                    /// `DELETE`), but for the rare one whose commit position could not be read (the primary
+                    /// lost right after it): keep the token held then. Keep the one received last and pass
+                    /// it on as it is; never parse or compare tokens.
+                    ///
+                    ///
+                    /// - Remark: Generated from `#/paths/v1/webhooks/{webhookId}/PUT/responses/201/headers/Receipts-Consistency-Token`.
+                    public var receiptsConsistencyToken: Components.Headers.ConsistencyToken?
+                    /// Creates a new `Headers`.
+                    ///
+                    /// - Parameters:
+                    ///   - receiptsConsistencyToken: The position of the write's commit, opaque: send it as the request header
+                    public init(receiptsConsistencyToken: Components.Headers.ConsistencyToken? = nil) {
+                        self.receiptsConsistencyToken = receiptsConsistencyToken
+                    }
+                }
+                /// Received HTTP response headers
+                public var headers: Operations.PutWebhook.Output.Created.Headers
                 /// - Remark: Generated from `#/paths/v1/webhooks/{webhookId}/PUT/responses/201/content`.
                 @frozen public enum Body: Sendable, Hashable {
                     /// - Remark: Generated from `#/paths/v1/webhooks/{webhookId}/PUT/responses/201/content/application\/json`.
@@ -9616,8 +10464,13 @@ public enum Operations {
                 /// Creates a new `Created`.
                 ///
                 /// - Parameters:
+                ///   - headers: Received HTTP response headers
                 ///   - body: Received HTTP response body
-                public init(body: Operations.PutWebhook.Output.Created.Body) {
+                public init(
+                    headers: Operations.PutWebhook.Output.Created.Headers = .init(),
+                    body: Operations.PutWebhook.Output.Created.Body
+                ) {
+                    self.headers = headers
                     self.body = body
                 }
             }
@@ -9645,6 +10498,28 @@ public enum Operations {
                 }
             }
             public struct Ok: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/webhooks/{webhookId}/PUT/responses/200/headers`.
+                public struct Headers: Sendable, Hashable {
+                    /// The position of the write's commit, opaque: send it as the request header
+                    /// `Receipts-Consistency-Token` with later reads, which are then never answered from
+                    /// data older than this write. On every 2xx answer to a write (`POST`, `PUT`, `PATCH`,
+                    /// `DELETE`), but for the rare one whose commit position could not be read (the primary
+                    /// lost right after it): keep the token held then. Keep the one received last and pass
+                    /// it on as it is; never parse or compare tokens.
+                    ///
+                    ///
+                    /// - Remark: Generated from `#/paths/v1/webhooks/{webhookId}/PUT/responses/200/headers/Receipts-Consistency-Token`.
+                    public var receiptsConsistencyToken: Components.Headers.ConsistencyToken?
+                    /// Creates a new `Headers`.
+                    ///
+                    /// - Parameters:
+                    ///   - receiptsConsistencyToken: The position of the write's commit, opaque: send it as the request header
+                    public init(receiptsConsistencyToken: Components.Headers.ConsistencyToken? = nil) {
+                        self.receiptsConsistencyToken = receiptsConsistencyToken
+                    }
+                }
+                /// Received HTTP response headers
+                public var headers: Operations.PutWebhook.Output.Ok.Headers
                 /// - Remark: Generated from `#/paths/v1/webhooks/{webhookId}/PUT/responses/200/content`.
                 @frozen public enum Body: Sendable, Hashable {
                     /// - Remark: Generated from `#/paths/v1/webhooks/{webhookId}/PUT/responses/200/content/application\/json`.
@@ -9667,8 +10542,13 @@ public enum Operations {
                 /// Creates a new `Ok`.
                 ///
                 /// - Parameters:
+                ///   - headers: Received HTTP response headers
                 ///   - body: Received HTTP response body
-                public init(body: Operations.PutWebhook.Output.Ok.Body) {
+                public init(
+                    headers: Operations.PutWebhook.Output.Ok.Headers = .init(),
+                    body: Operations.PutWebhook.Output.Ok.Body
+                ) {
+                    self.headers = headers
                     self.body = body
                 }
             }
@@ -9696,7 +10576,8 @@ public enum Operations {
                 }
             }
             /// Invalid request (`invalid_request`): bad JSON, a bad id, too many ids, wrong
-            /// types, or a value out of range. Nothing was changed.
+            /// types, a value out of range, or a malformed `Receipts-Consistency-Token`. Nothing
+            /// was changed.
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/webhooks/{webhookId}/put(putWebhook)/responses/400`.
@@ -9959,8 +10840,35 @@ public enum Operations {
         }
         @frozen public enum Output: Sendable, Hashable {
             public struct NoContent: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/webhooks/{webhookId}/DELETE/responses/204/headers`.
+                public struct Headers: Sendable, Hashable {
+                    /// The position of the write's commit, opaque: send it as the request header
+                    /// `Receipts-Consistency-Token` with later reads, which are then never answered from
+                    /// data older than this write. On every 2xx answer to a write (`POST`, `PUT`, `PATCH`,
+                    /// `DELETE`), but for the rare one whose commit position could not be read (the primary
+                    /// lost right after it): keep the token held then. Keep the one received last and pass
+                    /// it on as it is; never parse or compare tokens.
+                    ///
+                    ///
+                    /// - Remark: Generated from `#/paths/v1/webhooks/{webhookId}/DELETE/responses/204/headers/Receipts-Consistency-Token`.
+                    public var receiptsConsistencyToken: Components.Headers.ConsistencyToken?
+                    /// Creates a new `Headers`.
+                    ///
+                    /// - Parameters:
+                    ///   - receiptsConsistencyToken: The position of the write's commit, opaque: send it as the request header
+                    public init(receiptsConsistencyToken: Components.Headers.ConsistencyToken? = nil) {
+                        self.receiptsConsistencyToken = receiptsConsistencyToken
+                    }
+                }
+                /// Received HTTP response headers
+                public var headers: Operations.DeleteWebhook.Output.NoContent.Headers
                 /// Creates a new `NoContent`.
-                public init() {}
+                ///
+                /// - Parameters:
+                ///   - headers: Received HTTP response headers
+                public init(headers: Operations.DeleteWebhook.Output.NoContent.Headers = .init()) {
+                    self.headers = headers
+                }
             }
             /// The webhook was deleted.
             ///
@@ -9968,14 +10876,6 @@ public enum Operations {
             ///
             /// HTTP response code: `204 noContent`.
             case noContent(Operations.DeleteWebhook.Output.NoContent)
-            /// The webhook was deleted.
-            ///
-            /// - Remark: Generated from `#/paths//v1/webhooks/{webhookId}/delete(deleteWebhook)/responses/204`.
-            ///
-            /// HTTP response code: `204 noContent`.
-            public static var noContent: Self {
-                .noContent(.init())
-            }
             /// The associated value of the enum case if `self` is `.noContent`.
             ///
             /// - Throws: An error if `self` is not `.noContent`.
@@ -9994,7 +10894,8 @@ public enum Operations {
                 }
             }
             /// Invalid request (`invalid_request`): bad JSON, a bad id, too many ids, wrong
-            /// types, or a value out of range. Nothing was changed.
+            /// types, a value out of range, or a malformed `Receipts-Consistency-Token`. Nothing
+            /// was changed.
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/webhooks/{webhookId}/delete(deleteWebhook)/responses/400`.
@@ -10241,6 +11142,28 @@ public enum Operations {
         }
         @frozen public enum Output: Sendable, Hashable {
             public struct Ok: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/webhooks/{webhookId}/secret/rotate/POST/responses/200/headers`.
+                public struct Headers: Sendable, Hashable {
+                    /// The position of the write's commit, opaque: send it as the request header
+                    /// `Receipts-Consistency-Token` with later reads, which are then never answered from
+                    /// data older than this write. On every 2xx answer to a write (`POST`, `PUT`, `PATCH`,
+                    /// `DELETE`), but for the rare one whose commit position could not be read (the primary
+                    /// lost right after it): keep the token held then. Keep the one received last and pass
+                    /// it on as it is; never parse or compare tokens.
+                    ///
+                    ///
+                    /// - Remark: Generated from `#/paths/v1/webhooks/{webhookId}/secret/rotate/POST/responses/200/headers/Receipts-Consistency-Token`.
+                    public var receiptsConsistencyToken: Components.Headers.ConsistencyToken?
+                    /// Creates a new `Headers`.
+                    ///
+                    /// - Parameters:
+                    ///   - receiptsConsistencyToken: The position of the write's commit, opaque: send it as the request header
+                    public init(receiptsConsistencyToken: Components.Headers.ConsistencyToken? = nil) {
+                        self.receiptsConsistencyToken = receiptsConsistencyToken
+                    }
+                }
+                /// Received HTTP response headers
+                public var headers: Operations.RotateWebhookSecret.Output.Ok.Headers
                 /// - Remark: Generated from `#/paths/v1/webhooks/{webhookId}/secret/rotate/POST/responses/200/content`.
                 @frozen public enum Body: Sendable, Hashable {
                     /// - Remark: Generated from `#/paths/v1/webhooks/{webhookId}/secret/rotate/POST/responses/200/content/application\/json`.
@@ -10263,8 +11186,13 @@ public enum Operations {
                 /// Creates a new `Ok`.
                 ///
                 /// - Parameters:
+                ///   - headers: Received HTTP response headers
                 ///   - body: Received HTTP response body
-                public init(body: Operations.RotateWebhookSecret.Output.Ok.Body) {
+                public init(
+                    headers: Operations.RotateWebhookSecret.Output.Ok.Headers = .init(),
+                    body: Operations.RotateWebhookSecret.Output.Ok.Body
+                ) {
+                    self.headers = headers
                     self.body = body
                 }
             }
@@ -10292,7 +11220,8 @@ public enum Operations {
                 }
             }
             /// Invalid request (`invalid_request`): bad JSON, a bad id, too many ids, wrong
-            /// types, or a value out of range. Nothing was changed.
+            /// types, a value out of range, or a malformed `Receipts-Consistency-Token`. Nothing
+            /// was changed.
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/webhooks/{webhookId}/secret/rotate/post(rotateWebhookSecret)/responses/400`.
@@ -10548,6 +11477,28 @@ public enum Operations {
         }
         @frozen public enum Output: Sendable, Hashable {
             public struct Accepted: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/webhooks/{webhookId}/replay/POST/responses/202/headers`.
+                public struct Headers: Sendable, Hashable {
+                    /// The position of the write's commit, opaque: send it as the request header
+                    /// `Receipts-Consistency-Token` with later reads, which are then never answered from
+                    /// data older than this write. On every 2xx answer to a write (`POST`, `PUT`, `PATCH`,
+                    /// `DELETE`), but for the rare one whose commit position could not be read (the primary
+                    /// lost right after it): keep the token held then. Keep the one received last and pass
+                    /// it on as it is; never parse or compare tokens.
+                    ///
+                    ///
+                    /// - Remark: Generated from `#/paths/v1/webhooks/{webhookId}/replay/POST/responses/202/headers/Receipts-Consistency-Token`.
+                    public var receiptsConsistencyToken: Components.Headers.ConsistencyToken?
+                    /// Creates a new `Headers`.
+                    ///
+                    /// - Parameters:
+                    ///   - receiptsConsistencyToken: The position of the write's commit, opaque: send it as the request header
+                    public init(receiptsConsistencyToken: Components.Headers.ConsistencyToken? = nil) {
+                        self.receiptsConsistencyToken = receiptsConsistencyToken
+                    }
+                }
+                /// Received HTTP response headers
+                public var headers: Operations.ReplayWebhook.Output.Accepted.Headers
                 /// - Remark: Generated from `#/paths/v1/webhooks/{webhookId}/replay/POST/responses/202/content`.
                 @frozen public enum Body: Sendable, Hashable {
                     /// - Remark: Generated from `#/paths/v1/webhooks/{webhookId}/replay/POST/responses/202/content/application\/json`.
@@ -10570,8 +11521,13 @@ public enum Operations {
                 /// Creates a new `Accepted`.
                 ///
                 /// - Parameters:
+                ///   - headers: Received HTTP response headers
                 ///   - body: Received HTTP response body
-                public init(body: Operations.ReplayWebhook.Output.Accepted.Body) {
+                public init(
+                    headers: Operations.ReplayWebhook.Output.Accepted.Headers = .init(),
+                    body: Operations.ReplayWebhook.Output.Accepted.Body
+                ) {
+                    self.headers = headers
                     self.body = body
                 }
             }
@@ -10599,7 +11555,8 @@ public enum Operations {
                 }
             }
             /// Invalid request (`invalid_request`): bad JSON, a bad id, too many ids, wrong
-            /// types, or a value out of range. Nothing was changed.
+            /// types, a value out of range, or a malformed `Receipts-Consistency-Token`. Nothing
+            /// was changed.
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/webhooks/{webhookId}/replay/post(replayWebhook)/responses/400`.
@@ -10959,7 +11916,8 @@ public enum Operations {
                 }
             }
             /// Invalid request (`invalid_request`): bad JSON, a bad id, too many ids, wrong
-            /// types, or a value out of range. Nothing was changed.
+            /// types, a value out of range, or a malformed `Receipts-Consistency-Token`. Nothing
+            /// was changed.
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/webhooks/{webhookId}/attempts/get(listWebhookAttempts)/responses/400`.
