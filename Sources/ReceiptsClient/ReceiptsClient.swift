@@ -18,6 +18,8 @@ import OpenAPIRuntime
 /// generated from `openapi.yaml` (`generated`, for anything the face does not cover). A
 /// 4xx/5xx answer throws `ReceiptsError` with the contract's `code`; idempotent calls are
 /// retried after a 503 or a connection error (`Configuration.retry`), other calls never.
+/// Reads see the client's own writes, even when a read replica answers them
+/// (`consistencyToken`).
 public struct ReceiptsClient: Sendable {
     /// Deadlines and bounds of the client. Every wait has one.
     public struct Configuration: Sendable {
@@ -48,6 +50,8 @@ public struct ReceiptsClient: Sendable {
     /// and retries as the face: every operation of the document, by its `operationId`.
     public let generated: Client
     public let configuration: Configuration
+    /// The consistency token the client holds, shared by its copies (`consistencyToken`).
+    let consistencyTokens: ConsistencyTokenBox
 
     /// - Parameters:
     ///   - baseURL: where the service listens, e.g. `http://127.0.0.1:8080`.
@@ -73,7 +77,9 @@ public struct ReceiptsClient: Sendable {
         baseURL: URL, credential: String, configuration: Configuration = Configuration(), transport: any ClientTransport,
         middlewares: [any ClientMiddleware] = []
     ) {
+        let consistencyTokens = ConsistencyTokenBox()
         self.configuration = configuration
+        self.consistencyTokens = consistencyTokens
         self.generated = Client(
             serverURL: baseURL,
             configuration: OpenAPIRuntime.Configuration(dateTranscoder: .iso8601WithFractionalSeconds),
@@ -81,6 +87,7 @@ public struct ReceiptsClient: Sendable {
             middlewares: [
                 RetryMiddleware(policy: configuration.retry),
                 AuthenticationMiddleware(credential: credential),
+                ConsistencyTokenMiddleware(tokens: consistencyTokens),
                 ErrorResponseMiddleware(),
                 ResponseSizeLimitMiddleware(maximumBytes: configuration.maximumResponseBytes),
             ] + middlewares
