@@ -28,7 +28,7 @@ struct CrossOriginTests {
                     ])
                 #expect(response.status == .noContent, "\(path)")
                 #expect(response.headers[.accessControlAllowOrigin] == "https://anyone.example")
-                #expect(response.headers[.accessControlAllowMethods] == "GET, POST, PUT, DELETE")
+                #expect(response.headers[.accessControlAllowMethods] == "GET, POST, PUT, PATCH, DELETE")
                 #expect(response.headers[.accessControlAllowHeaders] == "Authorization, Content-Type, Last-Event-ID, Receipts-Consistency-Token")
                 #expect(response.headers[.accessControlMaxAge] == "600")
                 #expect(response.headers[.vary] == "Origin")

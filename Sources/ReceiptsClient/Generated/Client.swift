@@ -84,7 +84,7 @@ import HTTPTypes
 /// `Access-Control-Allow-Credentials`: no cookies are used); a 401 carries them for any
 /// origin. `OPTIONS` on any `/v1/*` path is a CORS preflight: it needs no credential,
 /// answers alike for every origin and changes nothing: 204 with
-/// `Access-Control-Allow-Origin: <origin>`, `Access-Control-Allow-Methods: GET, POST, PUT, DELETE`,
+/// `Access-Control-Allow-Origin: <origin>`, `Access-Control-Allow-Methods: GET, POST, PUT, PATCH, DELETE`,
 /// `Access-Control-Allow-Headers: Authorization, Content-Type, Last-Event-ID, Receipts-Consistency-Token`,
 /// `Access-Control-Max-Age: 600` and `Vary: Origin`. A request with an `Origin` that the
 /// credential's tenant does not allow is 403 `forbidden` and changes nothing (a WebSocket

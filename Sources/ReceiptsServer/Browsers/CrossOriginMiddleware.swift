@@ -31,7 +31,7 @@ struct CrossOriginMiddleware: RouterMiddleware {
     let policy: OriginPolicy
 
     /// `Access-Control-Allow-Methods` of a preflight.
-    static let allowedMethods = "GET, POST, PUT, DELETE"
+    static let allowedMethods = "GET, POST, PUT, PATCH, DELETE"
     /// `Access-Control-Allow-Headers` of a preflight: the credential, JSON bodies, the
     /// resume point of an event stream read with `fetch`, and the consistency token a read
     /// sends to see the caller's own writes (docs/api.md).

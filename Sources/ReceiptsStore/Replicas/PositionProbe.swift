@@ -27,8 +27,9 @@ public final class PositionProbe: Sendable {
         case lead(followers: [CheckedContinuation<Turn, Never>])
     }
 
-    /// The primary's log position (`pg_current_wal_lsn()`): every transaction committed before
-    /// the call is at or before it.
+    /// The primary's log position (`pg_current_wal_insert_lsn()`): every transaction committed
+    /// before the call ended at or before it, also one committed asynchronously
+    /// (`synchronous_commit = off`), whose commit record need not be written out yet.
     public static func commits(on primary: PostgresConnectionPool) -> PositionProbe {
         PositionProbe(pool: primary, sql: Self.commitPosition)
     }
@@ -39,7 +40,7 @@ public final class PositionProbe: Sendable {
         PositionProbe(pool: standby, sql: Self.replayPosition)
     }
 
-    private static let commitPosition = "SELECT pg_current_wal_lsn()::text"
+    private static let commitPosition = "SELECT pg_current_wal_insert_lsn()::text"
     private static let replayPosition = "SELECT CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn()::text END"
 
     /// The primary's position now, read once (not shared).
