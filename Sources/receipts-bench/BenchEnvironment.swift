@@ -75,7 +75,11 @@ struct BenchService: Sendable {
     let adminToken: String
     let process: Process?
 
-    static func start(executable: String, databaseURL: String, poolSize: Int?) async throws -> BenchService {
+    /// - Parameter environment: variables set for the service beside the bench's own (the
+    ///   replicas scenario's `RECEIPTS_REPLICA_DATABASE_URL`); they win over the bench's.
+    static func start(
+        executable: String, databaseURL: String, poolSize: Int?, environment: [String: String] = [:]
+    ) async throws -> BenchService {
         guard FileManager.default.isExecutableFile(atPath: executable) else {
             throw BenchFailure("\(executable) not found: run `swift build -c release --product receiptsd` first")
         }
@@ -83,14 +87,18 @@ struct BenchService: Sendable {
         // connections draw from; a port another program holds makes receiptsd exit at once,
         // and then another is tried.
         for _ in 0..<5 {
-            let service = try launch(executable: executable, databaseURL: databaseURL, poolSize: poolSize, port: Int.random(in: 20_000...32_000))
+            let service = try launch(
+                executable: executable, databaseURL: databaseURL, poolSize: poolSize, environment: environment,
+                port: Int.random(in: 20_000...32_000))
             if try await service.waitUntilReady() { return service }
             service.stop()
         }
         throw BenchFailure("receiptsd did not become ready")
     }
 
-    private static func launch(executable: String, databaseURL: String, poolSize: Int?, port: Int) throws -> BenchService {
+    private static func launch(
+        executable: String, databaseURL: String, poolSize: Int?, environment: [String: String], port: Int
+    ) throws -> BenchService {
         let adminToken = UUID().uuidString
         let process = Process()
         process.executableURL = URL(fileURLWithPath: executable)
@@ -103,6 +111,7 @@ struct BenchService: Sendable {
             "RECEIPTS_MAX_STREAMS_PER_TENANT": "10000000",
         ]
         if let poolSize { settings["RECEIPTS_DATABASE_POOL_SIZE"] = String(poolSize) }
+        settings.merge(environment) { $1 }
         process.environment = ProcessInfo.processInfo.environment.merging(settings) { $1 }
         try process.run()
         return BenchService(baseURL: "http://127.0.0.1:\(port)", adminToken: adminToken, process: process)

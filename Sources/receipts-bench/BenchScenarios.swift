@@ -22,6 +22,12 @@ struct BenchScenarios {
     var streamCounts: [Int]? = nil
     /// The service's admin token, for scenarios that create tenants of their own (fairness).
     var adminToken: String? = nil
+    /// The standbys of the server `database` is on, libpq's multi-host form with any database
+    /// name (`--replica-database-url`): the replicas scenario points a second service at them.
+    var standbysURL: String? = nil
+    /// The receiptsd executable and pool size the bench started its service with, for the
+    /// replicas scenario's second service; nil when the bench was given a service (`--url`).
+    var serviceLaunch: (executable: String, poolSize: Int?)? = nil
 
     func count(_ full: Int, minimum: Int = 10) -> Int { max(minimum, Int(Double(full) * self.scale)) }
 
@@ -40,6 +46,7 @@ struct BenchScenarios {
         case fairness
         case streamFairness = "fairness-streams"
         case tenants
+        case replicas
     }
 
     /// Names of the rows that rows of later scenarios divide by (`BenchResults.value(of:)`):
@@ -80,6 +87,7 @@ struct BenchScenarios {
         if scenarios.contains(.streamsSSE) { try await self.streamsAtScale(.serverSentEvents, into: &results) }
         if scenarios.contains(.fairness) { try await self.fairness(into: &results) }
         if scenarios.contains(.streamFairness) { try await self.streamFairness(into: &results) }
+        if scenarios.contains(.replicas) { try await self.replicas(into: &results) }
         // Last: its thousand tenants would change the database every later scenario measures.
         if scenarios.contains(.tenants) { try await self.historyCost(into: &results) }
     }

@@ -24,6 +24,9 @@ struct ReceiptsBench: AsyncParsableCommand {
     @Option(help: "PostgreSQL server to create the benchmark database on (default: DATABASE_URL, else scripts/postgres.sh url).")
     var databaseURL: String?
 
+    @Option(help: "The standbys for the replicas scenario, libpq's multi-host form (every node of the cluster may be listed; the database name is replaced). Default: the hosts of --database-url when it names several, else the scenario is skipped.")
+    var replicaDatabaseURL: String?
+
     @Option(help: "The receiptsd executable to start (default: .build/release/receiptsd).")
     var receiptsd: String = ".build/release/receiptsd"
 
@@ -100,7 +103,9 @@ struct ReceiptsBench: AsyncParsableCommand {
                 let tenant = try await client.createTenant(adminToken: service.adminToken)
                 let scenarios = BenchScenarios(
                     client: client, tenant: tenant, database: database, scale: self.scale, concurrency: self.concurrency,
-                    servicePID: service.process?.processIdentifier, groupSizes: sizes, streamCounts: streamCounts, adminToken: service.adminToken)
+                    servicePID: service.process?.processIdentifier, groupSizes: sizes, streamCounts: streamCounts, adminToken: service.adminToken,
+                    standbysURL: self.replicaDatabaseURL ?? BenchScenarios.standbysURL(of: serverURL),
+                    serviceLaunch: service.process == nil ? nil : (self.receiptsd, self.poolSize))
                 try await scenarios.run(selected, into: &results)
             } catch {
                 await client.shutdown()
