@@ -24,7 +24,8 @@ extension ReceiptsStore {
     /// Does a tenant's batches from `queue` on one connection, until the queue ends the run.
     ///
     /// Batches go through a `PostgresPipeline`, `batchesInFlight` at a time. Each batch is
-    /// its own transaction, and after each one `committedWrites` is signalled (also after a
+    /// its own transaction, followed in the pipeline by a read of the log position it left
+    /// (its requests' consistency token), and after each one `committedWrites` is signalled (also after a
     /// failure: a commit whose answer was lost with the connection still added events). While
     /// the event hub would take them (`CommittedWrites.eventsToRead()`), the log is read right
     /// behind a batch of reads in the pipeline (`BatchStatements.handsEventsOver`), and what
@@ -81,6 +82,9 @@ extension ReceiptsStore {
                         for alone in batch.split { try send(alone, attempt: attempt) }
                         return
                     }
+                    // Right behind it, where the log stands once it has committed: its
+                    // requests' consistency token (`CommitPositionSlot`), received with it.
+                    try pipeline.send(CommitPositionSlot.positionSQL, [])
                     inFlight.append(.batch(batch, attempt: attempt))
                     batchesSent += 1
                     // While the event hub would take them, the log is read right behind the
@@ -130,6 +134,16 @@ extension ReceiptsStore {
                     } catch {
                         received = .failure(error)
                     }
+                    // The position sent behind the batch comes next, whatever the batch's fate.
+                    var committedAt: WALPosition?
+                    if !received.isConnectionLoss {
+                        do throws(PostgresError) {
+                            committedAt = CommitPositionSlot.position(in: try await pipeline.receive())
+                        } catch where error.isConnectionLoss {
+                            self.committedWrites.signal()
+                            throw error
+                        } catch {}
+                    }
                     // Signalled after a failure too: a commit whose answer was lost with the
                     // connection still added events. A read of the log behind the batch
                     // signals instead, with what it read.
@@ -154,7 +168,7 @@ extension ReceiptsStore {
                         continue
                     }
                     do {
-                        queue.answer(batch, with: try statements.outcomes(rows))
+                        queue.answer(batch, with: try statements.outcomes(rows), committedAt: committedAt)
                     } catch {
                         queue.fail(batch, with: error)
                     }

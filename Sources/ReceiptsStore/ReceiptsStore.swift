@@ -109,9 +109,14 @@ public struct ReceiptsStore: Service, Sendable {
         _ body: @Sendable (PostgresConnection) async throws -> Result
     ) async throws -> Result {
         try await self.retryingConflicts {
-            try await self.pool.withTransaction(isolation: readOnly ? .repeatableRead : .readCommitted) { connection in
-                try await connection.execute("SELECT receipts.enter_tenant(\(tenant))")
-                return try await body(connection)
+            try await self.pool.withConnection { connection in
+                let result = try await connection.withTransaction(isolation: readOnly ? .repeatableRead : .readCommitted) { connection in
+                    try await connection.execute("SELECT receipts.enter_tenant(\(tenant))")
+                    return try await body(connection)
+                }
+                // A write request's consistency token, on the same connection after the commit.
+                if !readOnly { await CommitPositionSlot.recordPosition(on: connection) }
+                return result
             }
         }
     }
@@ -145,9 +150,19 @@ public struct ReceiptsStore: Service, Sendable {
     /// Runs one statement that may add events, and signals `committedWrites` once it has
     /// ended (also when it failed: a commit whose answer was lost with the connection still
     /// added events, and a look at the log too many costs one query).
+    ///
+    /// In a write request (`CommitPositionSlot.current`), the position of the commit is read
+    /// right after it on the same connection, for the request's consistency token.
     func write(_ sql: String, _ parameters: [any PostgresEncodable]) async throws -> PostgresRows {
         defer { self.committedWrites.signal() }
-        return try await self.query(sql, parameters)
+        guard CommitPositionSlot.current != nil else { return try await self.query(sql, parameters) }
+        return try await self.retryingConflicts {
+            try await self.pool.withConnection { connection in
+                let rows = try await connection.query(sql, parameters)
+                await CommitPositionSlot.recordPosition(on: connection)
+                return rows
+            }
+        }
     }
 
     private func retryingConflicts<Result>(_ operation: () async throws -> Result) async throws -> Result {

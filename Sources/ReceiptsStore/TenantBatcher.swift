@@ -54,7 +54,7 @@ import Synchronization
 final class TenantBatcher<Request: Sendable, Outcome: Sendable>: Service, Sendable {
     /// Does a tenant's batches, taking them off `queue` until it ends the run.
     typealias Run = @Sendable (_ tenant: String, _ queue: BatchQueue<Request, Outcome>) async throws -> Void
-    typealias Machine = BatchingStateMachine<Request, CheckedContinuation<Outcome, any Error>>
+    typealias Machine = BatchingStateMachine<Request, CheckedContinuation<Answered<Outcome>, any Error>>
 
     fileprivate struct State {
         var machine: Machine
@@ -134,8 +134,8 @@ final class TenantBatcher<Request: Sendable, Outcome: Sendable>: Service, Sendab
     func submit(_ request: Request, tenant: String, run: @escaping Run) async throws -> Outcome {
         let id = self.nextRequestID.wrappingAdd(1, ordering: .relaxed).newValue
         let queued = QueuedRequest(id: id, request: request, key: [tenant] + self.key(request), deadline: PostgresDeadline.current)
-        return try await withTaskCancellationHandler {
-            try await withCheckedThrowingContinuation { continuation in
+        let answered = try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Answered<Outcome>, any Error>) in
                 // Cancelled before it joined: `cancel` found nothing to answer, so it is answered here.
                 let starts = self.state.withLock { state -> Machine.Starts? in
                     if Task.isCancelled { return nil }
@@ -149,6 +149,9 @@ final class TenantBatcher<Request: Sendable, Outcome: Sendable>: Service, Sendab
         } onCancel: {
             self.state.withLock { $0.machine.cancel(id) }?.resume(throwing: CancellationError())
         }
+        // The request's consistency token (`CommitPositionSlot`), read behind its batch.
+        if let position = answered.committedAt { CommitPositionSlot.current?.record(position) }
+        return answered.outcome
     }
 
     /// Starts `body` as a task of the batcher's; `whenDone` updates the state as it ends,
@@ -303,14 +306,17 @@ final class BatchQueue<Request: Sendable, Outcome: Sendable>: Sendable {
         return Batch(members: members)
     }
 
-    /// Answers each request of `batch` with its outcome, in order, and frees their keys.
-    func answer(_ batch: Batch<Request, Outcome>, with outcomes: [Outcome]) {
+    /// Answers each request of `batch` with its outcome, in order, and frees their keys;
+    /// `committedAt` is the primary's log position read right after the batch committed.
+    func answer(_ batch: Batch<Request, Outcome>, with outcomes: [Outcome], committedAt: WALPosition? = nil) {
         guard outcomes.count == batch.count else {
             self.fail(batch, with: CountMismatch(requests: batch.count, outcomes: outcomes.count))
             return
         }
         let waiters = self.batcher.state.withLock { $0.machine.answer(batch.members.map(\.id), of: self.run) }
-        for (waiter, outcome) in zip(waiters, outcomes) { waiter?.resume(returning: outcome) }
+        for (waiter, outcome) in zip(waiters, outcomes) {
+            waiter?.resume(returning: Answered(outcome: outcome, committedAt: committedAt))
+        }
     }
 
     /// Answers each request of `batch` with `error`, and frees their keys.
@@ -338,4 +344,10 @@ struct CountMismatch: Error, CustomStringConvertible {
 /// A run returned with batches it had taken and not answered (a bug).
 struct RunEndedEarly: Error, CustomStringConvertible {
     var description: String { "a batch run ended without answering every request it had taken" }
+}
+
+/// A batched request's outcome, and where the log stood once its batch had committed.
+struct Answered<Outcome: Sendable>: Sendable {
+    var outcome: Outcome
+    var committedAt: WALPosition?
 }

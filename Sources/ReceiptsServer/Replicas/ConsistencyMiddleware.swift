@@ -8,7 +8,9 @@ import ReceiptsStore
 /// - a request's `Receipts-Consistency-Token` is parsed into its context (malformed: 400
 ///   `invalid_request`, before anything is done);
 /// - a write's 2xx answer gets the primary's log position read after it committed, as its
-///   token, and that position is kept for the users the write was about (`RecentWrites`).
+///   token (`CommitPositionSlot`: read by the store on the write's connection; else
+///   `PositionProbe`), and that position is kept for the users the write was about
+///   (`RecentWrites`).
 ///
 /// A committed write whose position cannot be read (the primary went away right after) is
 /// answered without a token rather than with an error: what it did stays done.
@@ -31,10 +33,20 @@ struct ConsistencyMiddleware: RouterMiddleware {
         guard Self.writes(request.method) else { return try await next(request, context) }
         let written = WrittenUsers()
         context.writtenUsers = written
-        var response = try await next(request, context)
+        let slot = CommitPositionSlot()
+        var response = try await CommitPositionSlot.$current.withValue(slot) { [context] in
+            try await next(request, context)
+        }
         guard (200..<300).contains(response.status.code) else { return response }
         do {
-            let position = try await self.positions.positionAfterNow()
+            // Read by the store on the write's own connection, else (a write that did not
+            // tell, or changed nothing) asked of the primary now.
+            let position: WALPosition
+            if let recorded = slot.position {
+                position = recorded
+            } else {
+                position = try await self.positions.positionAfterNow()
+            }
             response.headers[ConsistencyToken.headerName] = ConsistencyToken(position).description
             if let tenant = context.principal?.tenantId {
                 var users = written.noted

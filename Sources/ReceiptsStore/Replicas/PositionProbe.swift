@@ -27,9 +27,8 @@ public final class PositionProbe: Sendable {
         case lead(followers: [CheckedContinuation<Turn, Never>])
     }
 
-    /// The primary's log position (`pg_current_wal_insert_lsn()`): every transaction committed
-    /// before the call ended at or before it, also one committed asynchronously
-    /// (`synchronous_commit = off`), whose commit record need not be written out yet.
+    /// The primary's log position (`CommitPositionSlot.positionSQL`): every transaction of
+    /// the service committed before the call ended at or before it.
     public static func commits(on primary: PostgresConnectionPool) -> PositionProbe {
         PositionProbe(pool: primary, sql: Self.commitPosition)
     }
@@ -40,7 +39,7 @@ public final class PositionProbe: Sendable {
         PositionProbe(pool: standby, sql: Self.replayPosition)
     }
 
-    private static let commitPosition = "SELECT pg_current_wal_insert_lsn()::text"
+    private static let commitPosition = CommitPositionSlot.positionSQL
     private static let replayPosition = "SELECT CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn()::text END"
 
     /// The primary's position now, read once (not shared).
