@@ -5,7 +5,7 @@
 # pkg-config, docker-compose for the compose-file check, chromium and chromium-driver for
 # the browser tests (BrowserTests), patroni and etcd-server for the failover tests, and
 # python3-venv with the OpenAPI linter from PyPI: scripts/openapi-tools.sh), starts a
-# PostgreSQL cluster under .receipts/ (see scripts/postgres.sh) and a Patroni cluster of two
+# PostgreSQL cluster under .receipts/ (see scripts/postgres.sh) and a Patroni cluster of three
 # PostgreSQL nodes on loopback (scripts/ha-cluster.sh, removed again at the end), builds
 # everything, and runs every test.
 # Extra arguments go to `swift test` (e.g. --filter PostgresTests).
@@ -43,13 +43,15 @@ DATABASE_URL="$(scripts/postgres.sh url)"
 export DATABASE_URL
 
 # The failover tests (PatroniFailoverTests) run receiptsd on a real Patroni cluster: one etcd
-# and two PostgreSQL nodes on loopback, which they switch over, crash and fail over (about a
-# minute and a half of the run, beside the other tests). A bare `swift test` skips them.
+# and three PostgreSQL nodes on loopback, a primary and two standbys, which they switch over,
+# crash and fail over, and read from (ReplicaReadTests, nested in them: read replicas and
+# read-your-writes) (about two and a half minutes of the run, beside the other tests). A bare
+# `swift test` skips them.
 trap 'scripts/ha-cluster.sh destroy >/dev/null 2>&1 || true' EXIT
-ha_url="$(scripts/ha-cluster.sh start)" || {
+ha_url="$(scripts/ha-cluster.sh start --nodes 3)" || {
     echo "test.sh: the Patroni cluster did not start; once more from nothing" >&2
     scripts/ha-cluster.sh destroy >/dev/null 2>&1 || true
-    ha_url="$(scripts/ha-cluster.sh start)"
+    ha_url="$(scripts/ha-cluster.sh start --nodes 3)"
 } || {
     echo "test.sh: error: could not start the Patroni cluster (scripts/ha-cluster.sh); the failover tests need it" >&2
     exit 1
