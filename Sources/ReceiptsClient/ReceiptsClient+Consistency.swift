@@ -3,9 +3,8 @@
 // sends it with the reads a standby may serve (`ConsistencyTokenMiddleware`).
 
 extension ReceiptsClient {
-    /// The newest consistency token this client holds: the one of the last write it made
-    /// that was answered 2xx, or the last one adopted, whichever came later; nil before
-    /// either. Its reads of unread counts, a chat, messages and a message send it, and the
+    /// The newest consistency token this client holds: of the writes it made that were
+    /// answered 2xx and the tokens it adopted, the latest position; nil before either. Its reads of unread counts, a chat, messages and a message send it, and the
     /// service answers them from data at least as new as that write.
     ///
     /// Opaque: pass it on as it is (to another process, with a job it queues), never parse
@@ -23,9 +22,9 @@ extension ReceiptsClient {
     /// let message = try await worker.receipt(of: sent.id, in: "team", viewer: "alice")  // never 404
     /// ```
     ///
-    /// Tokens are opaque, so the client cannot tell which of two is newer: the adopted one
-    /// replaces the one held, and this client's next write replaces it in turn. Adopt the
-    /// newest you know of.
+    /// The client keeps the newer of the adopted token and the one it holds (it knows the
+    /// service's spelling of a position); a token it cannot read that way replaces the one
+    /// held. This client's next write replaces it in turn.
     public func adoptConsistencyToken(_ token: String) {
         self.consistencyTokens.replace(with: token)
     }
