@@ -12,14 +12,15 @@ enum PatroniCluster {
     static let url = ProcessInfo.processInfo.environment["RECEIPTS_HA_DATABASE_URL"].flatMap { $0.isEmpty ? nil : $0 }
 }
 
-/// `receiptsd` on a real Patroni cluster (scripts/ha-cluster.sh: one etcd and two PostgreSQL
+/// `receiptsd` on a real Patroni cluster (scripts/ha-cluster.sh: one etcd and three PostgreSQL
 /// nodes on loopback), through a switchover, a crash of the primary in synchronous mode, and a
 /// failover that loses an asynchronous tail (docs/operations.md, "High availability"). One service
 /// instance lives through each, reaching PostgreSQL by the multi-host URL with
 /// `target_session_attrs=read-write`, with writers sending and streams open.
 ///
 /// The test command (scripts/test.sh) starts the cluster and sets `RECEIPTS_HA_DATABASE_URL`;
-/// without it these tests are skipped. They run one at a time (they fail the cluster over).
+/// without it these tests are skipped. They run one at a time (they fail the cluster over), and
+/// so do the read-replica tests nested in this suite (`ReplicaReadTests`).
 @Suite(
     "Failover under Patroni", .serialized,
     .enabled(if: PatroniCluster.url != nil, "no Patroni cluster: scripts/test.sh starts one (scripts/ha-cluster.sh)"))
@@ -304,7 +305,8 @@ struct PatroniFailoverTests {
             print(try await Self.cluster("status"))
         }
         await receiver.stop()
-        // The old primary comes back as a replica of the new timeline (pg_rewind).
-        for node in ["node1", "node2"] { _ = try? await Self.cluster("revive", node) }
+        // The old primary comes back as a replica of the new timeline (pg_rewind), with every
+        // other node that is not running.
+        _ = try? await Self.cluster("start")
     }
 }
