@@ -155,7 +155,8 @@ public struct ServiceComponents: Sendable {
         self.databaseHealth = DatabaseHealthMonitor(pool: pool, logger: store.logger)
         self.admission = TenantAdmissionGate(fairness: configuration.fairness, directory: store.credentials)
         self.replicaReads = ReplicaReads(
-            store: store, standbys: standbys, recentWrites: RecentWrites(window: configuration.replicas.ownWritesWindow), metrics: metrics)
+            store: store, standbys: standbys, recentWrites: standbys.map { _ in RecentWrites(window: configuration.replicas.ownWritesWindow) },
+            metrics: metrics)
         self.webhooks = WebhookDispatcher(
             store: store, hub: hub, options: configuration.webhooks, instanceName: configuration.instanceName, logger: store.logger,
             metrics: metrics)

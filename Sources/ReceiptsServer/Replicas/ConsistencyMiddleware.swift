@@ -18,7 +18,8 @@ struct ConsistencyMiddleware: RouterMiddleware {
     typealias Context = ReceiptsRequestContext
 
     let positions: PositionProbe
-    let recentWrites: RecentWrites
+    /// Where users' own writes are kept for reads without a token; nil without standbys.
+    let recentWrites: RecentWrites?
     let metrics: ServiceMetrics
     let logger: Logger
 
@@ -48,10 +49,10 @@ struct ConsistencyMiddleware: RouterMiddleware {
                 position = try await self.positions.positionAfterNow()
             }
             response.headers[ConsistencyToken.headerName] = ConsistencyToken(position).description
-            if let tenant = context.principal?.tenantId {
+            if let recentWrites, let tenant = context.principal?.tenantId {
                 var users = written.noted
                 if let own = context.principal?.tokenUser { users.append(own) }
-                self.recentWrites.record(position, tenant: tenant, users: users)
+                recentWrites.record(position, tenant: tenant, users: users)
             }
         } catch {
             self.metrics.recordUntokenedWrite()

@@ -9,7 +9,8 @@ import ReceiptsStore
 struct ReplicaReads: Sendable {
     let store: ReceiptsStore
     let standbys: StandbyReads?
-    let recentWrites: RecentWrites
+    /// Users' own recent writes; nil without standbys (every read is on the primary then).
+    let recentWrites: RecentWrites?
     let metrics: ServiceMetrics
 
     /// Runs `read` on the server that may answer it; `user` is the user the read is about (the
@@ -24,7 +25,7 @@ struct ReplicaReads: Sendable {
             return ReadAnswer(value: try await read(self.store), source: .primary)
         }
         var position = context.consistencyToken?.position
-        if let user, let tenant = context.principal?.tenantId, let own = self.recentWrites.position(tenant: tenant, user: user) {
+        if let user, let tenant = context.principal?.tenantId, let own = self.recentWrites?.position(tenant: tenant, user: user) {
             position = max(own, position ?? own)
         }
         let (value, route) = try await standbys.read(atLeast: position) { standby in
