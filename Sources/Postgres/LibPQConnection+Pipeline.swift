@@ -49,8 +49,9 @@ extension LibPQConnection {
     /// - Parameter setup: what its transaction runs first (`transactionSetup()` or
     ///   `timeoutSetup(milliseconds:)`, prepared before the pipeline began); by default the
     ///   role alone (`SessionPolicy.roleSetup`), if the connection has one.
-    func send(_ sql: String, bindings: PostgresBindings, setup: PreparedSetup? = nil) throws(PostgresError) {
-        let setup = setup ?? self.preparedSetup(self.policy.roleSetup)
+    /// - Parameter takesRole: false for a statement that reads no table: no setup then.
+    func send(_ sql: String, bindings: PostgresBindings, setup: PreparedSetup? = nil, takesRole: Bool = true) throws(PostgresError) {
+        let setup = takesRole ? setup ?? self.preparedSetup(self.policy.roleSetup) : nil
         let key = PreparedStatements.Key(sql: sql, types: bindings.types)
         let prepares = self.preparedStatements.name(for: key) == nil
         let statementName: String

@@ -20,6 +20,13 @@ public struct PostgresPipeline {
         try self.connection.send(sql, bindings: try PostgresBindings(parameters))
     }
 
+    /// Sends a statement that reads no table, without the role every other transaction takes
+    /// first (`PostgresConfiguration.role`): one statement less for the server to run, for
+    /// a statement that needs no privilege (`SELECT pg_current_wal_flush_lsn()`, say).
+    public func sendWithoutRole(_ sql: String, _ parameters: [any PostgresEncodable]) throws(PostgresError) {
+        try self.connection.send(sql, bindings: try PostgresBindings(parameters), takesRole: false)
+    }
+
     /// Sends a statement that the server must end by `deadline`: its transaction sets
     /// `statement_timeout` to the time left now (`SET LOCAL`, in the same trip). nil: the
     /// session's own `statement_timeout` applies, as with `send(_:_:)`.

@@ -84,7 +84,7 @@ extension ReceiptsStore {
                     }
                     // Right behind it, where the log stands once it has committed: its
                     // requests' consistency token (`CommitPositionSlot`), received with it.
-                    try pipeline.send(CommitPositionSlot.positionSQL, [])
+                    try pipeline.sendWithoutRole(CommitPositionSlot.positionSQL, [])
                     inFlight.append(.batch(batch, attempt: attempt))
                     batchesSent += 1
                     // While the event hub would take them, the log is read right behind the

@@ -128,10 +128,15 @@ struct CancellationAndRoleTests {
             try await pool.withConnection { connection in
                 try await connection.withPipeline { pipeline in
                     try pipeline.send("SELECT current_user::text", [])
+                    // A statement that reads no table may go without it, beside those that take it.
+                    try pipeline.sendWithoutRole("SELECT current_user::text", [])
                     try pipeline.send("SELECT current_user::text", [])
-                    return [try await pipeline.receive().scalar(String.self), try await pipeline.receive().scalar(String.self)]
+                    return [
+                        try await pipeline.receive().scalar(String.self), try await pipeline.receive().scalar(String.self),
+                        try await pipeline.receive().scalar(String.self),
+                    ]
                 }
-            } == [role, role])
+            } == [role, login, role])
         // Rows one by one: alone (through the transaction that takes the role) and in a transaction.
         let asRole = try await pool.withConnection { connection in
             try await connection.reduceRows("SELECT current_user::text", into: [String]()) { $0.append(try $1.decode(String.self, column: 0)) }
