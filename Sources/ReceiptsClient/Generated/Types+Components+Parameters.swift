@@ -96,7 +96,8 @@ extension Components {
         /// write's answer, as it was answered): the answer is never made from data older than
         /// that write. Opaque; a value that is no token the service issued is 400
         /// `invalid_request`. See "Read replicas and read-your-writes" in this document's
-        /// description.
+        /// description. The pattern is what this version of the service issues, for
+        /// validators; clients keep and send tokens as they are.
         ///
         ///
         /// - Remark: Generated from `#/components/parameters/ConsistencyToken`.

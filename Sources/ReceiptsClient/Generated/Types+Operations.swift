@@ -2520,7 +2520,8 @@ public enum Operations {
                 /// write's answer, as it was answered): the answer is never made from data older than
                 /// that write. Opaque; a value that is no token the service issued is 400
                 /// `invalid_request`. See "Read replicas and read-your-writes" in this document's
-                /// description.
+                /// description. The pattern is what this version of the service issues, for
+                /// validators; clients keep and send tokens as they are.
                 ///
                 ///
                 /// - Remark: Generated from `#/paths/v1/chats/{chatId}/GET/header/Receipts-Consistency-Token`.
@@ -4764,7 +4765,8 @@ public enum Operations {
                 /// write's answer, as it was answered): the answer is never made from data older than
                 /// that write. Opaque; a value that is no token the service issued is 400
                 /// `invalid_request`. See "Read replicas and read-your-writes" in this document's
-                /// description.
+                /// description. The pattern is what this version of the service issues, for
+                /// validators; clients keep and send tokens as they are.
                 ///
                 ///
                 /// - Remark: Generated from `#/paths/v1/chats/{chatId}/messages/GET/header/Receipts-Consistency-Token`.
@@ -5643,7 +5645,8 @@ public enum Operations {
                 /// write's answer, as it was answered): the answer is never made from data older than
                 /// that write. Opaque; a value that is no token the service issued is 400
                 /// `invalid_request`. See "Read replicas and read-your-writes" in this document's
-                /// description.
+                /// description. The pattern is what this version of the service issues, for
+                /// validators; clients keep and send tokens as they are.
                 ///
                 ///
                 /// - Remark: Generated from `#/paths/v1/chats/{chatId}/messages/{messageId}/GET/header/Receipts-Consistency-Token`.
@@ -8376,7 +8379,8 @@ public enum Operations {
                 /// write's answer, as it was answered): the answer is never made from data older than
                 /// that write. Opaque; a value that is no token the service issued is 400
                 /// `invalid_request`. See "Read replicas and read-your-writes" in this document's
-                /// description.
+                /// description. The pattern is what this version of the service issues, for
+                /// validators; clients keep and send tokens as they are.
                 ///
                 ///
                 /// - Remark: Generated from `#/paths/v1/users/{userId}/unread/GET/header/Receipts-Consistency-Token`.
