@@ -25,11 +25,12 @@ extension ReceiptsStore {
     ///
     /// Batches go through a `PostgresPipeline`, `batchesInFlight` at a time. Each batch is
     /// its own transaction, followed in the pipeline by a read of the log position it left
-    /// (its requests' consistency token), and after each one `committedWrites` is signalled (also after a
-    /// failure: a commit whose answer was lost with the connection still added events). While
-    /// the event hub would take them (`CommittedWrites.eventsToRead()`), the log is read right
-    /// behind a batch of reads in the pipeline (`BatchStatements.handsEventsOver`), and what
-    /// it holds is handed to the hub with the signal.
+    /// (its requests' consistency token), and after each one `committedWrites` is signalled
+    /// (also after a failure: a commit whose answer was lost with the connection still added
+    /// events). While the event hub would take them (`CommittedWrites.eventsToRead()`), the
+    /// log is read right behind a batch of reads in the pipeline
+    /// (`BatchStatements.handsEventsOver`), and what it holds is handed to the hub with the
+    /// signal.
     /// - A batch that PostgreSQL aborts for a deadlock or a serialization failure (nothing of
     ///   it stays) is sent again, up to five times.
     /// - A batch of several requests that fails for another reason is sent again as one
