@@ -123,8 +123,12 @@ public struct ReceiptsStore: Service, Sendable {
 
     /// Runs one statement, retrying it when PostgreSQL aborts it for a deadlock or a
     /// serialization failure (both leave nothing behind, so a retry is safe).
+    ///
+    /// It may write, and records no position: in a write request the token is then read after
+    /// the request's statements (`CommitPositionSlot.ranUnrecorded()`).
     func query(_ sql: String, _ parameters: [any PostgresEncodable]) async throws -> PostgresRows {
-        try await self.retryingConflicts { try await self.pool.query(sql, parameters) }
+        defer { CommitPositionSlot.current?.ranUnrecorded() }
+        return try await self.retryingConflicts { try await self.pool.query(sql, parameters) }
     }
 
     /// Runs one statement of background maintenance (retention), which may take longer than

@@ -7,8 +7,11 @@ import Postgres
 /// on the same connection where it did not.
 ///
 /// The HTTP edge puts a slot in the request's task (`current`); store calls that write record
-/// the newest position they saw into it. A write request whose slot stays empty (its writes
-/// went another way) gets its position from `PositionProbe` instead.
+/// the newest position they saw into it. A statement that went another way (`ReceiptsStore.query`,
+/// which may write) after the last position recorded leaves the slot without one: the
+/// request then gets its position from `PositionProbe`, read after all of its statements. (A
+/// position recorded after such a statement covers it: the statement's commit had returned,
+/// so the log was flushed past it.)
 public final class CommitPositionSlot: Sendable {
     /// The slot of the current write request, if any.
     @TaskLocal public static var current: CommitPositionSlot?
@@ -26,15 +29,31 @@ public final class CommitPositionSlot: Sendable {
                     ELSE pg_current_wal_flush_lsn() END::text
         """
 
-    private let recorded = NIOLockedValueBox<WALPosition?>(nil)
+    private struct Recorded {
+        var position: WALPosition?
+        /// A statement ran after the last position recorded without recording one.
+        var isBehind = false
+    }
+
+    private let recorded = NIOLockedValueBox(Recorded())
 
     public init() {}
 
-    /// The newest position recorded; nil when none was.
-    public var position: WALPosition? { self.recorded.withLockedValue { $0 } }
+    /// The newest position recorded, if it covers every statement of the request so far.
+    public var position: WALPosition? {
+        self.recorded.withLockedValue { $0.isBehind ? nil : $0.position }
+    }
 
     func record(_ position: WALPosition) {
-        self.recorded.withLockedValue { recorded in recorded = max(position, recorded ?? position) }
+        self.recorded.withLockedValue { recorded in
+            recorded.position = max(position, recorded.position ?? position)
+            recorded.isBehind = false
+        }
+    }
+
+    /// Notes a statement that may have written and recorded no position.
+    func ranUnrecorded() {
+        self.recorded.withLockedValue { $0.isBehind = true }
     }
 
     /// The position in the rows of `positionSQL`; nil when they hold none.
