@@ -1,4 +1,3 @@
-import DequeModule
 import Foundation
 import NIOConcurrencyHelpers
 import NIOCore
@@ -12,8 +11,6 @@ final class BenchClient: Sendable {
     private let host: String
     private let port: Int
     private let idle = NIOLockedValueBox<[LoopbackConnection]>([])
-    /// The same for `exchange`, whose connections keep the answers' headers.
-    private let idleWithHeaders = NIOLockedValueBox<[HeadersConnection]>([])
     /// The event loops its connections are read on.
     private let group: any EventLoopGroup
 
@@ -29,9 +26,6 @@ final class BenchClient: Sendable {
 
     func shutdown() async {
         for connection in self.idle.withLockedValue({ idle in defer { idle.removeAll() }; return idle }) {
-            await connection.close()
-        }
-        for connection in self.idleWithHeaders.withLockedValue({ idle in defer { idle.removeAll() }; return idle }) {
             await connection.close()
         }
     }
@@ -54,19 +48,16 @@ final class BenchClient: Sendable {
 
     /// Sends a request with `headers` besides the bench's own, and returns the answer with its
     /// headers: for figures that read what the service says in them (the replicas scenario's
-    /// `Receipts-Consistency-Token` and `Receipts-Read-Source`). On connections of its own,
-    /// so that `send` keeps collecting only what it needs.
+    /// `Receipts-Consistency-Token` and `Receipts-Read-Source`).
     func exchange(
         _ method: HTTPMethod, _ path: String, as credential: String?, body: [String: Any]? = nil, headers: [(String, String)] = []
     ) async throws -> Answer {
         var (head, bytes) = try self.request(method, path, as: credential, body: body)
         for (name, value) in headers { head.headers.add(name: name, value: value) }
-        let connection = try await self.takeConnectionWithHeaders()
+        let connection = try await self.takeConnection()
         let answer = try await connection.exchange(head, body: bytes)
-        if connection.isActive { self.idleWithHeaders.withLockedValue { $0.append(connection) } }
-        return Answer(
-            status: Int(answer.head.status.code), headers: answer.head.headers,
-            body: answer.body.map { Data($0.readableBytesView) } ?? Data())
+        if connection.isActive { self.idle.withLockedValue { $0.append(connection) } }
+        return Answer(status: answer.status, headers: answer.headers, body: Data(answer.body.readableBytesView))
     }
 
     /// A request's head and body as the bench sends them.
@@ -136,95 +127,6 @@ final class BenchClient: Sendable {
             await connection.close()
         }
         return try await LoopbackConnection.connect(host: self.host, port: self.port, group: self.group)
-    }
-
-    /// `takeConnection` for `exchange`.
-    private func takeConnectionWithHeaders() async throws -> HeadersConnection {
-        while let connection = self.idleWithHeaders.withLockedValue({ $0.popLast() }) {
-            if connection.isActive { return connection }
-            await connection.close()
-        }
-        return try await HeadersConnection.connect(host: self.host, port: self.port, group: self.group)
-    }
-}
-
-/// A keep-alive connection like `LoopbackConnection` whose answers keep their whole head (NIO's
-/// aggregator collects each answer), for `BenchClient.exchange`. `LoopbackConnection` keeps
-/// only what the throughput figures read, to spare the CPU it shares with the service.
-private final class HeadersConnection: Sendable {
-    private let channel: any Channel
-
-    private init(channel: any Channel) {
-        self.channel = channel
-    }
-
-    static func connect(host: String, port: Int, group: any EventLoopGroup) async throws -> HeadersConnection {
-        let channel = try await ClientBootstrap(group: group)
-            .channelOption(.socketOption(.tcp_nodelay), value: 1)
-            .channelInitializer { channel in
-                channel.eventLoop.makeCompletedFuture {
-                    try channel.pipeline.syncOperations.addHTTPClientHandlers(enableOutboundHeaderValidation: false)
-                    try channel.pipeline.syncOperations.addHandler(NIOHTTPClientResponseAggregator(maxContentLength: 64 << 20))
-                    try channel.pipeline.syncOperations.addHandler(ExchangeHandler())
-                }
-            }
-            .connect(host: host, port: port)
-            .get()
-        return HeadersConnection(channel: channel)
-    }
-
-    var isActive: Bool { self.channel.isActive }
-
-    /// Sends one request and waits for its whole answer.
-    func exchange(_ head: HTTPRequestHead, body: ByteBuffer?) async throws -> NIOHTTPClientResponseFull {
-        let answer = self.channel.eventLoop.makePromise(of: NIOHTTPClientResponseFull.self)
-        self.channel.writeAndFlush(ExchangeHandler.Request(head: head, body: body, answer: answer), promise: nil)
-        return try await answer.futureResult.get()
-    }
-
-    func close() async {
-        try? await self.channel.close()
-    }
-
-    /// Writes each request's parts and completes its promise with the answer, in order.
-    private final class ExchangeHandler: ChannelDuplexHandler {
-        typealias InboundIn = NIOHTTPClientResponseFull
-        typealias OutboundIn = Request
-        typealias OutboundOut = HTTPClientRequestPart
-
-        struct Request: Sendable {
-            var head: HTTPRequestHead
-            var body: ByteBuffer?
-            var answer: EventLoopPromise<NIOHTTPClientResponseFull>
-        }
-
-        private var waiting: Deque<EventLoopPromise<NIOHTTPClientResponseFull>> = []
-
-        func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
-            let request = self.unwrapOutboundIn(data)
-            self.waiting.append(request.answer)
-            context.write(self.wrapOutboundOut(.head(request.head)), promise: nil)
-            if let body = request.body { context.write(self.wrapOutboundOut(.body(.byteBuffer(body))), promise: nil) }
-            context.write(self.wrapOutboundOut(.end(nil)), promise: promise)
-        }
-
-        func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-            self.waiting.popFirst()?.succeed(self.unwrapInboundIn(data))
-        }
-
-        func errorCaught(context: ChannelHandlerContext, error: any Error) {
-            self.failAll(error)
-            context.close(promise: nil)
-        }
-
-        func channelInactive(context: ChannelHandlerContext) {
-            self.failAll(ChannelError.ioOnClosedChannel)
-            context.fireChannelInactive()
-        }
-
-        private func failAll(_ error: any Error) {
-            while let answer = self.waiting.popFirst() { answer.fail(error) }
-        }
     }
 }
 

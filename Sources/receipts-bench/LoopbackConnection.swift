@@ -10,12 +10,14 @@ import NIOPosix
 /// tracing, connection-pool state machines) was about 40 % of the bench's CPU in the
 /// throughput figures (BENCHMARKS.md); this one writes a request and collects its answer.
 final class LoopbackConnection: Sendable {
-    /// An answer: its status, its `Retry-After`, and its body (empty on a connection that
-    /// drops bodies).
+    /// An answer: its status, its headers, and its body (empty on a connection that drops
+    /// bodies). The headers are the parsed head's own value, kept without copying.
     struct Answer: Sendable {
         let status: Int
-        let retryAfter: String?
+        let headers: HTTPHeaders
         let body: ByteBuffer
+
+        var retryAfter: String? { self.headers.first(name: "Retry-After") }
     }
 
     private let channel: any Channel
@@ -72,7 +74,7 @@ private final class ExchangeHandler: ChannelDuplexHandler {
     private let keepsBodies: Bool
     private var waiting: Deque<EventLoopPromise<LoopbackConnection.Answer>> = []
     private var status = 0
-    private var retryAfter: String?
+    private var headers = HTTPHeaders()
     private var body = ByteBuffer()
 
     init(keepsBodies: Bool) {
@@ -91,11 +93,11 @@ private final class ExchangeHandler: ChannelDuplexHandler {
         switch self.unwrapInboundIn(data) {
         case .head(let head):
             self.status = Int(head.status.code)
-            self.retryAfter = head.headers.first(name: "Retry-After")
+            self.headers = head.headers
         case .body(var part):
             if self.keepsBodies { self.body.writeBuffer(&part) }
         case .end:
-            self.waiting.popFirst()?.succeed(LoopbackConnection.Answer(status: self.status, retryAfter: self.retryAfter, body: self.body))
+            self.waiting.popFirst()?.succeed(LoopbackConnection.Answer(status: self.status, headers: self.headers, body: self.body))
             self.body = ByteBuffer()
         }
     }

@@ -20,7 +20,7 @@ struct UserController {
         let answer = try await self.reads.serve(context, about: user) { store in
             try await store.unreadChats(tenant: principal.tenantId, user: user)
         }
-        return answer.respond(UnreadListResponse.init)
+        return SourcedResponse(body: UnreadListResponse(answer.value), source: answer.source)
     }
 
     @Sendable func settings(_ request: Request, context: ReceiptsRequestContext) async throws -> SettingsResponse {

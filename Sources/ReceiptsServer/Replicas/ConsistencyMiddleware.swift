@@ -32,7 +32,8 @@ struct ConsistencyMiddleware: RouterMiddleware {
             context.consistencyToken = token
         }
         guard Self.writes(request.method) else { return try await next(request, context) }
-        let written = WrittenUsers()
+        // The users a write is about matter only to the window kept for standbys' reads.
+        let written = self.recentWrites == nil ? nil : WrittenUsers()
         context.writtenUsers = written
         let slot = CommitPositionSlot()
         var response = try await CommitPositionSlot.$current.withValue(slot) { [context] in
@@ -49,7 +50,7 @@ struct ConsistencyMiddleware: RouterMiddleware {
                 position = try await self.positions.positionAfterNow()
             }
             response.headers[ConsistencyToken.headerName] = ConsistencyToken(position).description
-            if let recentWrites, let tenant = context.principal?.tenantId {
+            if let recentWrites, let written, let tenant = context.principal?.tenantId {
                 var users = written.noted
                 if let own = context.principal?.tokenUser { users.append(own) }
                 recentWrites.record(position, tenant: tenant, users: users)

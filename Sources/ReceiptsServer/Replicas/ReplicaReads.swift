@@ -40,11 +40,6 @@ struct ReplicaReads: Sendable {
 struct ReadAnswer<Value> {
     let value: Value
     let source: ReadSource
-
-    /// `body` made of the value, answered with `Receipts-Read-Source`.
-    func respond<Body: ResponseGenerator>(_ body: (Value) throws -> Body) rethrows -> SourcedResponse<Body> {
-        SourcedResponse(body: try body(self.value), source: self.source)
-    }
 }
 
 /// An answer with `Receipts-Read-Source`.
