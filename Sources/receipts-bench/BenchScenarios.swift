@@ -283,6 +283,7 @@ struct BenchScenarios {
         }
         try await self.settleDatabase()
         let client = self.client
+        let cpu = CPUTimes.now(servicePID: self.servicePID)
         let start = ContinuousClock.now
         let marked = try await withThrowingTaskGroup(of: Int.self) { group in
             for (chat, ids) in messages {
@@ -301,8 +302,9 @@ struct BenchScenarios {
             return try await group.reduce(0, +)
         }
         let seconds = Double((ContinuousClock.now - start) / .microseconds(1)) / 1_000_000
+        let cost = CPUTimes.note(since: cpu, servicePID: self.servicePID, requests: marked, unit: "receipt")
         results.add(Figure.batches, unit: "receipts/s", value: Double(marked) / seconds, target: "≥ 50,000",
-                    note: "\(marked) receipts")
+                    note: "\(marked) receipts; " + cost)
     }
 
     /// The raw reference: the guarded `UPDATE … array_append` that marks one message read

@@ -21,11 +21,12 @@ struct CPUTimes {
         return CPUTimes(service: service, postgres: postgres, bench: bench)
     }
 
-    /// What was used from `start` to now, per request, as a note for the table.
-    static func note(since start: CPUTimes?, servicePID: Int32?, requests: Int) -> String {
+    /// What was used from `start` to now, per request (or per `unit`: "receipt"), as a note
+    /// for the table.
+    static func note(since start: CPUTimes?, servicePID: Int32?, requests: Int, unit: String = "request") -> String {
         guard let start, let end = self.now(servicePID: servicePID), requests > 0 else { return "" }
         func microseconds(_ seconds: Double) -> String { String(format: "%.0f", seconds / Double(requests) * 1_000_000) }
-        return "CPU µs/request: service \(microseconds(end.service - start.service)), "
+        return "CPU µs/\(unit): service \(microseconds(end.service - start.service)), "
             + "PostgreSQL \(microseconds(end.postgres - start.postgres)), bench \(microseconds(end.bench - start.bench))"
     }
 
