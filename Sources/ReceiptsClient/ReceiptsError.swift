@@ -28,6 +28,8 @@ public struct ReceiptsError: Error, Sendable, Hashable, CustomStringConvertible 
         public static let upgradeRequired = Code(rawValue: "upgrade_required")
         /// 413: a request body over 1 MiB.
         public static let payloadTooLarge = Code(rawValue: "payload_too_large")
+        /// 415: a body declared as something other than JSON (the client always sends JSON).
+        public static let unsupportedMediaType = Code(rawValue: "unsupported_media_type")
         /// 429: too many streams open for the user or the tenant, or the tenant over its
         /// bounds on the instance (its requests in flight, its share of a busy instance, its
         /// rate limit); the answer's `Retry-After` says when to try again. Not retried by the

@@ -53,6 +53,55 @@ struct IdempotencyAndConcurrencyTests {
         }
     }
 
+    @Test("a repeated send compares the whole body: another threadId, mentions or mentionsAll is 409; the same mentions after a member left is 200")
+    func messageIdempotencyWholeBody() async throws {
+        try await TestService.run { client in
+            let tenant = try await client.createTenant()
+            try await tenant.createChat("g", members: ["a", "b", "c"])
+            let root = try await tenant.send(in: "g", from: "a")
+            let body: [String: Any] = ["id": "m-1", "senderId": "a", "text": "hi @b", "threadId": root, "mentions": ["b", "nobody", "b"]]
+            let first = try await client.request(.post, "/v1/chats/g/messages", as: tenant.apiKey, json: body)
+            #expect(first.status == .created, "\(first.body)")
+            #expect(try first.decode(TestMessage.self).mentions == ["b"])
+
+            var others: [(String, [String: Any])] = []
+            var mainTimeline = body
+            mainTimeline["threadId"] = nil
+            others.append(("no threadId", mainTimeline))
+            var otherRoot = body
+            otherRoot["threadId"] = try await tenant.send(in: "g", from: "b")
+            others.append(("another threadId", otherRoot))
+            var otherMention = body
+            otherMention["mentions"] = ["c"]
+            others.append(("other mentions", otherMention))
+            var noMentions = body
+            noMentions["mentions"] = nil
+            others.append(("no mentions", noMentions))
+            var everyone = body
+            everyone["mentionsAll"] = true
+            others.append(("mentionsAll", everyone))
+            for (what, other) in others {
+                let answer = try await client.request(.post, "/v1/chats/g/messages", as: tenant.apiKey, json: other)
+                #expect(answer.status == .conflict, "\(what): \(answer.body)")
+                #expect(answer.errorCode == "conflict")
+            }
+
+            // The same request again, however the mentions are spelled once the rule is
+            // applied (a non-member, a repeat), and after b left: the same message.
+            var respelled = body
+            respelled["mentions"] = ["nobody", "b", "a"]
+            #expect(try await client.request(.post, "/v1/chats/g/messages", as: tenant.apiKey, json: respelled).status == .ok)
+            let left = try await client.request(.delete, "/v1/chats/g/members/b", as: tenant.apiKey)
+            #expect(left.status == .noContent || left.status == .ok, "\(left.body)")
+            let again = try await client.request(.post, "/v1/chats/g/messages", as: tenant.apiKey, json: body)
+            #expect(again.status == .ok, "\(again.body)")
+            #expect(try again.decode(TestMessage.self).mentions == ["b"])
+            // Nothing else was sent: the two roots in the main timeline, m-1 a reply.
+            #expect(try await tenant.messages(in: "g", viewer: "a").count == 2)
+            #expect(try await tenant.message("m-1", in: "g", viewer: "a").seq == 2)
+        }
+    }
+
     @Test("marking twice marks 0 the second time")
     func repeatedMarking() async throws {
         try await TestService.run { client in

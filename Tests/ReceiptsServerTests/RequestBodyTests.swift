@@ -40,6 +40,41 @@ struct RequestBodyTests {
         }
     }
 
+    @Test("a body declared as something other than JSON is 415 unsupported_media_type and changes nothing; JSON types and no type are read")
+    func notJSON() async throws {
+        try await TestService.run { client in
+            let tenant = try await client.createTenant()
+            try await tenant.createChat("g", members: ["a", "b"])
+            let json = #"{"id":"m-1","senderId":"a","text":"hi"}"#
+            for type in ["text/plain", "text/plain; charset=utf-8", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x", "application/xml"] {
+                let refused = try await client.request(.post, "/v1/chats/g/messages", as: tenant.apiKey, body: json, headers: [.contentType: type])
+                #expect(refused.status == .unsupportedMediaType, "\(type): \(refused.body)")
+                #expect(refused.errorCode == "unsupported_media_type")
+                #expect(refused.body.contains("application/json"))
+            }
+            let form = try await client.request(
+                .post, "/v1/chats/g/read", as: tenant.apiKey, body: "userId=b", headers: [.contentType: "application/x-www-form-urlencoded"])
+            #expect(form.status == .unsupportedMediaType)
+            #expect(try await tenant.messages(in: "g", viewer: "a").isEmpty)
+
+            let withCharset = try await client.request(
+                .post, "/v1/chats/g/messages", as: tenant.apiKey, body: json, headers: [.contentType: "Application/JSON; charset=UTF-8"])
+            #expect(withCharset.status == .created, "\(withCharset.body)")
+            let structured = try await client.request(
+                .post, "/v1/chats/g/messages", as: tenant.apiKey, body: json, headers: [.contentType: "application/vnd.receipts+json"])
+            #expect(structured.status == .ok, "\(structured.body)")
+            let connection = try await RawConnection.open(port: client.port)
+            defer { connection.close() }
+            let untyped = #"{"id":"m-2","senderId":"a","text":"no type"}"#
+            try await connection.send(
+                "POST /v1/chats/g/messages HTTP/1.1\r\nHost: receipts\r\nAuthorization: Bearer \(tenant.apiKey)\r\n"
+                    + "Content-Length: \(untyped.utf8.count)\r\n\r\n\(untyped)")
+            let answer = try await connection.answer()
+            #expect(answer?.status == 201, "\(answer?.body ?? connection.pendingText)")
+            #expect(try await tenant.messages(in: "g", viewer: "a").map(\.text) == ["hi", "no type"])
+        }
+    }
+
     @Test("an unauthenticated request with a 1 MiB body gets 401 before the body is sent")
     func unauthenticatedBodyIsNotRead() async throws {
         try await TestService.run { client in

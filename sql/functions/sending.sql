@@ -1,16 +1,41 @@
 -- Sending messages.
 
+-- Whom a message names, of the users a request of receipts.send_each names
+-- (p_mention_requests beside p_mention_users: the request's position, 1-based, beside each
+-- user): those who were members when it was sent (a membership period holding p_seq), but
+-- its sender, each once, in the order given. What a new message keeps (messages.mentions),
+-- and what a repeat of it must name to be the same message: as membership periods do not
+-- change after the fact, a repeat compares against the members at the message's own seq,
+-- whoever joined or left since. SQL, STABLE, no SET: inlined by its callers.
+CREATE OR REPLACE FUNCTION receipts.named_mentions(
+    p_tenant text, p_chat text, p_sender text, p_seq bigint,
+    p_mention_requests integer[], p_mention_users text[], p_request integer)
+RETURNS text[]
+LANGUAGE sql STABLE AS $$
+    SELECT ARRAY(
+        SELECT named.user_id
+        FROM unnest(p_mention_requests, p_mention_users) WITH ORDINALITY AS named(request, user_id, position)
+        WHERE named.request = p_request AND named.user_id <> p_sender
+          AND EXISTS (SELECT FROM receipts.membership_periods AS period
+                      WHERE period.tenant_id = p_tenant AND period.chat_id = p_chat AND period.user_id = named.user_id
+                        AND period.after_seq < p_seq AND (period.until_seq IS NULL OR period.until_seq >= p_seq))
+        GROUP BY named.user_id ORDER BY min(named.position))
+$$;
+COMMENT ON FUNCTION receipts.named_mentions(text, text, text, bigint, integer[], text[], integer) IS
+    'Whom a message of request p_request names: the users it lists who were members at p_seq, but its sender, each once, in the order given.';
+
 -- Sends, for any number of requests in one statement, one message into each chat of the
--- arrays: created | existing (same id, same sender and text) | conflict (same id, other
--- content, or the id of a deleted message) | not_member | chat_not_found, with the
--- message's seq and time. receipts.send_message is one request of it, for psql.
+-- arrays: created | existing (the same id with the same content: sender, text, thread and
+-- mentions) | conflict (same id, other content, or the id of a deleted message) |
+-- not_member | chat_not_found, with the message's seq and time. receipts.send_message is
+-- one request of it, for psql.
 --
 -- Mentions: p_mentions_all (per request; null: none) mentions every member the message is
 -- sent to; p_mention_requests and p_mention_users list the users each request names (the
 -- request's position, 1-based, beside each user). Of those, members other than the sender
--- are kept, each once, in the order given (messages.mentions), and every member mentioned
--- gets a row of receipts.mentions, what unread mention counts read. A repeat of an existing
--- message changes none of them.
+-- are kept, each once, in the order given (messages.mentions, receipts.named_mentions), and
+-- every member mentioned gets a row of receipts.mentions, what unread mention counts read.
+-- A repeat of an existing message changes none of them.
 --
 -- Threads: p_threads (per request; null: the main timeline) names the root of the thread the
 -- message replies in: a message of the same chat that is no reply (else thread_not_found,
@@ -70,7 +95,12 @@ BEGIN
                request.thread, root.seq AS root_seq, request.mentions_any,
                CASE WHEN NOT EXISTS (SELECT FROM receipts.chats AS chat
                                      WHERE chat.tenant_id = p_tenant AND chat.chat_id = request.chat) THEN 'chat_not_found'
-                    WHEN existing.seq IS NOT NULL AND existing.sender_id = request.sender AND existing.body = request.body THEN 'existing'
+                    WHEN existing.seq IS NOT NULL AND existing.sender_id = request.sender AND existing.body = request.body
+                         AND existing.thread_id IS NOT DISTINCT FROM request.thread
+                         AND existing.mentions_all = request.mentions_all
+                         AND existing.mentions = receipts.named_mentions(p_tenant, request.chat, request.sender, existing.seq,
+                                                                         p_mention_requests, p_mention_users, request.position)
+                    THEN 'existing'
                     WHEN existing.seq IS NOT NULL THEN 'conflict'
                     WHEN EXISTS (SELECT FROM receipts.deleted_messages AS deleted
                                  WHERE deleted.tenant_id = p_tenant AND deleted.chat_id = request.chat
@@ -84,7 +114,8 @@ BEGIN
                existing.seq AS existing_seq, existing.created_at AS existing_created_at
         FROM request
         LEFT JOIN LATERAL (
-            SELECT existing.seq, existing.sender_id, existing.body, existing.created_at
+            SELECT existing.seq, existing.sender_id, existing.body, existing.created_at,
+                   existing.thread_id, existing.mentions_all, existing.mentions
             FROM receipts.messages AS existing
             WHERE existing.tenant_id = p_tenant AND existing.chat_id = request.chat
               AND existing.message_id >= request.message AND existing.message_id <= request.message
@@ -108,13 +139,8 @@ BEGIN
         INSERT INTO receipts.messages AS message (tenant_id, chat_id, message_id, seq, sender_id, body, mentions, mentions_all, thread_id)
         SELECT p_tenant, judged.chat, judged.message, bumped.last_seq, judged.sender, judged.body,
                -- The members it names, but its sender, each once, in the order given.
-               ARRAY(SELECT named.user_id
-                     FROM unnest(p_mention_requests, p_mention_users) WITH ORDINALITY AS named(request, user_id, position)
-                     WHERE named.request = judged.position AND named.user_id <> judged.sender
-                       AND EXISTS (SELECT FROM receipts.chat_members AS member
-                                   WHERE member.tenant_id = p_tenant AND member.chat_id = judged.chat
-                                     AND member.user_id = named.user_id AND member.left_at IS NULL)
-                     GROUP BY named.user_id ORDER BY min(named.position)),
+               receipts.named_mentions(p_tenant, judged.chat, judged.sender, bumped.last_seq,
+                                       p_mention_requests, p_mention_users, judged.position),
                judged.mentions_all, judged.thread
         FROM judged JOIN bumped ON bumped.chat_id = judged.chat
         ORDER BY judged.chat
@@ -170,7 +196,7 @@ LANGUAGE sql AS $$
     FROM receipts.send_each(p_tenant, ARRAY[p_chat], ARRAY[p_message], ARRAY[p_sender], ARRAY[p_body]) AS sent;
 $$;
 COMMENT ON FUNCTION receipts.send_message(text, text, text, text, text) IS
-    'Sends a message: created | existing (same id, same sender and text) | conflict (same id, other content) | not_member | chat_not_found. From psql: SELECT * FROM receipts.send_message(''tenant'', ''chat'', ''id'', ''sender'', ''text'');';
+    'Sends a message: created | existing (same id, same sender, text, thread and mentions) | conflict (same id, other content) | not_member | chat_not_found. From psql: SELECT * FROM receipts.send_message(''tenant'', ''chat'', ''id'', ''sender'', ''text'');';
 
 -- Edits a message's text: edited | unchanged (the same text: nothing written, no event) |
 -- not_sender (p_editor is not null and did not send it) | message_not_found (never sent, or

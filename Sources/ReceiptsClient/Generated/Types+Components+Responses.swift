@@ -187,6 +187,34 @@ extension Components {
                 self.body = body
             }
         }
+        public struct UnsupportedMediaType: Sendable, Hashable {
+            /// - Remark: Generated from `#/components/responses/UnsupportedMediaType/content`.
+            @frozen public enum Body: Sendable, Hashable {
+                /// - Remark: Generated from `#/components/responses/UnsupportedMediaType/content/application\/json`.
+                case json(Components.Schemas._Error)
+                /// The associated value of the enum case if `self` is `.json`.
+                ///
+                /// - Throws: An error if `self` is not `.json`.
+                /// - SeeAlso: `.json`.
+                public var json: Components.Schemas._Error {
+                    get throws {
+                        switch self {
+                        case let .json(body):
+                            return body
+                        }
+                    }
+                }
+            }
+            /// Received HTTP response body
+            public var body: Components.Responses.UnsupportedMediaType.Body
+            /// Creates a new `UnsupportedMediaType`.
+            ///
+            /// - Parameters:
+            ///   - body: Received HTTP response body
+            public init(body: Components.Responses.UnsupportedMediaType.Body) {
+                self.body = body
+            }
+        }
         public struct RateLimited: Sendable, Hashable {
             /// - Remark: Generated from `#/components/responses/RateLimited/content`.
             @frozen public enum Body: Sendable, Hashable {

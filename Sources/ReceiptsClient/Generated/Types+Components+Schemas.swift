@@ -251,6 +251,7 @@ extension Components {
                     case conflict = "conflict"
                     case upgradeRequired = "upgrade_required"
                     case payloadTooLarge = "payload_too_large"
+                    case unsupportedMediaType = "unsupported_media_type"
                     case rateLimited = "rate_limited"
                     case unavailable = "unavailable"
                     case internalError = "internal_error"

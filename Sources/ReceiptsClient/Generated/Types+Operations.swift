@@ -266,6 +266,32 @@ public enum Operations {
                     }
                 }
             }
+            /// The body declares a `Content-Type` other than JSON (`unsupported_media_type`):
+            /// `text/plain`, form data. `application/json` (or a `…+json` type) is read as JSON, and
+            /// so is a body that declares no type.
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//admin/v1/tenants/post(createTenant)/responses/415`.
+            ///
+            /// HTTP response code: `415 unsupportedMediaType`.
+            case unsupportedMediaType(Components.Responses.UnsupportedMediaType)
+            /// The associated value of the enum case if `self` is `.unsupportedMediaType`.
+            ///
+            /// - Throws: An error if `self` is not `.unsupportedMediaType`.
+            /// - SeeAlso: `.unsupportedMediaType`.
+            public var unsupportedMediaType: Components.Responses.UnsupportedMediaType {
+                get throws {
+                    switch self {
+                    case let .unsupportedMediaType(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "unsupportedMediaType",
+                            response: self
+                        )
+                    }
+                }
+            }
             /// PostgreSQL is unreachable or did not answer within `RECEIPTS_DATABASE_TIMEOUT_SECONDS`
             /// (`unavailable`). Nothing is known to have changed; retry (idempotent requests are
             /// safe to repeat).
@@ -2118,6 +2144,32 @@ public enum Operations {
                     }
                 }
             }
+            /// The body declares a `Content-Type` other than JSON (`unsupported_media_type`):
+            /// `text/plain`, form data. `application/json` (or a `…+json` type) is read as JSON, and
+            /// so is a body that declares no type.
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//admin/v1/tenants/{tenantId}/limits/put(putTenantLimits)/responses/415`.
+            ///
+            /// HTTP response code: `415 unsupportedMediaType`.
+            case unsupportedMediaType(Components.Responses.UnsupportedMediaType)
+            /// The associated value of the enum case if `self` is `.unsupportedMediaType`.
+            ///
+            /// - Throws: An error if `self` is not `.unsupportedMediaType`.
+            /// - SeeAlso: `.unsupportedMediaType`.
+            public var unsupportedMediaType: Components.Responses.UnsupportedMediaType {
+                get throws {
+                    switch self {
+                    case let .unsupportedMediaType(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "unsupportedMediaType",
+                            response: self
+                        )
+                    }
+                }
+            }
             /// PostgreSQL is unreachable or did not answer within `RECEIPTS_DATABASE_TIMEOUT_SECONDS`
             /// (`unavailable`). Nothing is known to have changed; retry (idempotent requests are
             /// safe to repeat).
@@ -2394,6 +2446,32 @@ public enum Operations {
                     default:
                         try throwUnexpectedResponseStatus(
                             expectedStatus: "contentTooLarge",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The body declares a `Content-Type` other than JSON (`unsupported_media_type`):
+            /// `text/plain`, form data. `application/json` (or a `…+json` type) is read as JSON, and
+            /// so is a body that declares no type.
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/tokens/post(createToken)/responses/415`.
+            ///
+            /// HTTP response code: `415 unsupportedMediaType`.
+            case unsupportedMediaType(Components.Responses.UnsupportedMediaType)
+            /// The associated value of the enum case if `self` is `.unsupportedMediaType`.
+            ///
+            /// - Throws: An error if `self` is not `.unsupportedMediaType`.
+            /// - SeeAlso: `.unsupportedMediaType`.
+            public var unsupportedMediaType: Components.Responses.UnsupportedMediaType {
+                get throws {
+                    switch self {
+                    case let .unsupportedMediaType(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "unsupportedMediaType",
                             response: self
                         )
                     }
@@ -3172,6 +3250,32 @@ public enum Operations {
                     }
                 }
             }
+            /// The body declares a `Content-Type` other than JSON (`unsupported_media_type`):
+            /// `text/plain`, form data. `application/json` (or a `…+json` type) is read as JSON, and
+            /// so is a body that declares no type.
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/chats/{chatId}/put(putChat)/responses/415`.
+            ///
+            /// HTTP response code: `415 unsupportedMediaType`.
+            case unsupportedMediaType(Components.Responses.UnsupportedMediaType)
+            /// The associated value of the enum case if `self` is `.unsupportedMediaType`.
+            ///
+            /// - Throws: An error if `self` is not `.unsupportedMediaType`.
+            /// - SeeAlso: `.unsupportedMediaType`.
+            public var unsupportedMediaType: Components.Responses.UnsupportedMediaType {
+                get throws {
+                    switch self {
+                    case let .unsupportedMediaType(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "unsupportedMediaType",
+                            response: self
+                        )
+                    }
+                }
+            }
             /// The tenant may not start this request now (`rate_limited`), and nothing of it was
             /// done: the tenant already has `RECEIPTS_TENANT_MAX_REQUESTS_IN_FLIGHT` (default 128)
             /// requests in progress on this instance; or the instance is saturated
@@ -3849,6 +3953,32 @@ public enum Operations {
                     default:
                         try throwUnexpectedResponseStatus(
                             expectedStatus: "contentTooLarge",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The body declares a `Content-Type` other than JSON (`unsupported_media_type`):
+            /// `text/plain`, form data. `application/json` (or a `…+json` type) is read as JSON, and
+            /// so is a body that declares no type.
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/chats/{chatId}/members/post(addMember)/responses/415`.
+            ///
+            /// HTTP response code: `415 unsupportedMediaType`.
+            case unsupportedMediaType(Components.Responses.UnsupportedMediaType)
+            /// The associated value of the enum case if `self` is `.unsupportedMediaType`.
+            ///
+            /// - Throws: An error if `self` is not `.unsupportedMediaType`.
+            /// - SeeAlso: `.unsupportedMediaType`.
+            public var unsupportedMediaType: Components.Responses.UnsupportedMediaType {
+                get throws {
+                    switch self {
+                    case let .unsupportedMediaType(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "unsupportedMediaType",
                             response: self
                         )
                     }
@@ -4558,6 +4688,32 @@ public enum Operations {
                     }
                 }
             }
+            /// The body declares a `Content-Type` other than JSON (`unsupported_media_type`):
+            /// `text/plain`, form data. `application/json` (or a `…+json` type) is read as JSON, and
+            /// so is a body that declares no type.
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/chats/{chatId}/members/{userId}/settings/put(putMemberSettings)/responses/415`.
+            ///
+            /// HTTP response code: `415 unsupportedMediaType`.
+            case unsupportedMediaType(Components.Responses.UnsupportedMediaType)
+            /// The associated value of the enum case if `self` is `.unsupportedMediaType`.
+            ///
+            /// - Throws: An error if `self` is not `.unsupportedMediaType`.
+            /// - SeeAlso: `.unsupportedMediaType`.
+            public var unsupportedMediaType: Components.Responses.UnsupportedMediaType {
+                get throws {
+                    switch self {
+                    case let .unsupportedMediaType(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "unsupportedMediaType",
+                            response: self
+                        )
+                    }
+                }
+            }
             /// The tenant may not start this request now (`rate_limited`), and nothing of it was
             /// done: the tenant already has `RECEIPTS_TENANT_MAX_REQUESTS_IN_FLIGHT` (default 128)
             /// requests in progress on this instance; or the instance is saturated
@@ -5081,15 +5237,17 @@ public enum Operations {
     /// Stores a message from `senderId`, who must be a current member of the chat
     /// (otherwise 403). Without `id` the service assigns one. Sending the same `id`
     /// and body again answers 200 with the same message; the same `id` with another
-    /// body answers 409. A repeat is compared with the message's current text, so after
-    /// an edit (`PATCH`) a retry of the original send is 409. `text` is at most 64 KiB
+    /// body (another sender, `text`, `threadId`, `mentionsAll`, or `mentions` naming
+    /// other members) answers 409. A repeat is compared with the message's current text,
+    /// so after an edit (`PATCH`) a retry of the original send is 409. `text` is at most 64 KiB
     /// (400 beyond). A user token may only send as its own user.
     ///
     /// `mentions` names users the message mentions (at most 100 ids, else 400): of them,
     /// the current members other than the sender are kept, each once, in the order given;
     /// others are ignored. `mentionsAll: true` mentions every current member but the
-    /// sender. The answer's `mentions` lists whom it mentioned. A repeat of an existing
-    /// message (same `id`, sender and text) answers it as stored, whatever its mentions.
+    /// sender. The answer's `mentions` lists whom it mentioned. A repeat's `mentions`
+    /// are compared as kept: the users it names who were members when the message was
+    /// first sent, so a retry after someone joined or left is still the same message.
     ///
     /// `threadId` makes the message a reply in a thread: it names the thread's root, a
     /// message of the same chat that is not itself a reply. A `threadId` that names no
@@ -5455,6 +5613,32 @@ public enum Operations {
                     default:
                         try throwUnexpectedResponseStatus(
                             expectedStatus: "contentTooLarge",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The body declares a `Content-Type` other than JSON (`unsupported_media_type`):
+            /// `text/plain`, form data. `application/json` (or a `…+json` type) is read as JSON, and
+            /// so is a body that declares no type.
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/chats/{chatId}/messages/post(sendMessage)/responses/415`.
+            ///
+            /// HTTP response code: `415 unsupportedMediaType`.
+            case unsupportedMediaType(Components.Responses.UnsupportedMediaType)
+            /// The associated value of the enum case if `self` is `.unsupportedMediaType`.
+            ///
+            /// - Throws: An error if `self` is not `.unsupportedMediaType`.
+            /// - SeeAlso: `.unsupportedMediaType`.
+            public var unsupportedMediaType: Components.Responses.UnsupportedMediaType {
+                get throws {
+                    switch self {
+                    case let .unsupportedMediaType(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "unsupportedMediaType",
                             response: self
                         )
                     }
@@ -6238,6 +6422,32 @@ public enum Operations {
                     }
                 }
             }
+            /// The body declares a `Content-Type` other than JSON (`unsupported_media_type`):
+            /// `text/plain`, form data. `application/json` (or a `…+json` type) is read as JSON, and
+            /// so is a body that declares no type.
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/chats/{chatId}/messages/{messageId}/patch(editMessage)/responses/415`.
+            ///
+            /// HTTP response code: `415 unsupportedMediaType`.
+            case unsupportedMediaType(Components.Responses.UnsupportedMediaType)
+            /// The associated value of the enum case if `self` is `.unsupportedMediaType`.
+            ///
+            /// - Throws: An error if `self` is not `.unsupportedMediaType`.
+            /// - SeeAlso: `.unsupportedMediaType`.
+            public var unsupportedMediaType: Components.Responses.UnsupportedMediaType {
+                get throws {
+                    switch self {
+                    case let .unsupportedMediaType(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "unsupportedMediaType",
+                            response: self
+                        )
+                    }
+                }
+            }
             /// The tenant may not start this request now (`rate_limited`), and nothing of it was
             /// done: the tenant already has `RECEIPTS_TENANT_MAX_REQUESTS_IN_FLIGHT` (default 128)
             /// requests in progress on this instance; or the instance is saturated
@@ -6917,6 +7127,32 @@ public enum Operations {
                     }
                 }
             }
+            /// The body declares a `Content-Type` other than JSON (`unsupported_media_type`):
+            /// `text/plain`, form data. `application/json` (or a `…+json` type) is read as JSON, and
+            /// so is a body that declares no type.
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/chats/{chatId}/read/post(markRead)/responses/415`.
+            ///
+            /// HTTP response code: `415 unsupportedMediaType`.
+            case unsupportedMediaType(Components.Responses.UnsupportedMediaType)
+            /// The associated value of the enum case if `self` is `.unsupportedMediaType`.
+            ///
+            /// - Throws: An error if `self` is not `.unsupportedMediaType`.
+            /// - SeeAlso: `.unsupportedMediaType`.
+            public var unsupportedMediaType: Components.Responses.UnsupportedMediaType {
+                get throws {
+                    switch self {
+                    case let .unsupportedMediaType(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "unsupportedMediaType",
+                            response: self
+                        )
+                    }
+                }
+            }
             /// The tenant may not start this request now (`rate_limited`), and nothing of it was
             /// done: the tenant already has `RECEIPTS_TENANT_MAX_REQUESTS_IN_FLIGHT` (default 128)
             /// requests in progress on this instance; or the instance is saturated
@@ -7274,6 +7510,32 @@ public enum Operations {
                     }
                 }
             }
+            /// The body declares a `Content-Type` other than JSON (`unsupported_media_type`):
+            /// `text/plain`, form data. `application/json` (or a `…+json` type) is read as JSON, and
+            /// so is a body that declares no type.
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/chats/{chatId}/delivered/post(markDelivered)/responses/415`.
+            ///
+            /// HTTP response code: `415 unsupportedMediaType`.
+            case unsupportedMediaType(Components.Responses.UnsupportedMediaType)
+            /// The associated value of the enum case if `self` is `.unsupportedMediaType`.
+            ///
+            /// - Throws: An error if `self` is not `.unsupportedMediaType`.
+            /// - SeeAlso: `.unsupportedMediaType`.
+            public var unsupportedMediaType: Components.Responses.UnsupportedMediaType {
+                get throws {
+                    switch self {
+                    case let .unsupportedMediaType(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "unsupportedMediaType",
+                            response: self
+                        )
+                    }
+                }
+            }
             /// The tenant may not start this request now (`rate_limited`), and nothing of it was
             /// done: the tenant already has `RECEIPTS_TENANT_MAX_REQUESTS_IN_FLIGHT` (default 128)
             /// requests in progress on this instance; or the instance is saturated
@@ -7625,6 +7887,32 @@ public enum Operations {
                     default:
                         try throwUnexpectedResponseStatus(
                             expectedStatus: "contentTooLarge",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The body declares a `Content-Type` other than JSON (`unsupported_media_type`):
+            /// `text/plain`, form data. `application/json` (or a `…+json` type) is read as JSON, and
+            /// so is a body that declares no type.
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/chats/{chatId}/unread/post(markUnread)/responses/415`.
+            ///
+            /// HTTP response code: `415 unsupportedMediaType`.
+            case unsupportedMediaType(Components.Responses.UnsupportedMediaType)
+            /// The associated value of the enum case if `self` is `.unsupportedMediaType`.
+            ///
+            /// - Throws: An error if `self` is not `.unsupportedMediaType`.
+            /// - SeeAlso: `.unsupportedMediaType`.
+            public var unsupportedMediaType: Components.Responses.UnsupportedMediaType {
+                get throws {
+                    switch self {
+                    case let .unsupportedMediaType(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "unsupportedMediaType",
                             response: self
                         )
                     }
@@ -8907,6 +9195,32 @@ public enum Operations {
                     }
                 }
             }
+            /// The body declares a `Content-Type` other than JSON (`unsupported_media_type`):
+            /// `text/plain`, form data. `application/json` (or a `…+json` type) is read as JSON, and
+            /// so is a body that declares no type.
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/users/{userId}/settings/put(putSettings)/responses/415`.
+            ///
+            /// HTTP response code: `415 unsupportedMediaType`.
+            case unsupportedMediaType(Components.Responses.UnsupportedMediaType)
+            /// The associated value of the enum case if `self` is `.unsupportedMediaType`.
+            ///
+            /// - Throws: An error if `self` is not `.unsupportedMediaType`.
+            /// - SeeAlso: `.unsupportedMediaType`.
+            public var unsupportedMediaType: Components.Responses.UnsupportedMediaType {
+                get throws {
+                    switch self {
+                    case let .unsupportedMediaType(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "unsupportedMediaType",
+                            response: self
+                        )
+                    }
+                }
+            }
             /// The tenant may not start this request now (`rate_limited`), and nothing of it was
             /// done: the tenant already has `RECEIPTS_TENANT_MAX_REQUESTS_IN_FLIGHT` (default 128)
             /// requests in progress on this instance; or the instance is saturated
@@ -9742,6 +10056,32 @@ public enum Operations {
                     default:
                         try throwUnexpectedResponseStatus(
                             expectedStatus: "contentTooLarge",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The body declares a `Content-Type` other than JSON (`unsupported_media_type`):
+            /// `text/plain`, form data. `application/json` (or a `…+json` type) is read as JSON, and
+            /// so is a body that declares no type.
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/settings/put(putTenantSettings)/responses/415`.
+            ///
+            /// HTTP response code: `415 unsupportedMediaType`.
+            case unsupportedMediaType(Components.Responses.UnsupportedMediaType)
+            /// The associated value of the enum case if `self` is `.unsupportedMediaType`.
+            ///
+            /// - Throws: An error if `self` is not `.unsupportedMediaType`.
+            /// - SeeAlso: `.unsupportedMediaType`.
+            public var unsupportedMediaType: Components.Responses.UnsupportedMediaType {
+                get throws {
+                    switch self {
+                    case let .unsupportedMediaType(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "unsupportedMediaType",
                             response: self
                         )
                     }
@@ -10699,6 +11039,32 @@ public enum Operations {
                     default:
                         try throwUnexpectedResponseStatus(
                             expectedStatus: "contentTooLarge",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The body declares a `Content-Type` other than JSON (`unsupported_media_type`):
+            /// `text/plain`, form data. `application/json` (or a `…+json` type) is read as JSON, and
+            /// so is a body that declares no type.
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/webhooks/{webhookId}/put(putWebhook)/responses/415`.
+            ///
+            /// HTTP response code: `415 unsupportedMediaType`.
+            case unsupportedMediaType(Components.Responses.UnsupportedMediaType)
+            /// The associated value of the enum case if `self` is `.unsupportedMediaType`.
+            ///
+            /// - Throws: An error if `self` is not `.unsupportedMediaType`.
+            /// - SeeAlso: `.unsupportedMediaType`.
+            public var unsupportedMediaType: Components.Responses.UnsupportedMediaType {
+                get throws {
+                    switch self {
+                    case let .unsupportedMediaType(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "unsupportedMediaType",
                             response: self
                         )
                     }
@@ -11703,6 +12069,32 @@ public enum Operations {
                     default:
                         try throwUnexpectedResponseStatus(
                             expectedStatus: "contentTooLarge",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The body declares a `Content-Type` other than JSON (`unsupported_media_type`):
+            /// `text/plain`, form data. `application/json` (or a `…+json` type) is read as JSON, and
+            /// so is a body that declares no type.
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/webhooks/{webhookId}/replay/post(replayWebhook)/responses/415`.
+            ///
+            /// HTTP response code: `415 unsupportedMediaType`.
+            case unsupportedMediaType(Components.Responses.UnsupportedMediaType)
+            /// The associated value of the enum case if `self` is `.unsupportedMediaType`.
+            ///
+            /// - Throws: An error if `self` is not `.unsupportedMediaType`.
+            /// - SeeAlso: `.unsupportedMediaType`.
+            public var unsupportedMediaType: Components.Responses.UnsupportedMediaType {
+                get throws {
+                    switch self {
+                    case let .unsupportedMediaType(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "unsupportedMediaType",
                             response: self
                         )
                     }

@@ -209,15 +209,17 @@ public protocol APIProtocol: Sendable {
     /// Stores a message from `senderId`, who must be a current member of the chat
     /// (otherwise 403). Without `id` the service assigns one. Sending the same `id`
     /// and body again answers 200 with the same message; the same `id` with another
-    /// body answers 409. A repeat is compared with the message's current text, so after
-    /// an edit (`PATCH`) a retry of the original send is 409. `text` is at most 64 KiB
+    /// body (another sender, `text`, `threadId`, `mentionsAll`, or `mentions` naming
+    /// other members) answers 409. A repeat is compared with the message's current text,
+    /// so after an edit (`PATCH`) a retry of the original send is 409. `text` is at most 64 KiB
     /// (400 beyond). A user token may only send as its own user.
     ///
     /// `mentions` names users the message mentions (at most 100 ids, else 400): of them,
     /// the current members other than the sender are kept, each once, in the order given;
     /// others are ignored. `mentionsAll: true` mentions every current member but the
-    /// sender. The answer's `mentions` lists whom it mentioned. A repeat of an existing
-    /// message (same `id`, sender and text) answers it as stored, whatever its mentions.
+    /// sender. The answer's `mentions` lists whom it mentioned. A repeat's `mentions`
+    /// are compared as kept: the users it names who were members when the message was
+    /// first sent, so a retry after someone joined or left is still the same message.
     ///
     /// `threadId` makes the message a reply in a thread: it names the thread's root, a
     /// message of the same chat that is not itself a reply. A `threadId` that names no
@@ -863,15 +865,17 @@ extension APIProtocol {
     /// Stores a message from `senderId`, who must be a current member of the chat
     /// (otherwise 403). Without `id` the service assigns one. Sending the same `id`
     /// and body again answers 200 with the same message; the same `id` with another
-    /// body answers 409. A repeat is compared with the message's current text, so after
-    /// an edit (`PATCH`) a retry of the original send is 409. `text` is at most 64 KiB
+    /// body (another sender, `text`, `threadId`, `mentionsAll`, or `mentions` naming
+    /// other members) answers 409. A repeat is compared with the message's current text,
+    /// so after an edit (`PATCH`) a retry of the original send is 409. `text` is at most 64 KiB
     /// (400 beyond). A user token may only send as its own user.
     ///
     /// `mentions` names users the message mentions (at most 100 ids, else 400): of them,
     /// the current members other than the sender are kept, each once, in the order given;
     /// others are ignored. `mentionsAll: true` mentions every current member but the
-    /// sender. The answer's `mentions` lists whom it mentioned. A repeat of an existing
-    /// message (same `id`, sender and text) answers it as stored, whatever its mentions.
+    /// sender. The answer's `mentions` lists whom it mentioned. A repeat's `mentions`
+    /// are compared as kept: the users it names who were members when the message was
+    /// first sent, so a retry after someone joined or left is still the same message.
     ///
     /// `threadId` makes the message a reply in a thread: it names the thread's root, a
     /// message of the same chat that is not itself a reply. A `threadId` that names no

@@ -20,6 +20,7 @@ public struct APIError: HTTPResponseError, Sendable {
         public static let conflict = Code(rawValue: "conflict")
         public static let upgradeRequired = Code(rawValue: "upgrade_required")
         public static let payloadTooLarge = Code(rawValue: "payload_too_large")
+        public static let unsupportedMediaType = Code(rawValue: "unsupported_media_type")
         public static let rateLimited = Code(rawValue: "rate_limited")
         public static let unavailable = Code(rawValue: "unavailable")
         public static let internalError = Code(rawValue: "internal_error")

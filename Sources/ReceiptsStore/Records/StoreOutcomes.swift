@@ -27,7 +27,7 @@ public enum LeaveOutcome: String, Sendable {
 /// What sending a message did.
 public enum SendOutcome: Sendable {
     case created(MessageRecord)
-    /// The same id was sent before with the same sender and text.
+    /// The same id was sent before with the same content: sender, text, thread and mentions.
     case existing(MessageRecord)
     /// The id was used before for another message.
     case conflict

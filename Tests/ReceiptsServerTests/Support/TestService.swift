@@ -112,7 +112,7 @@ struct APIClient: Sendable {
     ) async throws -> APIResponse {
         var headers = extraHeaders
         if let credential { headers[.authorization] = "Bearer \(credential)" }
-        if body != nil { headers[.contentType] = "application/json" }
+        if body != nil, headers[.contentType] == nil { headers[.contentType] = "application/json" }
         return try await self.client.execute(
             uri: path,
             method: method,
