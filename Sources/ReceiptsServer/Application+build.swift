@@ -38,7 +38,8 @@ public func buildApplication(
         options: poolOptions,
         logger: logger
     )
-    let store = ReceiptsStore(pool: pool, logger: logger)
+    let metrics = ServiceMetrics()
+    let store = ReceiptsStore(pool: pool, logger: logger, metrics: metrics.factory)
     let standbys = try configuration.replicas.databaseURL.map { url in
         try StandbyReads(
             configuration.replicas, url: url, poolOptions: poolOptions, sessionsLike: database, primary: pool,
@@ -54,7 +55,6 @@ public func buildApplication(
         abandonGapsAfter: configuration.abandonEventGapsAfter,
         fanOutLoopShare: configuration.fairness.fanOutLoopShare
     )
-    let metrics = ServiceMetrics()
     // Each subscribes to its channel of the listener.
     let hub = EventHub(store: store, listener: listener, options: hubOptions, logger: logger, metrics: metrics.factory)
     let credentialNotifications = CredentialNotifications(
@@ -126,6 +126,8 @@ public struct ServiceComponents: Sendable {
     let admission: TenantAdmissionGate
     /// Where the reads a standby may serve go.
     let replicaReads: ReplicaReads
+    /// The connection cap's places (`buildServer`), counted for `/metrics`.
+    let connectionSlots: ConnectionSlots
 
     public init(
         configuration: ReceiptsConfiguration,
@@ -160,6 +162,8 @@ public struct ServiceComponents: Sendable {
         self.webhooks = WebhookDispatcher(
             store: store, hub: hub, options: configuration.webhooks, instanceName: configuration.instanceName, logger: store.logger,
             metrics: metrics)
+        let maximumConnections = configuration.maximumConnections
+        self.connectionSlots = ConnectionSlots(maximum: maximumConnections, spillOver: ConnectionSlots.spillOver(forMaximum: maximumConnections))
     }
 }
 
@@ -175,7 +179,8 @@ public func buildRouter(_ components: ServiceComponents) -> Router<ReceiptsReque
 
     HealthController(database: components.databaseHealth, hub: components.hub).addRoutes(to: router)
     OperationsController(
-        metrics: components.metrics, pool: components.pool, admission: components.admission, standbys: components.replicaReads.standbys
+        metrics: components.metrics, pool: components.pool, admission: components.admission, standbys: components.replicaReads.standbys,
+        streams: components.streamGuards, connections: components.connectionSlots
     ).addRoutes(to: router)
     // Tokens on every write's answer, and the token a read sends.
     let consistency = ConsistencyMiddleware(
@@ -249,8 +254,7 @@ func buildServer(_ components: ServiceComponents, responder: some HTTPResponder<
         headTimeout: TimeAmount(components.configuration.requestHeadTimeout),
         idleTimeout: TimeAmount(components.configuration.idleConnectionTimeout)
     )
-    let maximum = components.configuration.maximumConnections
-    let slots = ConnectionSlots(maximum: maximum, spillOver: ConnectionSlots.spillOver(forMaximum: maximum))
+    let slots = components.connectionSlots
     return HTTPServerBuilder { responder in
         CappedConnectionChannel(
             base: GuardedHTTPChannel(

@@ -83,6 +83,7 @@ extension ReceiptsStore {
                         for alone in batch.split { try send(alone, attempt: attempt) }
                         return
                     }
+                    self.batchRequests.record(batch.count, of: kind)
                     // Right behind it, where the log stands once it has committed: its
                     // requests' consistency token (`CommitPositionSlot`), received with it.
                     try pipeline.sendWithoutRole(CommitPositionSlot.positionSQL, [])

@@ -1,3 +1,4 @@
+import CoreMetrics
 import Logging
 import Postgres
 import ServiceLifecycle
@@ -75,12 +76,21 @@ public struct ReceiptsStore: Service, Sendable {
 
     /// Every tenant's credentials in memory, for authentication (see `CredentialDirectory`).
     public let credentials: CredentialDirectory
+    /// The requests of each batch statement, by kind (`runBatches`).
+    let batchRequests: BatchRequestCounts
+    /// The histogram of requests per batch statement, labelled `kind`: `reads`, `sends`, `deletes`.
+    public static let batchRequestsMetric = "receipts_batch_requests"
 
-    public init(pool: PostgresConnectionPool, logger: Logger, credentialOptions: CredentialDirectory.Options = .init()) {
+    /// - Parameter metrics: where the store's metrics go (`batchRequestsMetric`); none by default.
+    public init(
+        pool: PostgresConnectionPool, logger: Logger, credentialOptions: CredentialDirectory.Options = .init(),
+        metrics: any MetricsFactory = NOOPMetricsHandler.instance
+    ) {
         self.pool = pool
         self.logger = logger
         self.commitPositions = .commits(on: pool)
         self.credentials = CredentialDirectory(pool: pool, options: credentialOptions)
+        self.batchRequests = BatchRequestCounts(kinds: ["reads", "sends", "deletes"], factory: metrics)
     }
 
     /// This store reading from `standby` (a hot standby's pool, `StandbyReads`): for the

@@ -28,6 +28,45 @@ struct OperationsTests {
         }
     }
 
+    @Test("/metrics shows the streams open by kind and near their caps, the connections, events relayed, requests per batch and the process's own metrics")
+    func streamAndProcessMetrics() async throws {
+        try await TestService.run { client in
+            let tenant = try await client.createTenant()
+            try await tenant.createChat("g", members: ["a", "b"])
+            try await StreamClients.withWebSocket(port: client.port, credential: tenant.apiKey) { webSocket, _ in
+                try await StreamClients.withEventSource(port: client.port, credential: tenant.apiKey) { eventSource in
+                    let id = try await tenant.send(in: "g", from: "a")
+                    try await tenant.read(in: "g", by: "b", ["messageIds": [id]])
+                    // message.created, unread.changed and receipt.read, on both streams.
+                    #expect(await webSocket.take(3).count == 3)
+                    #expect(await eventSource.take(3).count == 3)
+
+                    let text = try await client.request(.get, "/metrics", as: nil).body
+                    func value(_ series: String) -> Double? {
+                        text.split(separator: "\n").first { $0.hasPrefix(series + " ") }.flatMap { Double($0.dropFirst(series.count + 1)) }
+                    }
+                    #expect(value(#"receipts_streams_open{kind="websocket"}"#) == 1)
+                    #expect(value(#"receipts_streams_open{kind="sse"}"#) == 1)
+                    // Two of the tenant's cap of 10,000.
+                    #expect(value("receipts_streams_busiest_tenant_ratio") == 2.0 / 10_000)
+                    #expect((value("receipts_http_connections_open") ?? 0) >= 2)
+                    #expect(value("receipts_http_connections_max") == Double(TestService.configuration().maximumConnections))
+                    #expect((value("receipts_live_events_relayed_total") ?? 0) >= 3)
+                    #expect(value(#"receipts_batch_requests_count{kind="reads"}"#) == 1)
+                    #expect(value(#"receipts_batch_requests_bucket{kind="reads",le="1.0"}"#) == 1)
+                    #expect(value(#"receipts_batch_requests_count{kind="sends"}"#) == 1)
+                    #expect(text.contains("# TYPE process_cpu_seconds_total counter"))
+                    #expect((value("process_cpu_seconds_total") ?? 0) > 0)
+                    #expect((value("process_resident_memory_bytes") ?? 0) > 1_000_000)
+                    #expect((value("process_open_fds") ?? 0) >= 2)
+                    #expect((value("process_max_fds") ?? 0) >= (value("process_open_fds") ?? .infinity))
+                    let started = value("process_start_time_seconds") ?? 0
+                    #expect(abs(started - Date().timeIntervalSince1970) < 24 * 3600)
+                }
+            }
+        }
+    }
+
     @Test("/openapi.yaml serves the repository's openapi.yaml, which documents exactly the routes the server serves")
     func openAPIMatchesRoutes() async throws {
         let pool = PostgresConnectionPool(configuration: TestDatabase.configuration, logger: TestDatabase.logger)

@@ -1,3 +1,4 @@
+import CoreMetrics
 import Logging
 import NIOConcurrencyHelpers
 import ReceiptsStore
@@ -75,6 +76,9 @@ extension EventHub {
                 return nil
             case .taken(let taken):
                 self.wakeUps.perform(taken.wakes)
+                if let position = taken.position {
+                    self.relayedEvents.increment(by: page.events.count { $0.id <= position })
+                }
                 return taken.position
             }
         }

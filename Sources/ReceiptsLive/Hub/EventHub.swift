@@ -56,6 +56,8 @@ public final class EventHub: Service, Sendable {
     let logger: Logger
     /// The event log, read in order, with the fan-out as its mirror.
     let log: EventLogReader<EventFanOut>
+    /// The events taken into the feeds (`receipts_live_events_relayed_total`).
+    let relayedEvents: CoreMetrics.Counter
     /// Each subscriber's wake-up, which the fan-out's `Wake`s name.
     let wakeUps: SubscriberWakeUps
     /// Makes taking a read and handing its live writes to the event loops one step: two
@@ -84,6 +86,7 @@ public final class EventHub: Service, Sendable {
         self.log = EventLogReader(
             store: store, mirror: EventFanOut(options: options), perform: { wakeUps.perform($0) }, options: options.readerOptions,
             logger: logger, metrics: metrics ?? MetricsSystem.factory)
+        self.relayedEvents = Counter(label: "receipts_live_events_relayed_total", factory: metrics ?? MetricsSystem.factory)
         self.notifications = listener.subscribe(to: Self.channel)
         self.peerNotifier =
             options.notifiesOtherInstances

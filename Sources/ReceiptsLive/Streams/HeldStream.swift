@@ -56,6 +56,8 @@ package final class HeldStream {
     static let endDeadline = TimeAmount.seconds(5)
 
     private let streams: HeldStreams
+    /// Counted under it among the `OpenStreams`.
+    private let kind: OpenStreams.Kind
     private let opening: OpeningStream
     private let sink: LiveSink
     private let logger: Logger
@@ -72,8 +74,9 @@ package final class HeldStream {
     /// Counted among the `OpenStreams` (until it began its end, or closed).
     private var isCounted = false
 
-    package init(streams: HeldStreams, opening: OpeningStream, sink: LiveSink, logger: Logger, output: Output) {
+    package init(streams: HeldStreams, kind: OpenStreams.Kind, opening: OpeningStream, sink: LiveSink, logger: Logger, output: Output) {
         self.streams = streams
+        self.kind = kind
         self.opening = opening
         self.sink = sink
         self.logger = logger
@@ -87,7 +90,7 @@ package final class HeldStream {
     /// Subscribes (the hub wakes the stream at once to pull), and watches the credential.
     package func start() {
         let loop = self.sink.channel.eventLoop
-        self.streams.open.opened()
+        self.streams.open.opened(self.kind)
         self.isCounted = true
         let stream = NIOLoopBound(self, eventLoop: loop)
         let wake = SubscriberWake(
@@ -112,7 +115,7 @@ package final class HeldStream {
         self.sink.close()
         if self.isCounted {
             self.isCounted = false
-            self.streams.open.closed()
+            self.streams.open.closed(self.kind)
         }
     }
 

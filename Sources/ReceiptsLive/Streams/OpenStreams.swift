@@ -12,20 +12,48 @@ import ServiceLifecycle
 package final class OpenStreams: Service, Sendable {
     static let closeWait = Duration.seconds(5)
 
-    private let count = NIOLockedValueBox(0)
+    /// How a stream reaches its client.
+    package enum Kind: CaseIterable, Sendable {
+        case webSocket
+        case serverSentEvents
+
+        /// The `kind` label of `receipts_streams_open`.
+        package var label: String {
+            switch self {
+            case .webSocket: "websocket"
+            case .serverSentEvents: "sse"
+            }
+        }
+    }
+
+    private let counts = NIOLockedValueBox((webSocket: 0, serverSentEvents: 0))
 
     package init() {}
 
     /// The streams that have not begun their end yet.
-    var open: Int { self.count.withLockedValue { $0 } }
+    var open: Int { self.counts.withLockedValue { $0.webSocket + $0.serverSentEvents } }
 
-    func opened() {
-        self.count.withLockedValue { $0 += 1 }
+    /// The streams of `kind` that have not begun their end yet.
+    package func open(_ kind: Kind) -> Int {
+        self.counts.withLockedValue { kind == .webSocket ? $0.webSocket : $0.serverSentEvents }
+    }
+
+    func opened(_ kind: Kind) {
+        self.add(1, to: kind)
     }
 
     /// The stream began its end, or its connection closed first.
-    func closed() {
-        self.count.withLockedValue { $0 -= 1 }
+    func closed(_ kind: Kind) {
+        self.add(-1, to: kind)
+    }
+
+    private func add(_ change: Int, to kind: Kind) {
+        self.counts.withLockedValue { counts in
+            switch kind {
+            case .webSocket: counts.webSocket += change
+            case .serverSentEvents: counts.serverSentEvents += change
+            }
+        }
     }
 
     package func run() async {

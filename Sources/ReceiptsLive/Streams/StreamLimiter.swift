@@ -67,6 +67,14 @@ package final class StreamLimiter: Sendable {
         }
     }
 
+    /// The open streams of the tenant with the most, as a share of `maximumPerTenant` (0 to 1):
+    /// how near the busiest tenant is to its cap (`receipts_streams_busiest_tenant_ratio`).
+    /// Walks the tenants with streams open, so for a scrape, not for a request.
+    package var busiestTenantShare: Double {
+        let most = self.counts.withLockedValue { $0.tenants.values.max() ?? 0 }
+        return Double(most) / Double(max(1, self.maximumPerTenant))
+    }
+
     /// The open streams of a tenant (for tests).
     func openStreams(tenant: String) -> Int {
         self.counts.withLockedValue { $0.tenants[tenant, default: 0] }

@@ -80,7 +80,7 @@ final class WebSocketStreamHandler: ChannelInboundHandler, RemovableChannelHandl
         let output = HeldStream.Output(
             send: { events in handler.value.send(events) },
             end: { reason in handler.value.close(reason) })
-        let held = HeldStream(streams: self.streams, opening: self.opening, sink: sink, logger: self.logger, output: output)
+        let held = HeldStream(streams: self.streams, kind: .webSocket, opening: self.opening, sink: sink, logger: self.logger, output: output)
         self.held = held
         held.start()
     }

@@ -44,6 +44,9 @@ final class ConnectionSlots: Sendable {
         min(64, max(4, maximum / 64))
     }
 
+    /// The connections being served now (not those answered over the cap).
+    var openConnections: Int { min(self.maximum, self.open.load(ordering: .relaxed)) }
+
     /// Takes a place for a new connection; `release(_:)` gives it back when the connection closes.
     func admit() -> Admission {
         if self.open.add(1, ordering: .relaxed).newValue <= self.maximum { return .admitted }

@@ -1,5 +1,6 @@
 import Hummingbird
 import Postgres
+import ReceiptsLive
 import ReceiptsStore
 
 /// `/metrics` (Prometheus text) and `/openapi.yaml`, the contract: the repository's
@@ -10,6 +11,9 @@ struct OperationsController {
     let admission: TenantAdmissionGate
     /// The standbys reads may go to, if any: their lag at each scrape.
     let standbys: StandbyReads?
+    /// The open streams and their caps, and the connections served.
+    let streams: StreamGuards
+    let connections: ConnectionSlots
 
     func addRoutes(to router: Router<ReceiptsRequestContext>) {
         router.get("metrics", use: self.prometheus)
@@ -20,6 +24,9 @@ struct OperationsController {
         self.metrics.recordPoolUsage(self.pool.usage)
         self.metrics.recordRequestsInFlight(self.admission.inFlight)
         if let standbys { self.metrics.recordStandbys(standbys.states) }
+        self.metrics.recordStreams(
+            self.streams.openStreams, busiestTenantShare: self.streams.limiter.busiestTenantShare,
+            connections: (self.connections.openConnections, self.connections.maximum))
         var headers = HTTPFields()
         headers[.contentType] = "text/plain; version=0.0.4; charset=utf-8"
         return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: self.metrics.exposition())))

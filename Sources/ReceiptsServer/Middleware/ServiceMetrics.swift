@@ -1,6 +1,7 @@
 import CoreMetrics
 import NIOConcurrencyHelpers
 import Prometheus
+import ReceiptsLive
 import ReceiptsStore
 
 /// The service's Prometheus metrics, kept in a registry of its own (not the global
@@ -27,6 +28,13 @@ public final class ServiceMetrics: Sendable {
     private let standbyGauges = NIOLockedValueBox([String: (lag: CoreMetrics.Gauge, usable: CoreMetrics.Gauge)]())
     /// Requests refused 429 by `TenantAdmission`, by rule.
     private let refusals: [AdmissionRefusal: CoreMetrics.Counter]
+    /// The event streams open, by kind (`OpenStreams.Kind`).
+    private let streamsOpen: [OpenStreams.Kind: CoreMetrics.Gauge]
+    /// The open streams of the tenant with the most, as a share of its cap.
+    private let busiestTenantStreams: CoreMetrics.Gauge
+    /// HTTP connections served (streams included), and the cap on them.
+    private let connectionsOpen: CoreMetrics.Gauge
+    private let connectionsMaximum: CoreMetrics.Gauge
     /// The count and duration of each method, route and status seen, made once: making them
     /// anew per request (the factory's lookup checks and hashes the names and labels each
     /// time) cost about 3 % of the service's CPU under load (perf).
@@ -50,7 +58,15 @@ public final class ServiceMetrics: Sendable {
             .milliseconds(25), .milliseconds(50), .milliseconds(100), .milliseconds(250), .milliseconds(500),
             .seconds(1), .seconds(2.5), .seconds(5),
         ]
+        // Requests a batch statement did (`receipts_batch_requests`).
+        factory.valueHistogramBuckets[Self.batchRequestsLabel] = [1, 2, 4, 8, 16, 32, 64, 128, 256]
         self.factory = factory
+        self.streamsOpen = Dictionary(uniqueKeysWithValues: OpenStreams.Kind.allCases.map { kind in
+            (kind, CoreMetrics.Gauge(label: "receipts_streams_open", dimensions: [("kind", kind.label)], factory: factory))
+        })
+        self.busiestTenantStreams = CoreMetrics.Gauge(label: "receipts_streams_busiest_tenant_ratio", factory: factory)
+        self.connectionsOpen = CoreMetrics.Gauge(label: "receipts_http_connections_open", factory: factory)
+        self.connectionsMaximum = CoreMetrics.Gauge(label: "receipts_http_connections_max", factory: factory)
         self.poolOpen = CoreMetrics.Gauge(label: "receipts_db_pool_connections_open", factory: factory)
         self.poolLeased = CoreMetrics.Gauge(label: "receipts_db_pool_connections_leased", factory: factory)
         self.poolWaiting = CoreMetrics.Gauge(label: "receipts_db_pool_waiting_leases", factory: factory)
@@ -130,15 +146,30 @@ public final class ServiceMetrics: Sendable {
         metrics.duration.recordNanoseconds(duration.nanoseconds)
     }
 
+    /// Records the streams open by kind, the busiest tenant's share of its cap, and the
+    /// connections served beside their cap (at each scrape).
+    func recordStreams(_ streams: OpenStreams, busiestTenantShare: Double, connections: (open: Int, maximum: Int)) {
+        for (kind, gauge) in self.streamsOpen { gauge.record(streams.open(kind)) }
+        self.busiestTenantStreams.record(busiestTenantShare)
+        self.connectionsOpen.record(connections.open)
+        self.connectionsMaximum.record(connections.maximum)
+    }
+
     func recordPoolUsage(_ usage: (open: Int, leased: Int, waiting: Int)) {
         self.poolOpen.record(usage.open)
         self.poolLeased.record(usage.leased)
         self.poolWaiting.record(usage.waiting)
     }
 
-    /// Everything in the Prometheus text format.
+    /// The label of the histogram of requests per batch statement, made by the store.
+    static let batchRequestsLabel = ReceiptsStore.batchRequestsMetric
+
+    /// Everything in the Prometheus text format, the process's own metrics last
+    /// (`ProcessMetrics`).
     func exposition() -> [UInt8] {
-        self.registry.emitToBuffer()
+        var buffer = self.registry.emitToBuffer()
+        ProcessMetrics.now()?.emit(into: &buffer)
+        return buffer
     }
 }
 

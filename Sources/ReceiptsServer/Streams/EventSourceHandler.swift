@@ -110,7 +110,7 @@ final class EventSourceHandler: ChannelInboundHandler, RemovableChannelHandler {
                 send: { events in handler.value.send(events) },
                 end: { reason in handler.value.end(reason) })
             let held = HeldStream(
-                streams: HeldStreams(hub: self.opener.hub, open: self.opener.guards.openStreams), opening: opening, sink: sink, logger: self.logger, output: output)
+                streams: HeldStreams(hub: self.opener.hub, open: self.opener.guards.openStreams), kind: .serverSentEvents, opening: opening, sink: sink, logger: self.logger, output: output)
             self.held = held
             held.start()
             if self.isQuiescing { held.quiesce() }
