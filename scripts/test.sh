@@ -2,9 +2,11 @@
 # Runs the whole test suite against a local PostgreSQL.
 #
 # On a fresh Debian machine it first installs what is missing (postgresql, libpq-dev,
-# pkg-config, docker-compose for the compose-file check, chromium and chromium-driver for
-# the browser tests (BrowserTests), patroni and etcd-server for the failover tests, and
-# python3-venv with the OpenAPI linter from PyPI: scripts/openapi-tools.sh), starts a
+# pkg-config, docker-compose for the compose-file check, prometheus for the alert rules
+# tests (PrometheusAlertTests: promtool, and a real Prometheus scraping the service),
+# chromium and chromium-driver for the browser tests (BrowserTests), patroni and etcd-server
+# for the failover tests, and python3-venv with the OpenAPI linter from PyPI:
+# scripts/openapi-tools.sh), starts a
 # PostgreSQL cluster under .receipts/ (see scripts/postgres.sh) and a Patroni cluster of three
 # PostgreSQL nodes on loopback (scripts/ha-cluster.sh, removed again at the end), builds
 # everything, and runs every test.
@@ -20,6 +22,20 @@ if ! command -v docker-compose >/dev/null 2>&1; then
     [[ "$(id -u)" != 0 ]] && sudo=(sudo)
     "${sudo[@]}" apt-get update >&2
     "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends docker-compose >&2
+fi
+
+# Prometheus and promtool for PrometheusAlertTests (deploy/prometheus: the rules' unit tests,
+# the dashboard's expressions, alerts going pending, firing and resolving on a live scrape).
+# Without them those tests fail (they never skip).
+if ! command -v prometheus >/dev/null 2>&1 || ! command -v promtool >/dev/null 2>&1; then
+    echo "test.sh: installing prometheus (for the alert rules' tests)" >&2
+    sudo=()
+    [[ "$(id -u)" != 0 ]] && sudo=(sudo)
+    "${sudo[@]}" apt-get update >&2
+    "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends prometheus >&2 || {
+        echo "test.sh: error: could not install prometheus; the alert rules' tests need it" >&2
+        exit 1
+    }
 fi
 
 # A real browser for BrowserTests, driven through chromedriver. Without it those tests fail

@@ -23,6 +23,39 @@ struct DeploymentFilesTests {
         #expect(result.status == 0, "\(result.errorOutput)")
     }
 
+    @Test("the observability profile adds Prometheus with the rules and Grafana with the dashboard, and only with the profile")
+    func composeObservabilityProfile() async throws {
+        let config = try await TestDatabase.run(
+            "/usr/bin/env", arguments: ["docker-compose", "-f", "docker-compose.yml", "--profile", "observability", "config"], allowFailure: true)
+        try #require(config.status == 0, "\(config.errorOutput)")
+        // Each service's block of the normalized file (two spaces in, under `services:`), and
+        // its profiles. (Debian's docker-compose 1.29 lists every service in `config`
+        // whatever the profile; `up` starts only those of the profiles given.)
+        var profiles: [String: [String]] = [:]
+        var service: String?
+        var inProfiles = false
+        for line in config.output.split(separator: "\n", omittingEmptySubsequences: false) {
+            if line.hasPrefix("  "), !line.hasPrefix("   "), line.hasSuffix(":") {
+                service = String(line.dropFirst(2).dropLast())
+                profiles[service!] = []
+                inProfiles = false
+            } else if !line.hasPrefix(" ") {
+                service = nil
+            } else if line == "    profiles:" {
+                inProfiles = true
+            } else if inProfiles, line.hasPrefix("    - "), let service {
+                profiles[service, default: []].append(String(line.dropFirst(6)))
+            } else if line.hasPrefix("    "), !line.hasPrefix("     "), !line.hasPrefix("    - ") {
+                inProfiles = false
+            }
+        }
+        #expect(profiles == ["postgres": [], "receiptsd": [], "prometheus": ["observability"], "grafana": ["observability"]])
+        for mounted in ["deploy/prometheus/receipts-rules.yml", "deploy/prometheus/prometheus.yml", "deploy/grafana/receipts.json"] {
+            #expect(config.output.contains(mounted), "\(mounted) is not mounted")
+            #expect(FileManager.default.fileExists(atPath: mounted))
+        }
+    }
+
     @Test("docker-compose.yml wires receiptsd to postgres on port 8080")
     func composeWiring() async throws {
         let result = try await TestDatabase.run(

@@ -62,36 +62,47 @@ final class WebhookReceiver: Sendable {
 
     private let state = NIOLockedValueBox(State())
     private let channel: NIOLockedValueBox<(any Channel)?> = NIOLockedValueBox(nil)
+    /// Every connection accepted, for `stop()`.
+    private let connections: NIOLockedValueBox<[any Channel]> = NIOLockedValueBox([])
 
     /// The receiver's URL, e.g. `http://127.0.0.1:40123/hook`.
     let url: String
 
+    /// The port it listens on.
+    let port: Int
+
     private init(port: Int) {
+        self.port = port
         self.url = "http://127.0.0.1:\(port)/hook"
     }
 
-    /// Starts a receiver on a free port of 127.0.0.1.
-    static func start() async throws -> WebhookReceiver {
+    /// Starts a receiver on a free port of 127.0.0.1, or on `port` (a stopped receiver's, to
+    /// bring it back).
+    static func start(port: Int = 0) async throws -> WebhookReceiver {
         let box = NIOLockedValueBox<WebhookReceiver?>(nil)
         let channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .childChannelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
+                    let receiver = box.withLockedValue { $0! }
+                    receiver.connections.withLockedValue { $0.append(channel) }
                     try channel.pipeline.syncOperations.configureHTTPServerPipeline()
-                    try channel.pipeline.syncOperations.addHandler(Handler(receiver: box.withLockedValue { $0! }))
+                    try channel.pipeline.syncOperations.addHandler(Handler(receiver: receiver))
                 }
             }
-            .bind(host: "127.0.0.1", port: 0).get()
+            .bind(host: "127.0.0.1", port: port).get()
         let receiver = WebhookReceiver(port: channel.localAddress!.port!)
         box.withLockedValue { $0 = receiver }
         receiver.channel.withLockedValue { $0 = channel }
         return receiver
     }
 
-    /// Stops listening (connections already open are closed too).
+    /// Stops listening, and closes the connections already open (a sender's kept-alive
+    /// connection would otherwise still be answered).
     func stop() async {
         let channel = self.channel.withLockedValue { $0 }
         try? await channel?.close()
+        for connection in self.connections.withLockedValue({ $0 }) { try? await connection.close() }
     }
 
     /// The answers to the next requests, in order; 200 after them.
