@@ -79,17 +79,21 @@ extension LibPQConnection {
         return (try await self.preparedStatementName(for: setup.sql, types: setup.types), setup.values)
     }
 
-    /// Prepares the statement of `timeoutSetup(milliseconds:)` (outside pipeline mode).
+    /// Prepares the statements of `timeoutSetup(milliseconds:setting:)`, with and without a
+    /// setting (outside pipeline mode).
     func prepareTimeoutSetup() async throws(PostgresError) {
-        let (sql, parameters) = self.policy.timeoutSetupStatement
-        _ = try await self.preparedStatementName(for: sql, types: SessionPolicy.untypedParameters(parameters))
+        for withSetting in [false, true] {
+            let (sql, parameters) = self.policy.timeoutSetupStatement(withSetting: withSetting)
+            _ = try await self.preparedStatementName(for: sql, types: SessionPolicy.untypedParameters(parameters))
+        }
     }
 
     /// What a transaction runs first to end its statements within `milliseconds` (or the
-    /// session's own `statement_timeout`, if shorter), taking the role too: for a statement
-    /// sent in pipeline mode, after `prepareTimeoutSetup()`; nil if that was not called.
-    func timeoutSetup(milliseconds: Int) -> PreparedSetup? {
-        self.preparedSetup(self.policy.timeoutSetup(milliseconds: milliseconds))
+    /// session's own `statement_timeout`, if shorter), taking the role too, and setting
+    /// `setting` if given: for a statement sent in pipeline mode, after
+    /// `prepareTimeoutSetup()`; nil if that was not called.
+    func timeoutSetup(milliseconds: Int, setting: (name: String, value: String)? = nil) -> PreparedSetup? {
+        self.preparedSetup(self.policy.timeoutSetup(milliseconds: milliseconds, setting: setting))
     }
 
     /// `setup` with the name its statement is prepared under, without preparing it (in

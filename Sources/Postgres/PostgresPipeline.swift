@@ -37,6 +37,17 @@ public struct PostgresPipeline {
         try self.connection.send(sql, bindings: try PostgresBindings(parameters), setup: self.timeoutSetup(by: deadline))
     }
 
+    /// `send(_:_:by:)` that also sets the run-time parameter `setting` for the statement's
+    /// transaction (`SET LOCAL`, in the same setup statement): what the statement's triggers
+    /// read with `current_setting`. Without a deadline, the session's own timeout is set.
+    public func send(
+        _ sql: String, _ parameters: [any PostgresEncodable], by deadline: NIODeadline?, setting: (name: String, value: String)
+    ) throws(PostgresError) {
+        let milliseconds = deadline.map(Self.milliseconds(until:)) ?? Int(Int32.max)
+        try self.connection.send(
+            sql, bindings: try PostgresBindings(parameters), setup: self.connection.timeoutSetup(milliseconds: milliseconds, setting: setting))
+    }
+
     /// Waits for the answer to the oldest statement sent and not yet received.
     ///
     /// - Throws: the statement's error; `connectionClosed` when the connection is lost (the
@@ -48,10 +59,13 @@ public struct PostgresPipeline {
     /// What a transaction that must end by `deadline` runs first (nil: the session's own).
     private func timeoutSetup(by deadline: NIODeadline?) -> LibPQConnection.PreparedSetup? {
         guard let deadline else { return nil }
+        return self.connection.timeoutSetup(milliseconds: Self.milliseconds(until: deadline))
+    }
+
+    /// Whole milliseconds to `deadline`, rounded up, and at least one (0 would mean no timeout).
+    private static func milliseconds(until deadline: NIODeadline) -> Int {
         let left = deadline - NIODeadline.now()
-        // Whole milliseconds, rounded up, and at least one (0 would mean no timeout at all).
-        let milliseconds = max(1, Int((left.nanoseconds + 999_999) / 1_000_000))
-        return self.connection.timeoutSetup(milliseconds: milliseconds)
+        return max(1, Int((left.nanoseconds + 999_999) / 1_000_000))
     }
 
     /// How many statements have been sent and not yet received.

@@ -15,6 +15,9 @@ struct SessionPolicy: Sendable, Equatable {
     static let takeRoleAndTimeoutStatement = "SELECT set_config('role', $1, true), set_config('statement_timeout', $2, true)"
     /// Sets the transaction's `statement_timeout` (`SET LOCAL`), on a session without a role.
     static let setTimeoutStatement = "SELECT set_config('statement_timeout', $1, true)"
+    /// What `timeoutSetup(milliseconds:setting:)` appends to set one more run-time parameter
+    /// of the caller's for the transaction: its name and value are the last two parameters.
+    static func settingSuffix(from parameter: Int) -> String { ", set_config($\(parameter), $\(parameter + 1), true)" }
 
     /// What a transaction runs first: one of the statements above and its values, bound as
     /// untyped text (as a `String` is), so the server infers `text` for `set_config`.
@@ -83,16 +86,26 @@ struct SessionPolicy: Sendable, Equatable {
     /// pipeline prepares it before it begins, since a statement sent in pipeline mode cannot
     /// wait for a prepare of its own setup.
     var timeoutSetupStatement: (sql: String, parameters: Int) {
-        self.role == nil ? (Self.setTimeoutStatement, 1) : (Self.takeRoleAndTimeoutStatement, 2)
+        self.timeoutSetupStatement(withSetting: false)
+    }
+
+    /// `timeoutSetupStatement`, or with one setting of the caller's as well
+    /// (`timeoutSetup(milliseconds:setting:)`): both are prepared before a pipeline begins.
+    func timeoutSetupStatement(withSetting: Bool) -> (sql: String, parameters: Int) {
+        let (sql, parameters) = self.role == nil ? (Self.setTimeoutStatement, 1) : (Self.takeRoleAndTimeoutStatement, 2)
+        return withSetting ? (sql + Self.settingSuffix(from: parameters + 1), parameters + 2) : (sql, parameters)
     }
 
     /// What a transaction runs first to end its statements within `milliseconds` (or the
     /// session's own `statement_timeout`, if shorter), taking the `role` too: for one
     /// statement sent in pipeline mode by a deadline of its own, whatever `statementTimeout`
-    /// the call has.
-    func timeoutSetup(milliseconds: Int) -> Setup {
+    /// the call has. With `setting`, it also sets that run-time parameter for the transaction
+    /// (`SET LOCAL`; a custom one such as `app.trace` needs no declaration).
+    func timeoutSetup(milliseconds: Int, setting: (name: String, value: String)? = nil) -> Setup {
         let timeout = String(self.bounded(milliseconds))
-        return Setup(sql: self.timeoutSetupStatement.sql, values: self.role.map { [$0, timeout] } ?? [timeout])
+        var values = self.role.map { [$0, timeout] } ?? [timeout]
+        if let setting { values += [setting.name, setting.value] }
+        return Setup(sql: self.timeoutSetupStatement(withSetting: setting != nil).sql, values: values)
     }
 
     /// `milliseconds`, or the session's own timeout if that is shorter.

@@ -170,6 +170,9 @@ public struct ServiceComponents: Sendable {
 /// The HTTP routes and their middleware.
 public func buildRouter(_ components: ServiceComponents) -> Router<ReceiptsRequestContext> {
     let router = Router(context: ReceiptsRequestContext.self)
+    // A span per request when tracing is on (`ReceiptsTracing`), continuing the W3C
+    // `traceparent` it was sent; stream tokens in query strings are not recorded.
+    if ReceiptsTracing.isOn { router.add(middleware: TracingMiddleware(redactingQueryParameters: ["token"])) }
     router.add(middleware: RequestMetricsMiddleware(metrics: components.metrics))
     // Outside ErrorMiddleware: it adds the CORS headers to every answer, errors included.
     router.add(middleware: CrossOriginMiddleware(policy: components.origins))

@@ -1,5 +1,6 @@
 import DequeModule
 import NIOCore
+import Tracing
 
 /// A request in a tenant's queue or in a batch taken off it.
 struct QueuedRequest<Request> {
@@ -10,6 +11,9 @@ struct QueuedRequest<Request> {
     let key: [String]
     /// When its database work must be done; nil: no deadline of its own.
     let deadline: NIODeadline?
+    /// The request's trace, when tracing is on (`ReceiptsTracing`): its batch's span
+    /// continues it.
+    var trace: ServiceContext? = nil
 }
 
 extension QueuedRequest: Sendable where Request: Sendable {}

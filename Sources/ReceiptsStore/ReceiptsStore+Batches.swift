@@ -1,6 +1,7 @@
 import Logging
 import NIOCore
 import Postgres
+import Tracing
 
 /// How one kind of batch is done in SQL: its statement, and the outcomes its rows give.
 struct BatchStatements<Request: Sendable, Outcome: Sendable>: Sendable {
@@ -74,9 +75,19 @@ extension ReceiptsStore {
                     }
                     guard let batch = live else { return }
                     let statement = statements.statement(tenant, batch.requests)
+                    // When tracing is on: the batch's spans, and its events take the batch
+                    // span as their trace parent (for the webhooks that deliver them).
+                    let spans = BatchSpans.start(kind: kind, requests: batch.count, traces: batch.traces, sql: statement.sql)
                     do throws(PostgresError) {
-                        try pipeline.send(statement.sql, statement.binds, by: batch.deadline)
+                        if let traceParent = spans?.traceParent {
+                            try pipeline.send(
+                                statement.sql, statement.binds, by: batch.deadline, setting: (ReceiptsTracing.traceParentSetting, traceParent))
+                        } else {
+                            try pipeline.send(statement.sql, statement.binds, by: batch.deadline)
+                        }
                     } catch where !error.isConnectionLoss {
+                        spans?.answered(error: error)
+                        spans?.end(error: error)
                         // Not sent (a value the protocol cannot carry): fail only the requests
                         // that hold it.
                         guard batch.count > 1 else { return queue.fail(batch, with: error) }
@@ -87,7 +98,7 @@ extension ReceiptsStore {
                     // Right behind it, where the log stands once it has committed: its
                     // requests' consistency token (`CommitPositionSlot`), received with it.
                     try pipeline.sendWithoutRole(CommitPositionSlot.positionSQL, [])
-                    inFlight.append(.batch(batch, attempt: attempt))
+                    inFlight.append(.batch(batch, attempt: attempt, spans: spans))
                     batchesSent += 1
                     // While the event hub would take them, the log is read right behind the
                     // batch, as soon as it has committed, and handed to the hub with the
@@ -110,7 +121,7 @@ extension ReceiptsStore {
                     }
                     guard !inFlight.isEmpty else { return }
                     let rows: PostgresRows
-                    let (batch, attempt): (Batch<Request, Outcome>, Int)
+                    let (batch, attempt, spans): (Batch<Request, Outcome>, Int, BatchSpans?)
                     switch inFlight.removeFirst() {
                     case .eventLog(let position):
                         let read: PostgresRows
@@ -127,8 +138,8 @@ extension ReceiptsStore {
                             self.committedWrites.signal()
                         }
                         continue
-                    case .batch(let sent, let sentAttempt):
-                        (batch, attempt) = (sent, sentAttempt)
+                    case .batch(let sent, let sentAttempt, let sentSpans):
+                        (batch, attempt, spans) = (sent, sentAttempt, sentSpans)
                     }
                     let received: Result<PostgresRows, PostgresError>
                     do throws(PostgresError) {
@@ -136,6 +147,9 @@ extension ReceiptsStore {
                     } catch {
                         received = .failure(error)
                     }
+                    if case .failure(let error) = received { spans?.answered(error: error) } else { spans?.answered() }
+                    // Ended once its requests are answered, or it is sent again.
+                    defer { spans?.end(error: received.failure) }
                     // The position sent behind the batch comes next, whatever the batch's fate.
                     var committedAt: WALPosition?
                     if !received.isConnectionLoss {
@@ -182,8 +196,8 @@ extension ReceiptsStore {
 
 /// What a run of batches has sent and not yet received, in the pipeline's order.
 private enum InFlight<Request: Sendable, Outcome: Sendable> {
-    /// A batch, and how many times it has been sent.
-    case batch(Batch<Request, Outcome>, attempt: Int)
+    /// A batch, how many times it has been sent, and its spans when tracing is on.
+    case batch(Batch<Request, Outcome>, attempt: Int, spans: BatchSpans?)
     /// A read of the log after `after`, right behind the batch before it, for the event hub.
     case eventLog(after: Int64)
 
@@ -194,6 +208,11 @@ private enum InFlight<Request: Sendable, Outcome: Sendable> {
 }
 
 extension Result<PostgresRows, PostgresError> {
+    fileprivate var failure: PostgresError? {
+        if case .failure(let error) = self { return error }
+        return nil
+    }
+
     /// Whether it failed because the connection was lost.
     fileprivate var isConnectionLoss: Bool {
         if case .failure(let error) = self { return error.isConnectionLoss }

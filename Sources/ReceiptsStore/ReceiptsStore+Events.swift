@@ -12,7 +12,7 @@ extension ReceiptsStore {
     static func eventLogQuery(after position: Int64, limit: Int) -> PostgresQuery {
         """
         SELECT history_id, snapshot, event_id, transaction_id, tenant_id, type, chat_id, user_id, message_ids, data,
-               audience, audience_version, occurred_at
+               audience, audience_version, occurred_at, trace_parent
         FROM receipts.events_since(\(position), \(Int32(limit)))
         """
     }
@@ -26,6 +26,15 @@ extension ReceiptsStore {
             throw PostgresError(code: .invalidValue, message: "receipts.newest_event returned no snapshot")
         }
         return (history, newest, snapshot)
+    }
+
+    /// The W3C traceparent of each of `events` of `tenant` that has one (written by a traced
+    /// batch: `ReceiptsTracing`), by event id.
+    public func eventTraceParents(tenant: String, events: [Int64]) async throws -> [Int64: String] {
+        let rows = try await self.query("SELECT event_id, trace_parent FROM receipts.event_trace_parents(\(tenant), \(events))")
+        var parents: [Int64: String] = [:]
+        for (event, parent) in try rows.decode((Int64, String).self) { parents[event] = parent }
+        return parents
     }
 
     /// Where a new stream of `tenant` stands now.

@@ -1,5 +1,6 @@
 import CoreMetrics
 import Logging
+import Tracing
 import Postgres
 import ServiceLifecycle
 
@@ -118,16 +119,24 @@ public struct ReceiptsStore: Service, Sendable {
         readOnly: Bool = false,
         _ body: @Sendable (PostgresConnection) async throws -> Result
     ) async throws -> Result {
-        try await self.retryingConflicts {
-            try await self.pool.withConnection { connection in
-                let result = try await connection.withTransaction(isolation: readOnly ? .repeatableRead : .readCommitted) { connection in
-                    try await connection.execute("SELECT receipts.enter_tenant(\(tenant))")
-                    return try await body(connection)
-                }
-                // A write request's consistency token, on the same connection after the commit.
-                if !readOnly { await CommitPositionSlot.recordPosition(on: connection) }
-                return result
+        try await Self.traced("transaction") {
+            try await self.retryingConflicts {
+                try await self.tenantTransaction(tenant, readOnly: readOnly, body)
             }
+        }
+    }
+
+    private func tenantTransaction<Result: Sendable>(
+        _ tenant: String, readOnly: Bool, _ body: @Sendable (PostgresConnection) async throws -> Result
+    ) async throws -> Result {
+        try await self.pool.withConnection { connection in
+            let result = try await connection.withTransaction(isolation: readOnly ? .repeatableRead : .readCommitted) { connection in
+                try await connection.execute("SELECT receipts.enter_tenant(\(tenant))")
+                return try await body(connection)
+            }
+            // A write request's consistency token, on the same connection after the commit.
+            if !readOnly { await CommitPositionSlot.recordPosition(on: connection) }
+            return result
         }
     }
 
@@ -138,7 +147,7 @@ public struct ReceiptsStore: Service, Sendable {
     /// the request's statements (`CommitPositionSlot.ranUnrecorded()`).
     func query(_ sql: String, _ parameters: [any PostgresEncodable]) async throws -> PostgresRows {
         defer { CommitPositionSlot.current?.ranUnrecorded() }
-        return try await self.retryingConflicts { try await self.pool.query(sql, parameters) }
+        return try await Self.traced(sql) { try await self.retryingConflicts { try await self.pool.query(sql, parameters) } }
     }
 
     /// Runs one statement of background maintenance (retention), which may take longer than
@@ -170,12 +179,25 @@ public struct ReceiptsStore: Service, Sendable {
     func write(_ sql: String, _ parameters: [any PostgresEncodable]) async throws -> PostgresRows {
         defer { self.committedWrites.signal() }
         guard CommitPositionSlot.current != nil else { return try await self.query(sql, parameters) }
-        return try await self.retryingConflicts {
-            try await self.pool.withConnection { connection in
-                let rows = try await connection.query(sql, parameters)
-                await CommitPositionSlot.recordPosition(on: connection)
-                return rows
+        return try await Self.traced(sql) {
+            try await self.retryingConflicts {
+                try await self.pool.withConnection { connection in
+                    let rows = try await connection.query(sql, parameters)
+                    await CommitPositionSlot.recordPosition(on: connection)
+                    return rows
+                }
             }
+        }
+    }
+
+    /// Runs `operation` in a client span named after the function `sql` calls
+    /// (`BatchSpans.summary(of:)`, or "transaction"), when tracing is on.
+    private static func traced<Result>(_ sql: String, _ operation: () async throws -> Result) async throws -> Result {
+        guard ReceiptsTracing.isOn else { return try await operation() }
+        let name = sql == "transaction" ? sql : BatchSpans.summary(of: sql)
+        return try await InstrumentationSystem.tracer.withSpan(name, ofKind: .client) { span in
+            span.attributes["db.system.name"] = "postgresql"
+            return try await operation()
         }
     }
 

@@ -2,6 +2,7 @@ import NIOCore
 import Postgres
 import ServiceLifecycle
 import Synchronization
+import Tracing
 
 /// Gathers a tenant's concurrent requests of one kind into batches, each one call of a SQL
 /// function that does them all in one statement and one commit (`receipts.mark_read_each`,
@@ -133,7 +134,9 @@ final class TenantBatcher<Request: Sendable, Outcome: Sendable>: Service, Sendab
     /// starts a run of them.
     func submit(_ request: Request, tenant: String, run: @escaping Run) async throws -> Outcome {
         let id = self.nextRequestID.wrappingAdd(1, ordering: .relaxed).newValue
-        let queued = QueuedRequest(id: id, request: request, key: [tenant] + self.key(request), deadline: PostgresDeadline.current)
+        let queued = QueuedRequest(
+            id: id, request: request, key: [tenant] + self.key(request), deadline: PostgresDeadline.current,
+            trace: ReceiptsTracing.isOn ? ServiceContext.current : nil)
         let answered = try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Answered<Outcome>, any Error>) in
                 // Cancelled before it joined: `cancel` found nothing to answer, so it is answered here.
@@ -266,6 +269,8 @@ struct Batch<Request: Sendable, Outcome: Sendable>: Sendable {
     var count: Int { self.members.count }
     /// The earliest deadline of its requests: when its statement must end.
     var deadline: NIODeadline? { self.members.compactMap(\.deadline).min() }
+    /// The traces of its requests, when tracing is on.
+    var traces: [ServiceContext] { self.members.compactMap(\.trace) }
 
     /// The requests whose deadline has passed by `now`, and the others, as batches (nil when
     /// empty).

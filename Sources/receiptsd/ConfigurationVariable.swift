@@ -31,6 +31,7 @@ enum ConfigurationVariable: String, CaseIterable {
     case webhookLeaseSeconds = "RECEIPTS_WEBHOOK_LEASE_SECONDS"
     case webhookRetryBaseMilliseconds = "RECEIPTS_WEBHOOK_RETRY_BASE_MILLISECONDS"
     case allowedOrigins = "RECEIPTS_ALLOWED_ORIGINS"
+    case otelEndpoint = "RECEIPTS_OTEL_ENDPOINT"
     case demo = "RECEIPTS_DEMO"
     case demoTenant = "RECEIPTS_DEMO_TENANT"
     case migrationsDirectory = "RECEIPTS_MIGRATIONS_DIR"
@@ -40,7 +41,9 @@ enum ConfigurationVariable: String, CaseIterable {
     /// `Environment` parses it; nil when unset means something else (`whenUnset`).
     var defaultValue: String? {
         switch self {
-        case .databaseURL, .replicaDatabaseURL, .adminToken, .allowedOrigins, .migrationsDirectory, .maximumConnections, .tenantRequestsPerSecond, .tenantBurst: nil
+        case .databaseURL, .replicaDatabaseURL, .adminToken, .allowedOrigins, .migrationsDirectory, .maximumConnections, .tenantRequestsPerSecond, .tenantBurst,
+            .otelEndpoint:
+            nil
         case .host: "127.0.0.1"
         case .port: "8080"
         case .databasePoolSize: "10"
@@ -95,6 +98,7 @@ enum ConfigurationVariable: String, CaseIterable {
         case .migrationsDirectory: "sql/migrations of the current directory, else of the source tree"
         case .tenantRequestsPerSecond: "no rate limit for tenants without one of their own (the limits on requests in flight still hold)"
         case .tenantBurst: "one second's worth of the default rate"
+        case .otelEndpoint: "no spans are made or exported (tracing costs nothing)"
         case .maximumConnections:
             "the open-file limit (raised to the hard limit at start) less a reserve for PostgreSQL, webhooks and files: a tenth of it, 64 to 1024, and the database pool"
         default: nil
@@ -130,6 +134,7 @@ enum ConfigurationVariable: String, CaseIterable {
         case .webhookLeaseSeconds: "how long an instance's claim on a webhook lasts unless renewed"
         case .webhookRetryBaseMilliseconds: "first retry delay of a failed webhook batch, doubled per failure (for tests)"
         case .allowedOrigins: "web origins allowed for every tenant, comma-separated (* for any)"
+        case .otelEndpoint: "OTLP/HTTP endpoint to export traces to (http://collector:4318); W3C traceparent is then continued from requests to webhooks (OTEL_* variables tune the exporter)"
         case .demo: "serve the live demo page at /demo (development only: it hands out the demo users' tokens)"
         case .demoTenant: "the demo page's tenant"
         case .migrationsDirectory: "where the NNNN_name.sql migrations are (functions/, views/, triggers/ beside it)"

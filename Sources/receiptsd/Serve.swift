@@ -67,8 +67,12 @@ struct Serve: AsyncParsableCommand {
                 "demo page on: it hands out tokens of the demo tenant's demo users to anyone who can reach it",
                 metadata: ["receipts.tenant_id": "\(configuration.demoTenant!)", "path": "/demo"])
         }
+        // Before the application is built: its parts read whether spans are made.
+        let tracing = try TracingExport.start(endpoint: environment.string(.otelEndpoint), logger: logger)
         let app = try await buildApplication(configuration, logger: logger)
-        try await ServiceGroup(configuration: .receiptsd(running: app, gracePeriod: configuration.shutdownGracePeriod, logger: logger)).run()
+        try await ServiceGroup(
+            configuration: .receiptsd(running: app, gracePeriod: configuration.shutdownGracePeriod, logger: logger, exporting: tracing)
+        ).run()
     }
 }
 
@@ -79,8 +83,13 @@ extension ServiceGroupConfiguration {
     /// shutdown gets the period but its last quarter (at most one second); then the app's
     /// tasks are cancelled, which closes every connection left; should cancellation itself
     /// hang past the period, ServiceLifecycle ends the process.
-    static func receiptsd(running app: some ApplicationProtocol, gracePeriod: Duration, logger: Logger) -> ServiceGroupConfiguration {
-        var configuration = ServiceGroupConfiguration(services: [app], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
+    /// With `exporting` (the traces' exporter), it runs first and stops last, after the app,
+    /// so the app's last spans are flushed.
+    static func receiptsd(
+        running app: some ApplicationProtocol, gracePeriod: Duration, logger: Logger, exporting tracing: (any Service)? = nil
+    ) -> ServiceGroupConfiguration {
+        let services: [any Service] = (tracing.map { [$0] } ?? []) + [app]
+        var configuration = ServiceGroupConfiguration(services: services, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
         let cancellation = min(.seconds(1), gracePeriod / 4)
         configuration.maximumGracefulShutdownDuration = gracePeriod - cancellation
         configuration.maximumCancellationDuration = cancellation

@@ -109,11 +109,12 @@ COMMENT ON FUNCTION receipts.page_audience(text, text, text[], integer, boolean)
 -- owner, beyond row-level security. Always one row: the current event history
 -- (sql/functions/histories.sql: the reader must know which history the ids are of, and a
 -- new one may begin here), the snapshot the read used, then the events (null columns when
--- there are none), each with its audience as receipts.page_audience gives it.
+-- there are none), each with its audience as receipts.page_audience gives it, and the trace
+-- parent of the traced batch that wrote it (null when untraced).
 CREATE OR REPLACE FUNCTION receipts.events_since(p_after bigint, p_limit integer)
 RETURNS TABLE (history_id text, snapshot text, event_id bigint, transaction_id bigint, tenant_id text, type text,
                chat_id text, user_id text, message_ids text[], data jsonb, audience text[], audience_version integer,
-               occurred_at timestamptz)
+               occurred_at timestamptz, trace_parent text)
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET plan_cache_mode = force_generic_plan AS $$
 #variable_conflict use_column
 DECLARE
@@ -124,7 +125,7 @@ BEGIN
            event.tenant_id::text, event.type, event.chat_id::text, event.user_id::text, event.message_ids, event.data,
            (SELECT page.audience FROM receipts.page_audience(
                event.tenant_id, event.chat_id, event.audience, event.audience_version, event.first_of_version) AS page),
-           event.audience_version, event.occurred_at
+           event.audience_version, event.occurred_at, event.trace_parent
     FROM (SELECT) AS one
     LEFT JOIN LATERAL (
         SELECT page.*, row_number() OVER (PARTITION BY page.tenant_id, page.chat_id, page.audience_version
@@ -302,6 +303,25 @@ LANGUAGE sql AS $$
 $$;
 COMMENT ON FUNCTION receipts.events_after(text, bigint, bigint, integer) IS
     'A tenant''s events in (p_after, p_through], oldest first: what a resuming stream replays (audiences as receipts.page_audience gives them).';
+
+-- The trace parents of a tenant's events (receipts.events.trace_parent): where a webhook's
+-- delivery of them continues their traces, when the service traces. Only events that have
+-- one; p_events is a webhook batch's ids (at most a few hundred).
+CREATE OR REPLACE FUNCTION receipts.event_trace_parents(p_tenant text, p_events bigint[])
+RETURNS TABLE (event_id bigint, trace_parent text)
+LANGUAGE plpgsql AS $$
+#variable_conflict use_column
+BEGIN
+    PERFORM receipts.enter_tenant(p_tenant);
+    RETURN QUERY
+    SELECT event.event_id, event.trace_parent
+    FROM receipts.events AS event
+    WHERE event.tenant_id = p_tenant AND event.event_id = ANY (p_events) AND event.trace_parent IS NOT NULL
+    ORDER BY event.event_id;
+END;
+$$;
+COMMENT ON FUNCTION receipts.event_trace_parents(text, bigint[]) IS
+    'The W3C traceparent of each of a tenant''s events that has one, oldest first: what their webhook delivery continues.';
 
 -- Retention, across tenants: runs as the function's owner, beyond row-level security.
 CREATE OR REPLACE FUNCTION receipts.prune_events(p_retention interval)

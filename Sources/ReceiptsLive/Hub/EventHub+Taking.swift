@@ -1,4 +1,5 @@
 import CoreMetrics
+import Tracing
 import Logging
 import NIOConcurrencyHelpers
 import ReceiptsStore
@@ -12,6 +13,28 @@ extension EventHub {
     /// own, with the page's snapshot (the cursor looks at ids in order either way). A part
     /// that cannot be taken (its totals cannot be read) leaves the rest to a later read.
     func take(_ read: EventLogRead) async {
+        guard let span = Self.relaySpan(of: read.page.events) else { return await self.fanOut(read) }
+        await self.fanOut(read)
+        span.end()
+    }
+
+    /// The span of relaying a read that holds events of traced batches, when tracing is on:
+    /// child of the first one's batch (`StoredEvent.traceParent`), linked to the others'; nil
+    /// for a read of untraced events only.
+    private static func relaySpan(of events: [StoredEvent]) -> (any Span)? {
+        guard ReceiptsTracing.isOn else { return nil }
+        var seen = Set<String>()
+        let traces = events.compactMap(\.traceParent).filter { seen.insert($0).inserted }
+        guard let first = traces.first else { return nil }
+        let span = InstrumentationSystem.tracer.startSpan(
+            "receipts.relay", context: ReceiptsTracing.context(continuing: first), ofKind: .internal)
+        for other in traces.dropFirst() { span.addLink(SpanLink(context: ReceiptsTracing.context(continuing: other), attributes: [:])) }
+        span.attributes["receipts.events"] = events.count
+        return span
+    }
+
+    /// `take`'s work: the events into the feeds, in parts (see `take`).
+    private func fanOut(_ read: EventLogRead) async {
         let events = read.page.events
         let split = self.log.withMirror { fanOut, _ in
             UnreadTotalsOfPage.firstNeedingTotals(in: events, isStreamed: fanOut.isStreamed(_:user:))

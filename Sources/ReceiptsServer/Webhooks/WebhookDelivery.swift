@@ -6,6 +6,7 @@ import NIOHTTP1
 import ReceiptsCore
 import ReceiptsLive
 import ReceiptsStore
+import Tracing
 
 /// Delivers one webhook while this instance holds its lease: batches of its tenant's events,
 /// in stream order, one at a time, each until the receiver acknowledges it.
@@ -430,12 +431,29 @@ final class WebhookDelivery: Sendable {
             let request = WebhookBatchRequest(
                 webhook: self.key.webhook, entries: batch.entries, settings: settings, replay: self.generation,
                 timestamp: Int64(Date().timeIntervalSince1970))
+            // When tracing is on: the attempt's span continues the trace of the batch that
+            // wrote its first event, and the receiver gets it as `traceparent` (the HTTP
+            // client's own span, under this one, puts it in the request's headers).
+            let span = await self.attemptSpan(for: batch)
             let started = ContinuousClock.now
             let attemptedAt = Date()
             self.lastAttempt = (started, batch.entries.count)
             self.sentThrough = max(self.sentThrough, batch.through)
-            let outcome = await self.sender.send(request.body, headers: request.headers, to: target)
+            let sender = self.sender
+            let outcome = await ServiceContext.$current.withValue(span?.context ?? ServiceContext.current) {
+                await sender.send(request.body, headers: request.headers, to: target)
+            }
             let duration = ContinuousClock.now - started
+            if let span {
+                span.attributes["http.response.status_code"] = self.sender.lastStatus
+                if case .failed(let failure, let message, _) = outcome {
+                    span.attributes["receipts.webhook.outcome"] = failure.rawValue
+                    span.setStatus(SpanStatus(code: .error, message: message))
+                } else {
+                    span.attributes["receipts.webhook.outcome"] = "delivered"
+                }
+                span.end()
+            }
             if !Task.isCancelled {
                 await self.log(
                     WebhookAttempt(
@@ -445,6 +463,22 @@ final class WebhookDelivery: Sendable {
                         error: { if case .failed(_, let message, _) = outcome { message } else { nil } }()))
             }
             return (outcome, batch.entries.count, duration)
+        }
+
+        /// The span of an attempt at `batch`, when tracing is on: child of the span of the batch
+        /// that wrote its first traced event (`receipts.events.trace_parent`), linked to the
+        /// others'; a new trace when none of its events has one.
+        func attemptSpan(for batch: WebhookAttemptDecisions.Batch) async -> (any Span)? {
+            guard ReceiptsTracing.isOn else { return nil }
+            let ids = batch.entries.map(\.id)
+            let parents = (try? await self.store.eventTraceParents(tenant: self.key.tenant, events: ids)) ?? [:]
+            var seen = Set<String>()
+            let traces = ids.compactMap { parents[$0] }.filter { seen.insert($0).inserted }.map(ReceiptsTracing.context(continuing:))
+            let span = InstrumentationSystem.tracer.startSpan("receipts.webhook.delivery", context: traces.first ?? .topLevel, ofKind: .client)
+            for other in traces.dropFirst() { span.addLink(SpanLink(context: other, attributes: [:])) }
+            span.attributes["receipts.webhook.id"] = self.key.webhook
+            span.attributes["receipts.webhook.events"] = batch.entries.count
+            return span
         }
 
         /// The receiver acknowledged `batch` and its position is recorded: it leaves `pending`.

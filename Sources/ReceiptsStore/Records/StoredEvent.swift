@@ -19,6 +19,9 @@ public struct StoredEvent: Sendable {
     /// Users whose devices may see the event; the tenant key sees all.
     public let audience: [String]
     public let occurredAt: Date
+    /// The W3C traceparent of the traced batch that wrote it (`ReceiptsTracing`), when the
+    /// read returns it (the hub's read of the log does); nil when untraced.
+    public var traceParent: String? = nil
 
     public init(
         id: Int64, transactionId: Int64, tenantId: String, type: String, chatId: String?, userId: String?,
@@ -64,13 +67,14 @@ extension StoredEvent {
             } else {
                 audience = stored ?? []
             }
-            events.append(
-                StoredEvent(
-                    id: try row.decode(column: columns.id), transactionId: try row.decode(column: columns.transactionId),
-                    tenantId: tenantId, type: try row.decode(column: columns.type), chatId: chatId,
-                    userId: try row.decode(column: columns.userId), messageIds: try row.decode(column: columns.messageIds),
-                    data: try row.decode(PostgresJSON.self, column: columns.data).text, audience: audience,
-                    occurredAt: try row.decode(column: columns.occurredAt)))
+            var event = StoredEvent(
+                id: try row.decode(column: columns.id), transactionId: try row.decode(column: columns.transactionId),
+                tenantId: tenantId, type: try row.decode(column: columns.type), chatId: chatId,
+                userId: try row.decode(column: columns.userId), messageIds: try row.decode(column: columns.messageIds),
+                data: try row.decode(PostgresJSON.self, column: columns.data).text, audience: audience,
+                occurredAt: try row.decode(column: columns.occurredAt))
+            if let column = columns.traceParent { event.traceParent = try row.decode(String?.self, column: column) }
+            events.append(event)
         }
         return events
     }
@@ -85,6 +89,8 @@ extension StoredEvent {
     /// Where each field is in a result, looked up once per result.
     private struct Columns {
         let id, transactionId, tenantId, type, chatId, userId, messageIds, data, audience, audienceVersion, occurredAt: Int
+        /// Only in the reads that return it.
+        let traceParent: Int?
 
         init(of rows: PostgresRows) throws {
             func index(_ name: String) throws -> Int { try rows.columnIndex(named: name) }
@@ -93,6 +99,7 @@ extension StoredEvent {
             (self.messageIds, self.data) = (try index("message_ids"), try index("data"))
             (self.audience, self.audienceVersion) = (try index("audience"), try index("audience_version"))
             self.occurredAt = try index("occurred_at")
+            self.traceParent = try? index("trace_parent")
         }
     }
 }

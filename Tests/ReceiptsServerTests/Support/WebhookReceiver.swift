@@ -186,11 +186,13 @@ final class WebhookReceiver: Sendable {
 
         func respond(_ code: Int, context: ChannelHandlerContext, retryAfter: String? = nil) {
             var responseHeaders = HTTPHeaders()
+            // `{}`, typed: an OTLP/HTTP exporter (TracingTests) reads it as an empty answer too.
+            responseHeaders.add(name: "Content-Type", value: "application/json")
             responseHeaders.add(name: "Content-Length", value: "2")
             if let retryAfter { responseHeaders.add(name: "Retry-After", value: retryAfter) }
             let head = HTTPResponseHead(version: .http1_1, status: HTTPResponseStatus(statusCode: code), headers: responseHeaders)
             context.write(self.wrapOutboundOut(.head(head)), promise: nil)
-            context.write(self.wrapOutboundOut(.body(.byteBuffer(ByteBuffer(string: "ok")))), promise: nil)
+            context.write(self.wrapOutboundOut(.body(.byteBuffer(ByteBuffer(string: "{}")))), promise: nil)
             context.writeAndFlush(self.wrapOutboundOut(.end(nil)), promise: nil)
         }
     }
