@@ -1,8 +1,8 @@
 import CoreMetrics
 import Logging
-import Tracing
 import Postgres
 import ServiceLifecycle
+import Tracing
 
 /// SQL access for the service: one method per use case.
 ///

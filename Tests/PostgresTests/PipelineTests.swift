@@ -1,3 +1,4 @@
+import NIOCore
 import Postgres
 import TestSupport
 import Testing
@@ -34,6 +35,18 @@ struct PipelineTests {
             #expect(answers == ["10 n1", "20 n2", "30 n3", "40 n4", "50 n5"])
             // Out of pipeline mode again: plain statements work.
             #expect(try await connection.query("SELECT 1").scalar(Int.self) == 1)
+        }
+    }
+
+    @Test("a statement sent with a setting sees it in its transaction, and the next statement does not")
+    func settingForOneStatement() async throws {
+        try await withConnection { connection in
+            let seen = try await connection.withPipeline { pipeline in
+                try pipeline.send("SELECT current_setting('app.trace', true)", [], by: .now() + .seconds(5), setting: ("app.trace", "traced"))
+                try pipeline.send("SELECT coalesce(current_setting('app.trace', true), '')", [], by: nil)
+                return [try await pipeline.receive().scalar(String.self), try await pipeline.receive().scalar(String.self)]
+            }
+            #expect(seen == ["traced", ""])
         }
     }
 

@@ -110,4 +110,17 @@ struct SessionPolicyTests {
         #expect(SessionPolicy().timeoutSetup(milliseconds: 1).types == [0])
         #expect(SessionPolicy(role: "r").timeoutSetup(milliseconds: 1).types == [0, 0])
     }
+
+    @Test("a statement sent with a setting of the caller's sets it too, its name and value the last two parameters")
+    func timeoutSetupWithSetting() {
+        let setting = (name: "app.trace", value: "00-abc-def-01")
+        #expect(
+            SessionPolicy().timeoutSetup(milliseconds: 200, setting: setting)
+                == Setup(sql: SessionPolicy.setTimeoutStatement + ", set_config($2, $3, true)", values: ["200", "app.trace", "00-abc-def-01"]))
+        #expect(
+            SessionPolicy(role: "r").timeoutSetup(milliseconds: 200, setting: setting)
+                == Setup(
+                    sql: SessionPolicy.takeRoleAndTimeoutStatement + ", set_config($3, $4, true)", values: ["r", "200", "app.trace", "00-abc-def-01"]))
+        #expect(SessionPolicy(role: "r").timeoutSetupStatement(withSetting: true).parameters == 4)
+    }
 }

@@ -1,8 +1,8 @@
 import CoreMetrics
-import Tracing
 import Logging
 import NIOConcurrencyHelpers
 import ReceiptsStore
+import Tracing
 
 /// For each read of the log, fan out: the events go into the feeds, JSON-encoded once, and
 /// to the subscribers they concern.
