@@ -37,12 +37,12 @@ struct LocalPrometheus {
         }
     }
 
-    /// The rules with every `for:` at 3 s and every range at 30 s, evaluated every second, so
+    /// The rules with every `for:` at 3 s and every range at 60 s, evaluated every second, so
     /// that an alert goes pending, fires and resolves within a test's time; the expressions,
     /// labels and annotations are the file's.
     static func quickRules(_ rules: String) -> String {
         var quick = rules.replacing(/for: [0-9]+[smh]/) { _ in "for: 3s" }
-        quick = quick.replacing(/\[[0-9]+[smh]\]/) { _ in "[30s]" }
+        quick = quick.replacing(/\[[0-9]+[smh]\]/) { _ in "[60s]" }
         return quick
     }
 
