@@ -16,39 +16,22 @@ cd "$(dirname "$0")/.."
 
 source scripts/postgres.sh
 ensure_packages
+source scripts/apt-packages.sh
 if ! command -v docker-compose >/dev/null 2>&1; then
-    echo "test.sh: installing docker-compose (to validate docker-compose.yml offline)" >&2
-    sudo=()
-    [[ "$(id -u)" != 0 ]] && sudo=(sudo)
-    "${sudo[@]}" apt-get update >&2
-    "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends docker-compose >&2
+    install_packages test.sh "the compose file's check needs it" docker-compose
 fi
 
 # Prometheus and promtool for PrometheusAlertTests (deploy/prometheus: the rules' unit tests,
 # the dashboard's expressions, alerts going pending, firing and resolving on a live scrape).
 # Without them those tests fail (they never skip).
 if ! command -v prometheus >/dev/null 2>&1 || ! command -v promtool >/dev/null 2>&1; then
-    echo "test.sh: installing prometheus (for the alert rules' tests)" >&2
-    sudo=()
-    [[ "$(id -u)" != 0 ]] && sudo=(sudo)
-    "${sudo[@]}" apt-get update >&2
-    "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends prometheus >&2 || {
-        echo "test.sh: error: could not install prometheus; the alert rules' tests need it" >&2
-        exit 1
-    }
+    install_packages test.sh "the alert rules' tests need it" prometheus
 fi
 
 # A real browser for BrowserTests, driven through chromedriver. Without it those tests fail
 # (they never skip): a failed install stops here, saying so.
 if ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null 2>&1; then
-    echo "test.sh: installing chromium and chromium-driver (for the browser tests)" >&2
-    sudo=()
-    [[ "$(id -u)" != 0 ]] && sudo=(sudo)
-    "${sudo[@]}" apt-get update >&2
-    "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends chromium chromium-driver >&2 || {
-        echo "test.sh: error: could not install chromium and chromium-driver; the browser tests need them" >&2
-        exit 1
-    }
+    install_packages test.sh "the browser tests need them" chromium chromium-driver
 fi
 
 # The OpenAPI linter for ContractConformanceTests (it skips, saying why, when PyPI is out of reach).

@@ -39,7 +39,8 @@ public struct PostgresPipeline {
 
     /// `send(_:_:by:)` that also sets the run-time parameter `setting` for the statement's
     /// transaction (`SET LOCAL`, in the same setup statement): what the statement's triggers
-    /// read with `current_setting`. Without a deadline, the session's own timeout is set.
+    /// read with `current_setting`. Without a deadline, the statement is bounded by the
+    /// session's own `statement_timeout` only (none if it has none).
     public func send(
         _ sql: String, _ parameters: [any PostgresEncodable], by deadline: NIODeadline?, setting: (name: String, value: String)
     ) throws(PostgresError) {

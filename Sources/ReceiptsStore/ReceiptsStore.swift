@@ -119,7 +119,7 @@ public struct ReceiptsStore: Service, Sendable {
         readOnly: Bool = false,
         _ body: @Sendable (PostgresConnection) async throws -> Result
     ) async throws -> Result {
-        try await Self.traced("transaction") {
+        try await Self.traced(named: "transaction") {
             try await self.retryingConflicts {
                 try await self.tenantTransaction(tenant, readOnly: readOnly, body)
             }
@@ -147,7 +147,9 @@ public struct ReceiptsStore: Service, Sendable {
     /// the request's statements (`CommitPositionSlot.ranUnrecorded()`).
     func query(_ sql: String, _ parameters: [any PostgresEncodable]) async throws -> PostgresRows {
         defer { CommitPositionSlot.current?.ranUnrecorded() }
-        return try await Self.traced(sql) { try await self.retryingConflicts { try await self.pool.query(sql, parameters) } }
+        return try await Self.traced(named: BatchSpans.summary(of: sql)) {
+            try await self.retryingConflicts { try await self.pool.query(sql, parameters) }
+        }
     }
 
     /// Runs one statement of background maintenance (retention), which may take longer than
@@ -179,7 +181,7 @@ public struct ReceiptsStore: Service, Sendable {
     func write(_ sql: String, _ parameters: [any PostgresEncodable]) async throws -> PostgresRows {
         defer { self.committedWrites.signal() }
         guard CommitPositionSlot.current != nil else { return try await self.query(sql, parameters) }
-        return try await Self.traced(sql) {
+        return try await Self.traced(named: BatchSpans.summary(of: sql)) {
             try await self.retryingConflicts {
                 try await self.pool.withConnection { connection in
                     let rows = try await connection.query(sql, parameters)
@@ -190,12 +192,13 @@ public struct ReceiptsStore: Service, Sendable {
         }
     }
 
-    /// Runs `operation` in a client span named after the function `sql` calls
-    /// (`BatchSpans.summary(of:)`, or "transaction"), when tracing is on.
-    private static func traced<Result>(_ sql: String, _ operation: () async throws -> Result) async throws -> Result {
+    /// Runs `operation` in a client span `name` (the function a statement calls:
+    /// `BatchSpans.summary(of:)`, or "transaction"), when tracing is on.
+    private static func traced<Result>(
+        named name: @autoclosure () -> String, _ operation: () async throws -> Result
+    ) async throws -> Result {
         guard ReceiptsTracing.isOn else { return try await operation() }
-        let name = sql == "transaction" ? sql : BatchSpans.summary(of: sql)
-        return try await InstrumentationSystem.tracer.withSpan(name, ofKind: .client) { span in
+        return try await InstrumentationSystem.tracer.withSpan(name(), ofKind: .client) { span in
             span.attributes["db.system.name"] = "postgresql"
             return try await operation()
         }

@@ -94,8 +94,8 @@ struct PrometheusAlertTests {
                 let file = FileManager.default.temporaryDirectory.appendingPathComponent("receipts-metrics-\(UUID().uuidString).txt")
                 try text.write(to: file, atomically: true, encoding: .utf8)
                 defer { try? FileManager.default.removeItem(at: file) }
-                let (status, output) = try await Self.run("scripts/observability/check.sh", ["--metrics", file.path])
-                #expect(status == 0, "\(output)")
+                let check = try await TestDatabase.run("scripts/observability/check.sh", arguments: ["--metrics", file.path], allowFailure: true)
+                #expect(check.status == 0, "\(check.output)\(check.errorOutput)")
             }
         }
     }
@@ -106,25 +106,5 @@ struct PrometheusAlertTests {
             guard ContinuousClock.now < deadline else { throw LocalPrometheus.Failure(description: "waited \(limit) for \(what)") }
             try await Task.sleep(for: .milliseconds(250))
         }
-    }
-
-    /// Runs a program of the repository; its exit status and what it printed (both streams).
-    static func run(_ program: String, _ arguments: [String]) async throws -> (status: Int32, output: String) {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: program)
-        process.arguments = arguments
-        let output = FileManager.default.temporaryDirectory.appendingPathComponent("receipts-check-\(UUID().uuidString).log")
-        FileManager.default.createFile(atPath: output.path, contents: nil)
-        defer { try? FileManager.default.removeItem(at: output) }
-        let handle = try FileHandle(forWritingTo: output)
-        process.standardOutput = handle
-        process.standardError = handle
-        try process.run()
-        let deadline = ContinuousClock.now + .seconds(120)
-        while process.isRunning, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(100)) }
-        if process.isRunning { process.terminate() }
-        process.waitUntilExit()
-        try handle.close()
-        return (process.terminationStatus, (try? String(contentsOf: output, encoding: .utf8)) ?? "")
     }
 }

@@ -50,14 +50,8 @@ if ! command -v python3 >/dev/null 2>&1; then
     exit 1
 fi
 if ! command -v promtool >/dev/null 2>&1; then
-    echo "check.sh: installing prometheus (for promtool)" >&2
-    sudo=()
-    [[ "$(id -u)" != 0 ]] && sudo=(sudo)
-    "${sudo[@]}" apt-get update >&2
-    "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends prometheus >&2 || {
-        echo "check.sh: error: could not install prometheus (promtool); the checks need it" >&2
-        exit 1
-    }
+    source scripts/apt-packages.sh
+    install_packages check.sh "the checks need its promtool" prometheus
 fi
 
 tmp="$(mktemp -d)"

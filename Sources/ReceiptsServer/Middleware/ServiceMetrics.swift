@@ -59,7 +59,7 @@ public final class ServiceMetrics: Sendable {
             .seconds(1), .seconds(2.5), .seconds(5),
         ]
         // Requests a batch statement did (`receipts_batch_requests`).
-        factory.valueHistogramBuckets[Self.batchRequestsLabel] = [1, 2, 4, 8, 16, 32, 64, 128, 256]
+        factory.valueHistogramBuckets[ReceiptsStore.batchRequestsMetric] = [1, 2, 4, 8, 16, 32, 64, 128, 256]
         self.factory = factory
         self.streamsOpen = Dictionary(uniqueKeysWithValues: OpenStreams.Kind.allCases.map { kind in
             (kind, CoreMetrics.Gauge(label: "receipts_streams_open", dimensions: [("kind", kind.label)], factory: factory))
@@ -160,9 +160,6 @@ public final class ServiceMetrics: Sendable {
         self.poolLeased.record(usage.leased)
         self.poolWaiting.record(usage.waiting)
     }
-
-    /// The label of the histogram of requests per batch statement, made by the store.
-    static let batchRequestsLabel = ReceiptsStore.batchRequestsMetric
 
     /// Everything in the Prometheus text format, the process's own metrics last
     /// (`ProcessMetrics`).

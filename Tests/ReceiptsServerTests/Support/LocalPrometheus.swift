@@ -6,7 +6,7 @@ import NIOHTTP1
 /// A real Prometheus (Debian's `prometheus`) on loopback for a test: it scrapes one
 /// `receiptsd` every second as job `receipts`, with the repository's rules
 /// (deploy/prometheus/receipts-rules.yml) loaded in a quick form (`quickRules`), and answers
-/// its HTTP API. Ended (SIGTERM, then SIGKILL) and its data removed by `with`.
+/// its HTTP API. Ended (SIGKILL) and its data removed by `with`.
 struct LocalPrometheus {
     let url: String
     private let process: Process
@@ -158,11 +158,8 @@ struct LocalPrometheus {
         try? FileManager.default.removeItem(at: self.directory)
     }
 
+    /// SIGKILL: its data is thrown away with the directory, so nothing needs a clean stop.
     private func stopProcess() {
-        guard self.process.isRunning else { return }
-        self.process.terminate()
-        let deadline = ContinuousClock.now + .seconds(5)
-        while self.process.isRunning, ContinuousClock.now < deadline { usleep(20_000) }
         if self.process.isRunning { kill(self.process.processIdentifier, SIGKILL) }
     }
 }
