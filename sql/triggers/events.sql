@@ -36,6 +36,9 @@
 CREATE OR REPLACE FUNCTION receipts.record_messages_created() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
+    IF receipts.importing() THEN  -- an import writes one chat.imported a chat instead
+        RETURN NULL;
+    END IF;
     INSERT INTO receipts.events (tenant_id, event_id, transaction_id, type, chat_id, user_id, message_ids, data, audience_version)
     SELECT created.tenant_id, nextval('receipts.event_ids'), pg_current_xact_id(), 'message.created',
            created.chat_id, created.sender_id, created.message_ids,
@@ -67,6 +70,9 @@ COMMENT ON FUNCTION receipts.record_messages_created() IS 'Trigger: message.crea
 CREATE OR REPLACE FUNCTION receipts.record_receipts() RETURNS trigger
 LANGUAGE plpgsql SET enable_mergejoin = off SET enable_nestloop = off SET enable_hashjoin = on SET jit = off AS $$
 BEGIN
+    IF receipts.importing() THEN  -- an import writes one chat.imported a chat instead
+        RETURN NULL;
+    END IF;
     INSERT INTO receipts.events (tenant_id, event_id, transaction_id, type, chat_id, user_id, message_ids, audience_version)
     SELECT change.tenant_id, nextval('receipts.event_ids'), pg_current_xact_id(), change.type,
            change.chat_id, change.user_id, change.message_ids,
@@ -110,6 +116,9 @@ COMMENT ON FUNCTION receipts.record_receipts() IS 'Trigger: receipt.read / recei
 CREATE OR REPLACE FUNCTION receipts.record_unread_changes() RETURNS trigger
 LANGUAGE plpgsql SET enable_nestloop = off SET enable_mergejoin = off SET enable_hashjoin = on SET jit = off AS $$
 BEGIN
+    IF receipts.importing() THEN  -- an import writes one chat.imported a chat instead
+        RETURN NULL;
+    END IF;
     INSERT INTO receipts.events (tenant_id, event_id, transaction_id, type, chat_id, user_id, data, audience)
     SELECT changed.tenant_id, nextval('receipts.event_ids'), pg_current_xact_id(), 'unread.changed',
            changed.chat_id, changed.user_id,

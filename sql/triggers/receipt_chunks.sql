@@ -3,6 +3,9 @@
 CREATE OR REPLACE FUNCTION receipts.create_receipt_chunks() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
+    IF receipts.importing() THEN  -- an import writes whole chunk rows itself
+        RETURN NULL;
+    END IF;
     INSERT INTO receipts.receipt_chunks (tenant_id, chat_id, seq, chunk, message_id)
     SELECT inserted.tenant_id, inserted.chat_id, inserted.seq, chunk.chunk, inserted.message_id
     FROM inserted

@@ -1,0 +1,770 @@
+-- Bulk imports (sql/migrations/0028_imports.sql says how they are staged and resumed).
+--
+-- Loading a group of chats is one call of receipts.import_group: set-based statements over
+-- the group's staged rows, each a join or an aggregate over the whole group (no statement
+-- per message or per receipt), in this order:
+--   1. the chats: chat lines judged; new chats made; who may send and read (the roster);
+--   2. the messages: judged (chat, id repeated or taken, sender, order, readers), replies
+--      judged against their roots, the new ones numbered in the order of their createdAt;
+--   3. members and their periods, from when each joined; the messages, mentions, threads;
+--   4. the receipts: each message line's readers and deliverers, and the read and delivered
+--      lines expanded to every message up to theirs; a read is a delivery too; each
+--      (message, user) once, at its earliest time; written as whole chunk rows;
+--   5. the members who got receipts settled: watermarks and reads_above, as a read moves them;
+--   6. one chat.imported event per chat that changed; errors, counts and progress.
+-- The rules are the API's: a line that breaks one is rejected as a whole, with its line
+-- number and a code, and changes nothing; the others go in. Everything an answer reads
+-- (labels, recipients, unread counts, mentions, threads) is then as if each message had been
+-- sent at its createdAt, and read and delivered at the times given, through the API.
+--
+-- The triggers that write per-message events and a message's empty chunk rows do nothing
+-- while receipts.importing is on (this transaction only): an import writes whole chunk rows
+-- itself, and one chat.imported event a chat instead of an event per message.
+
+-- The rejection codes of import lines, and what each means (api.md lists them too).
+-- Parser (the service): invalid_json, invalid_line (a field missing or of the wrong kind,
+-- an id or time that is not valid, a rule of the API's request bodies).
+-- Rules (here): chat_not_found, conflict, not_member, not_recipient, read_before_message,
+-- out_of_order, thread_not_found, thread_is_reply, message_not_found.
+
+-- Whether an import's transaction is loading (the triggers check it, and do nothing then).
+CREATE OR REPLACE FUNCTION receipts.importing() RETURNS boolean
+LANGUAGE sql STABLE AS $$ SELECT current_setting('receipts.importing', true) IS NOT DISTINCT FROM 'on' $$;
+COMMENT ON FUNCTION receipts.importing() IS
+    'Whether this transaction is loading an import: the event and chunk triggers then do nothing (receipts.import_group writes whole chunk rows and one chat.imported a chat).';
+
+-- After the staged rows: the chats the import names, numbered in the order of their first
+-- line, with how many staged rows each has; the import's unit count. Called once, in the
+-- staging transaction.
+CREATE OR REPLACE FUNCTION receipts.plan_import(p_tenant text, p_import text)
+RETURNS integer
+LANGUAGE plpgsql SET jit = off AS $$
+DECLARE
+    v_units integer;
+BEGIN
+    PERFORM receipts.enter_tenant(p_tenant);
+    INSERT INTO receipts.import_units (tenant_id, import_id, unit, chat_id, rows)
+    SELECT p_tenant, p_import, row_number() OVER (ORDER BY min(staged.line))::integer, staged.chat_id, count(*)
+    FROM (SELECT chat.chat_id, chat.line FROM receipts.import_chats AS chat
+          WHERE chat.tenant_id = p_tenant AND chat.import_id = p_import
+          UNION ALL
+          SELECT message.chat_id, message.line FROM receipts.import_messages AS message
+          WHERE message.tenant_id = p_tenant AND message.import_id = p_import
+          UNION ALL
+          SELECT receipt.chat_id, receipt.line FROM receipts.import_receipts AS receipt
+          WHERE receipt.tenant_id = p_tenant AND receipt.import_id = p_import) AS staged
+    GROUP BY staged.chat_id;
+    GET DIAGNOSTICS v_units = ROW_COUNT;
+    UPDATE receipts.imports AS import SET units = v_units,
+        state = CASE WHEN v_units = 0 THEN 'done' ELSE 'running' END,
+        finished_at = CASE WHEN v_units = 0 THEN now() END
+    WHERE import.tenant_id = p_tenant AND import.import_id = p_import;
+    RETURN v_units;
+END;
+$$;
+COMMENT ON FUNCTION receipts.plan_import(text, text) IS
+    'Numbers the chats a staged import names in the order of their first line (receipts.import_units) and records how many; an import that names none is done at once.';
+
+-- An import's first errors: the parser's (p_lines, p_codes, p_messages) or a group's, kept
+-- to the first 100 by line, and the rejected count moved on by p_rejected.
+CREATE OR REPLACE FUNCTION receipts.record_import_errors(
+    p_tenant text, p_import text, p_lines bigint[], p_codes text[], p_messages text[], p_rejected bigint)
+RETURNS void
+LANGUAGE plpgsql SET jit = off AS $$
+BEGIN
+    PERFORM receipts.enter_tenant(p_tenant);
+    INSERT INTO receipts.import_errors (tenant_id, import_id, line, code, message)
+    SELECT p_tenant, p_import, error.line, error.code, error.message
+    FROM unnest(p_lines, p_codes, p_messages) AS error(line, code, message)
+    ORDER BY error.line
+    LIMIT 100;
+    DELETE FROM receipts.import_errors AS error
+    WHERE error.tenant_id = p_tenant AND error.import_id = p_import
+      AND error.line > (SELECT kept.line FROM receipts.import_errors AS kept
+                        WHERE kept.tenant_id = p_tenant AND kept.import_id = p_import
+                        ORDER BY kept.line OFFSET 99 LIMIT 1);
+    UPDATE receipts.imports AS import SET rejected = import.rejected + p_rejected
+    WHERE import.tenant_id = p_tenant AND import.import_id = p_import;
+END;
+$$;
+COMMENT ON FUNCTION receipts.record_import_errors(text, text, bigint[], text[], text[], bigint) IS
+    'Adds rejected lines to an import: its first 100 errors by line are kept, and every rejected line counted.';
+
+-- The worker's claim: renews the lease of the import this instance holds, or takes the oldest
+-- running one whose lease is free or expired (one at a time: loading is heavy on the database,
+-- and paced). As the owner, beyond row-level security, to find imports of any tenant; each
+-- group runs scoped to its tenant. Also forgets imports finished 30 days ago.
+CREATE OR REPLACE FUNCTION receipts.claim_import(p_owner text, p_lease interval)
+RETURNS TABLE (tenant_id text, import_id text)
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+#variable_conflict use_column
+BEGIN
+    DELETE FROM receipts.imports AS import WHERE import.state <> 'running' AND import.finished_at < now() - interval '30 days';
+    UPDATE receipts.imports AS import SET lease_owner = NULL, lease_expires_at = NULL
+    WHERE import.lease_owner = p_owner AND import.state <> 'running';
+    RETURN QUERY
+    UPDATE receipts.imports AS import SET lease_owner = p_owner, lease_expires_at = now() + p_lease
+    FROM (SELECT free.tenant_id, free.import_id FROM receipts.imports AS free
+          WHERE free.state = 'running'
+            AND NOT EXISTS (SELECT FROM receipts.tenant_erasures AS erasure WHERE erasure.tenant_id = free.tenant_id)
+            AND (free.lease_owner = p_owner OR free.lease_expires_at IS NULL OR free.lease_expires_at <= now())
+          ORDER BY free.lease_owner IS NOT DISTINCT FROM p_owner DESC, free.created_at
+          LIMIT 1
+          FOR UPDATE SKIP LOCKED) AS claimed
+    WHERE import.tenant_id = claimed.tenant_id AND import.import_id = claimed.import_id
+    RETURNING import.tenant_id::text, import.import_id::text;
+END;
+$$;
+COMMENT ON FUNCTION receipts.claim_import(text, interval) IS
+    'Renews or takes the lease of one running import (the one the instance holds, else the oldest free or expired), and returns it; forgets imports finished 30 days ago.';
+REVOKE ALL ON FUNCTION receipts.claim_import(text, interval) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION receipts.claim_import(text, interval) TO receipts_service;
+
+-- A failed import (an error of ours, not a rule of a line: those reject the line): failed,
+-- with why, and its staged rows gone.
+CREATE OR REPLACE FUNCTION receipts.fail_import(p_tenant text, p_import text, p_failure text)
+RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM receipts.enter_tenant(p_tenant);
+    UPDATE receipts.imports AS import SET state = 'failed', failure = left(p_failure, 256), finished_at = now(),
+        lease_owner = NULL, lease_expires_at = NULL
+    WHERE import.tenant_id = p_tenant AND import.import_id = p_import AND import.state = 'running';
+    PERFORM receipts.drop_staged_import(p_tenant, p_import, NULL);
+END;
+$$;
+COMMENT ON FUNCTION receipts.fail_import(text, text, text) IS 'Ends a running import as failed (why: p_failure) and deletes its staged rows.';
+
+-- Deletes an import's staged rows: of the chats p_chats, or all (null).
+CREATE OR REPLACE FUNCTION receipts.drop_staged_import(p_tenant text, p_import text, p_chats text[])
+RETURNS void
+LANGUAGE plpgsql SET jit = off AS $$
+BEGIN
+    DELETE FROM receipts.import_chats AS staged
+    WHERE staged.tenant_id = p_tenant AND staged.import_id = p_import AND (p_chats IS NULL OR staged.chat_id = ANY (p_chats));
+    DELETE FROM receipts.import_messages AS staged
+    WHERE staged.tenant_id = p_tenant AND staged.import_id = p_import AND (p_chats IS NULL OR staged.chat_id = ANY (p_chats));
+    DELETE FROM receipts.import_receipts AS staged
+    WHERE staged.tenant_id = p_tenant AND staged.import_id = p_import AND (p_chats IS NULL OR staged.chat_id = ANY (p_chats));
+    IF p_chats IS NULL THEN
+        DELETE FROM receipts.import_units AS unit WHERE unit.tenant_id = p_tenant AND unit.import_id = p_import;
+    END IF;
+END;
+$$;
+COMMENT ON FUNCTION receipts.drop_staged_import(text, text, text[]) IS 'Deletes an import''s staged lines (of the chats named; null: all, and its units).';
+
+-- An import as GET /v1/imports/{id} shows it, with its first errors (oldest line first).
+CREATE OR REPLACE FUNCTION receipts.import_state(p_tenant text, p_import text)
+RETURNS TABLE (state text, lines bigint, chats bigint, messages bigint, receipts bigint, rejected bigint,
+               units integer, next_unit integer, failure text, error_lines bigint[], error_codes text[], error_messages text[])
+LANGUAGE plpgsql AS $$
+#variable_conflict use_column
+BEGIN
+    PERFORM receipts.enter_tenant(p_tenant);
+    RETURN QUERY
+    SELECT import.state, import.lines, import.chats_imported, import.messages_imported, import.receipts_imported,
+           import.rejected, import.units, import.next_unit, import.failure,
+           coalesce(errors.lines, '{}'), coalesce(errors.codes, '{}'), coalesce(errors.messages, '{}')
+    FROM receipts.imports AS import
+    LEFT JOIN LATERAL (
+        SELECT array_agg(error.line ORDER BY error.line) AS lines, array_agg(error.code ORDER BY error.line) AS codes,
+               array_agg(error.message ORDER BY error.line) AS messages
+        FROM receipts.import_errors AS error
+        WHERE error.tenant_id = p_tenant AND error.import_id = p_import
+    ) AS errors ON true
+    WHERE import.tenant_id = p_tenant AND import.import_id = p_import;
+END;
+$$;
+COMMENT ON FUNCTION receipts.import_state(text, text) IS
+    'An import''s state, counts and first errors (by line). From psql: SELECT * FROM receipts.import_state(''tenant'', ''import'');';
+
+-- Loads the next group of an import's chats (see the top of this file): the units from
+-- imports.next_unit whose staged rows add up to p_max_rows (one unit at least, 10,000 at
+-- most), for the holder of the import's lease only (not_holder otherwise), renewing it.
+-- Returns loaded, or done after the last group (the staged rows are gone then), with the
+-- next unit and the import's unit count.
+--
+-- Locks: the group's chats (in chat order, as sends take them), then their member rows (in
+-- (chat, user) order, as reads take them), before any chunk row: a send or read of one of
+-- these chats waits for the group to commit, and none can hold a row the group needs while
+-- waiting for one it holds.
+--
+-- Plans: the statements are joins and aggregates over the whole group, left to the planner
+-- (hash joins, sorts), with the temporary tables analyzed as they are filled: unlike the
+-- API's functions, which must plan a single read and a read-all alike, each statement here
+-- runs once per group, at its size.
+CREATE OR REPLACE FUNCTION receipts.import_group(
+    p_tenant text, p_import text, p_owner text, p_lease interval, p_max_rows bigint)
+RETURNS TABLE (outcome text, next_unit integer, units integer)
+LANGUAGE plpgsql SET jit = off SET work_mem = '64MB' AS $$
+#variable_conflict use_column
+DECLARE
+    v_next integer;
+    v_units integer;
+    v_through integer;
+    v_chats text[];
+    v_chat text;
+    v_new_chats bigint;
+    v_messages bigint;
+    v_receipts bigint;
+BEGIN
+    PERFORM receipts.enter_tenant(p_tenant);
+    SELECT import.next_unit, import.units INTO v_next, v_units
+    FROM receipts.imports AS import
+    WHERE import.tenant_id = p_tenant AND import.import_id = p_import AND import.state = 'running'
+      AND import.lease_owner = p_owner
+    FOR UPDATE;
+    IF NOT FOUND THEN
+        RETURN QUERY SELECT 'not_holder', NULL::integer, NULL::integer;
+        RETURN;
+    END IF;
+    PERFORM set_config('receipts.importing', 'on', true);
+
+    -- The group, and its locks.
+    SELECT coalesce(max(sized.unit), v_next) INTO v_through
+    FROM (SELECT unit.unit, sum(unit.rows) OVER (ORDER BY unit.unit) AS total
+          FROM receipts.import_units AS unit
+          WHERE unit.tenant_id = p_tenant AND unit.import_id = p_import
+            AND unit.unit >= v_next AND unit.unit < v_next + 10000) AS sized
+    WHERE sized.total <= p_max_rows;
+    SELECT coalesce(array_agg(unit.chat_id::text ORDER BY unit.chat_id), '{}') INTO v_chats
+    FROM receipts.import_units AS unit
+    WHERE unit.tenant_id = p_tenant AND unit.import_id = p_import AND unit.unit BETWEEN v_next AND v_through;
+    PERFORM FROM receipts.chats AS chat
+    WHERE chat.tenant_id = p_tenant AND chat.chat_id = ANY (v_chats)
+    ORDER BY chat.chat_id
+    FOR UPDATE;
+    PERFORM FROM receipts.chat_members AS member
+    WHERE member.tenant_id = p_tenant AND member.chat_id = ANY (v_chats)
+    ORDER BY member.chat_id, member.user_id
+    FOR UPDATE;
+
+    DROP TABLE IF EXISTS pg_temp.import_group_chats, pg_temp.import_chat_lines, pg_temp.import_roster,
+        pg_temp.import_group_messages, pg_temp.import_group_entries, pg_temp.import_group_positions,
+        pg_temp.import_group_reads, pg_temp.import_group_members;
+
+    ---- 1. The chats. ----------------------------------------------------------------------
+    -- Each chat of the group as it was: existed, its last seq and the time of its newest
+    -- message (new messages must not come before it), its kind and current members.
+    CREATE TEMP TABLE import_group_chats ON COMMIT DROP AS
+    SELECT named.chat_id, chat.chat_id IS NOT NULL AS existed, coalesce(chat.last_seq, 0) AS last_seq, chat.kind,
+           (SELECT coalesce(array_agg(member.user_id::text ORDER BY member.user_id), '{}')
+            FROM receipts.chat_members AS member
+            WHERE member.tenant_id = p_tenant AND member.chat_id = named.chat_id AND member.left_at IS NULL) AS member_set,
+           (SELECT newest.created_at FROM receipts.messages AS newest
+            WHERE newest.tenant_id = p_tenant AND newest.chat_id = named.chat_id
+            ORDER BY newest.seq DESC LIMIT 1) AS newest_at,
+           chat.chat_id IS NOT NULL AS known
+    FROM unnest(v_chats) AS named(chat_id)
+    LEFT JOIN receipts.chats AS chat ON chat.tenant_id = p_tenant AND chat.chat_id = named.chat_id;
+
+    -- The chat lines: the first of a new chat makes it; any other must say what the chat is
+    -- (its kind and current members), or it is a conflict.
+    CREATE TEMP TABLE import_chat_lines ON COMMIT DROP AS
+    SELECT staged.line, staged.chat_id::text AS chat_id, staged.kind, staged.members, staged.joined_at, staged.created_at,
+           ARRAY(SELECT DISTINCT member FROM unnest(staged.members) AS member ORDER BY member) AS member_set,
+           row_number() OVER (PARTITION BY staged.chat_id ORDER BY staged.line) = 1 AS first,
+           NULL::text AS code
+    FROM receipts.import_chats AS staged
+    WHERE staged.tenant_id = p_tenant AND staged.import_id = p_import AND staged.chat_id = ANY (v_chats);
+    UPDATE import_chat_lines AS line SET code = 'conflict'
+    FROM import_group_chats AS chat
+    WHERE chat.chat_id = line.chat_id
+      AND CASE WHEN chat.existed THEN line.kind <> chat.kind OR line.member_set <> chat.member_set
+               ELSE NOT line.first AND EXISTS (SELECT FROM import_chat_lines AS first
+                                               WHERE first.chat_id = line.chat_id AND first.first
+                                                 AND (first.kind <> line.kind OR first.member_set <> line.member_set)) END;
+
+    -- New chats. One of this id that was deleted and is not purged yet goes first (as
+    -- receipts.put_chat does it), and its audience versions are carried on.
+    FOR v_chat IN SELECT line.chat_id FROM import_chat_lines AS line
+                  JOIN import_group_chats AS chat ON chat.chat_id = line.chat_id AND NOT chat.existed
+                  WHERE line.first
+                    AND EXISTS (SELECT FROM receipts.chat_purges AS purge
+                                WHERE purge.tenant_id = p_tenant AND purge.chat_id = line.chat_id) LOOP
+        PERFORM FROM receipts.chat_purges AS purge WHERE purge.tenant_id = p_tenant AND purge.chat_id = v_chat FOR UPDATE;
+        PERFORM receipts.purge_chat_messages(p_tenant, v_chat, 2147483647);
+        DELETE FROM receipts.chat_purges AS purge WHERE purge.tenant_id = p_tenant AND purge.chat_id = v_chat;
+    END LOOP;
+    INSERT INTO receipts.chats (tenant_id, chat_id, kind, members_numbered, audience_version, created_at)
+    SELECT p_tenant, line.chat_id, line.kind, cardinality(line.members),
+           1 + coalesce((SELECT max(coalesce(period.until_version, period.from_version))
+                         FROM receipts.audience_periods AS period
+                         WHERE period.tenant_id = p_tenant AND period.chat_id = line.chat_id), 0),
+           coalesce(line.created_at,
+                    least((SELECT min(joined) FROM unnest(line.joined_at) AS joined),
+                          (SELECT min(staged.created_at) FROM receipts.import_messages AS staged
+                           WHERE staged.tenant_id = p_tenant AND staged.import_id = p_import
+                             AND staged.chat_id = line.chat_id)),
+                    now())
+    FROM import_chat_lines AS line
+    JOIN import_group_chats AS chat ON chat.chat_id = line.chat_id AND NOT chat.existed
+    WHERE line.first
+    ORDER BY line.chat_id;
+    GET DIAGNOSTICS v_new_chats = ROW_COUNT;
+    UPDATE import_group_chats AS chat SET known = true
+    WHERE NOT chat.existed AND EXISTS (SELECT FROM import_chat_lines AS line WHERE line.chat_id = chat.chat_id);
+
+    -- Who may send and read the group's new messages: a new chat's members from when each
+    -- joined (null: from the start), numbered in the order given (their chunks); an existing
+    -- chat's current members.
+    CREATE TEMP TABLE import_roster ON COMMIT DROP AS
+    SELECT line.chat_id, member.user_id, member.joined_at, ((member.number - 1) / 32)::integer AS chunk, true AS fresh
+    FROM import_chat_lines AS line
+    JOIN import_group_chats AS chat ON chat.chat_id = line.chat_id AND NOT chat.existed
+    CROSS JOIN LATERAL unnest(line.members, line.joined_at) WITH ORDINALITY AS member(user_id, joined_at, number)
+    WHERE line.first
+    UNION ALL
+    SELECT member.chat_id, member.user_id, NULL, member.receipt_chunk, false
+    FROM receipts.chat_members AS member
+    JOIN import_group_chats AS chat ON chat.chat_id = member.chat_id AND chat.existed
+    WHERE member.tenant_id = p_tenant AND member.left_at IS NULL;
+    ANALYZE import_roster;
+
+    ---- 2. The messages. -------------------------------------------------------------------
+    -- Each message line, with the message of its id if the chat has one. A message is its
+    -- first line; a later line of the same id must say the same (sender, text, thread,
+    -- mentions), as a repeated send must.
+    CREATE TEMP TABLE import_group_messages ON COMMIT DROP AS
+    SELECT staged.line, staged.chat_id::text AS chat_id, staged.message_id::text AS message_id,
+           staged.sender_id::text AS sender_id, staged.body, staged.created_at,
+           staged.thread_id::text AS thread_id, staged.mentions, staged.mentions_all,
+           row_number() OVER (PARTITION BY staged.chat_id, staged.message_id ORDER BY staged.line) = 1 AS first,
+           existing.seq AS existing_seq, existing.created_at AS existing_at,
+           existing.seq IS NOT NULL AND existing.sender_id = staged.sender_id AND existing.body = staged.body
+               AND existing.thread_id IS NOT DISTINCT FROM staged.thread_id AND existing.mentions_all = staged.mentions_all
+               AND existing.mentions = receipts.named_mentions(p_tenant, staged.chat_id, staged.sender_id, existing.seq,
+                                                               array_fill(1, ARRAY[cardinality(staged.mentions)]),
+                                                               staged.mentions, 1) AS same_as_existing,
+           NULL::text AS code, NULL::bigint AS seq, NULL::bigint AS root_seq, NULL::timestamptz AS sent_at
+    FROM receipts.import_messages AS staged
+    LEFT JOIN receipts.messages AS existing
+        ON existing.tenant_id = p_tenant AND existing.chat_id = staged.chat_id AND existing.message_id = staged.message_id
+    WHERE staged.tenant_id = p_tenant AND staged.import_id = p_import AND staged.chat_id = ANY (v_chats);
+    ANALYZE import_group_messages;
+
+    -- A message's first line: its chat, its id, its sender, its place in the chat's history.
+    UPDATE import_group_messages AS message SET code = CASE
+        WHEN NOT chat.known THEN 'chat_not_found'
+        WHEN message.existing_seq IS NOT NULL THEN CASE WHEN message.same_as_existing THEN NULL ELSE 'conflict' END
+        WHEN EXISTS (SELECT FROM receipts.deleted_messages AS deleted
+                     WHERE deleted.tenant_id = p_tenant AND deleted.chat_id = message.chat_id
+                       AND deleted.message_id = message.message_id) THEN 'conflict'
+        WHEN NOT EXISTS (SELECT FROM import_roster AS roster
+                         WHERE roster.chat_id = message.chat_id AND roster.user_id = message.sender_id
+                           AND (roster.joined_at IS NULL OR roster.joined_at <= message.created_at)) THEN 'not_member'
+        WHEN chat.existed AND message.created_at < chat.newest_at THEN 'out_of_order'
+        END
+    FROM import_group_chats AS chat
+    WHERE chat.chat_id = message.chat_id AND message.first;
+
+    -- The readers and deliverers of message lines.
+    CREATE TEMP TABLE import_group_entries ON COMMIT DROP AS
+    SELECT staged.line, staged.user_id::text AS user_id, staged.read, staged.at
+    FROM receipts.import_receipts AS staged
+    WHERE staged.tenant_id = p_tenant AND staged.import_id = p_import AND staged.chat_id = ANY (v_chats) AND NOT staged.up_to;
+    ANALYZE import_group_entries;
+
+    -- A first line's entries: each a member who was to receive the message (its sender is
+    -- passed over, as a read of one's own message marks nothing), never before it was sent.
+    UPDATE import_group_messages AS message SET code = judged.code
+    FROM (SELECT entry.line, min(CASE
+              WHEN coalesce(entry.at, 'infinity') < coalesce(message.existing_at, message.created_at) THEN 'read_before_message'
+              WHEN message.existing_seq IS NULL THEN
+                  (SELECT CASE WHEN roster.user_id IS NULL THEN 'not_member'
+                               WHEN roster.joined_at > message.created_at THEN 'not_recipient' END
+                   FROM (SELECT) AS one
+                   LEFT JOIN import_roster AS roster ON roster.chat_id = message.chat_id AND roster.user_id = entry.user_id)
+              WHEN NOT EXISTS (SELECT FROM receipts.membership_periods AS period
+                               WHERE period.tenant_id = p_tenant AND period.chat_id = message.chat_id
+                                 AND period.user_id = entry.user_id) THEN 'not_member'
+              WHEN NOT EXISTS (SELECT FROM receipts.membership_periods AS period
+                               WHERE period.tenant_id = p_tenant AND period.chat_id = message.chat_id
+                                 AND period.user_id = entry.user_id AND period.after_seq < message.existing_seq
+                                 AND (period.until_seq IS NULL OR period.until_seq >= message.existing_seq)) THEN 'not_recipient'
+              END) AS code
+          FROM import_group_entries AS entry
+          JOIN import_group_messages AS message ON message.line = entry.line
+          WHERE message.first AND message.code IS NULL AND entry.user_id <> message.sender_id
+          GROUP BY entry.line) AS judged
+    WHERE message.line = judged.line AND judged.code IS NOT NULL;
+
+    -- Replies: the root is a message of the chat that is no reply, sent before (in this
+    -- import, or already there).
+    UPDATE import_group_messages AS reply SET code = CASE
+            WHEN root.root_seq IS NULL AND root.fresh_line IS NULL THEN 'thread_not_found'
+            WHEN root.is_reply THEN 'thread_is_reply' END
+    FROM (SELECT candidate.line,
+                 existing.seq AS root_seq, fresh.line AS fresh_line,
+                 coalesce(existing.thread_id IS NOT NULL, fresh.thread_id IS NOT NULL) AS is_reply
+          FROM import_group_messages AS candidate
+          LEFT JOIN LATERAL receipts.message_by_id(p_tenant, candidate.chat_id, candidate.thread_id) AS existing ON true
+          LEFT JOIN import_group_messages AS fresh
+              ON existing.seq IS NULL AND fresh.chat_id = candidate.chat_id AND fresh.message_id = candidate.thread_id
+             AND fresh.first AND fresh.code IS NULL
+             AND (fresh.created_at, fresh.line) < (candidate.created_at, candidate.line)
+          WHERE candidate.first AND candidate.code IS NULL AND candidate.existing_seq IS NULL
+            AND candidate.thread_id IS NOT NULL) AS root
+    WHERE reply.line = root.line;
+
+    -- A later line of a message: the same content as its first, then the first's fate.
+    UPDATE import_group_messages AS later SET code = CASE
+            WHEN first.sender_id <> later.sender_id OR first.body <> later.body
+                 OR first.thread_id IS DISTINCT FROM later.thread_id OR first.mentions_all <> later.mentions_all
+                 OR first.mentions <> later.mentions THEN 'conflict'
+            ELSE first.code END
+    FROM import_group_messages AS first
+    WHERE NOT later.first AND first.first AND first.chat_id = later.chat_id AND first.message_id = later.message_id;
+
+    -- The new messages numbered in the order of their createdAt (then of their lines), after
+    -- the chat's last; every accepted line then knows its message's seq and time.
+    UPDATE import_group_messages AS message SET seq = numbered.seq, sent_at = message.created_at
+    FROM (SELECT candidate.line,
+                 chat.last_seq + row_number() OVER (PARTITION BY candidate.chat_id
+                                                    ORDER BY candidate.created_at, candidate.line) AS seq
+          FROM import_group_messages AS candidate
+          JOIN import_group_chats AS chat ON chat.chat_id = candidate.chat_id
+          WHERE candidate.first AND candidate.code IS NULL AND candidate.existing_seq IS NULL) AS numbered
+    WHERE message.line = numbered.line;
+    UPDATE import_group_messages AS message SET seq = message.existing_seq, sent_at = message.existing_at
+    WHERE message.first AND message.code IS NULL AND message.existing_seq IS NOT NULL;
+    UPDATE import_group_messages AS later SET seq = first.seq, sent_at = first.sent_at
+    FROM import_group_messages AS first
+    WHERE NOT later.first AND later.code IS NULL AND first.first
+      AND first.chat_id = later.chat_id AND first.message_id = later.message_id;
+    UPDATE import_group_messages AS reply SET root_seq = coalesce(
+            (SELECT existing.seq FROM receipts.message_by_id(p_tenant, reply.chat_id, reply.thread_id) AS existing),
+            (SELECT fresh.seq FROM import_group_messages AS fresh
+             WHERE fresh.chat_id = reply.chat_id AND fresh.message_id = reply.thread_id AND fresh.first))
+    WHERE reply.first AND reply.code IS NULL AND reply.existing_seq IS NULL AND reply.thread_id IS NOT NULL;
+
+    -- A later line's own entries, against its message.
+    UPDATE import_group_messages AS message SET code = judged.code
+    FROM (SELECT entry.line, min(CASE
+              WHEN coalesce(entry.at, 'infinity') < message.sent_at THEN 'read_before_message'
+              WHEN NOT EXISTS (SELECT FROM import_roster AS roster
+                               WHERE roster.chat_id = message.chat_id AND roster.user_id = entry.user_id)
+                   AND NOT EXISTS (SELECT FROM receipts.membership_periods AS period
+                                   WHERE period.tenant_id = p_tenant AND period.chat_id = message.chat_id
+                                     AND period.user_id = entry.user_id) THEN 'not_member'
+              WHEN NOT EXISTS (SELECT FROM import_roster AS roster
+                               WHERE roster.chat_id = message.chat_id AND roster.user_id = entry.user_id
+                                 AND (roster.joined_at IS NULL OR roster.joined_at <= message.sent_at)
+                                 AND message.seq > (SELECT chat.last_seq FROM import_group_chats AS chat
+                                                    WHERE chat.chat_id = message.chat_id))
+                   AND NOT EXISTS (SELECT FROM receipts.membership_periods AS period
+                                   WHERE period.tenant_id = p_tenant AND period.chat_id = message.chat_id
+                                     AND period.user_id = entry.user_id AND period.after_seq < message.seq
+                                     AND (period.until_seq IS NULL OR period.until_seq >= message.seq)) THEN 'not_recipient'
+              END) AS code
+          FROM import_group_entries AS entry
+          JOIN import_group_messages AS message ON message.line = entry.line
+          WHERE NOT message.first AND message.code IS NULL AND entry.user_id <> message.sender_id
+          GROUP BY entry.line) AS judged
+    WHERE message.line = judged.line AND judged.code IS NOT NULL;
+
+    ---- 3. Members, messages, mentions, threads. ------------------------------------------
+    -- A new chat's members, each from the first message sent once they had joined.
+    CREATE TEMP TABLE import_group_members ON COMMIT DROP AS
+    SELECT roster.chat_id, roster.user_id, roster.chunk, roster.joined_at,
+           CASE WHEN roster.joined_at IS NULL THEN 0
+                ELSE (SELECT count(*) FROM import_group_messages AS message
+                      WHERE message.chat_id = roster.chat_id AND message.first AND message.seq IS NOT NULL
+                        AND message.existing_seq IS NULL AND message.created_at < roster.joined_at) END AS after_seq
+    FROM import_roster AS roster
+    WHERE roster.fresh;
+    INSERT INTO receipts.chat_members
+        (tenant_id, chat_id, user_id, receipt_chunk, joined_at, read_seq, delivered_seq, period_after_seq)
+    SELECT p_tenant, member.chat_id, member.user_id, member.chunk, coalesce(member.joined_at, chat.created_at),
+           member.after_seq, member.after_seq, member.after_seq
+    FROM import_group_members AS member
+    JOIN receipts.chats AS chat ON chat.tenant_id = p_tenant AND chat.chat_id = member.chat_id
+    ORDER BY member.chat_id, member.user_id;
+    INSERT INTO receipts.membership_periods (tenant_id, chat_id, user_id, after_seq, joined_at)
+    SELECT p_tenant, member.chat_id, member.user_id, member.after_seq, coalesce(member.joined_at, chat.created_at)
+    FROM import_group_members AS member
+    JOIN receipts.chats AS chat ON chat.tenant_id = p_tenant AND chat.chat_id = member.chat_id;
+    INSERT INTO receipts.audience_periods (tenant_id, chat_id, user_id, from_version)
+    SELECT p_tenant, member.chat_id, member.user_id, chat.audience_version
+    FROM import_group_members AS member
+    JOIN receipts.chats AS chat ON chat.tenant_id = p_tenant AND chat.chat_id = member.chat_id;
+
+    -- The messages, with whom they mention: the named members of when each was sent, but its
+    -- sender (receipts.named_mentions, as a send keeps them), or every member then.
+    WITH inserted AS (
+        INSERT INTO receipts.messages AS message
+            (tenant_id, chat_id, message_id, seq, sender_id, body, created_at, mentions, mentions_all, thread_id)
+        SELECT p_tenant, fresh.chat_id, fresh.message_id, fresh.seq, fresh.sender_id, fresh.body, fresh.created_at,
+               receipts.named_mentions(p_tenant, fresh.chat_id, fresh.sender_id, fresh.seq,
+                                       array_fill(1, ARRAY[cardinality(fresh.mentions)]), fresh.mentions, 1),
+               fresh.mentions_all, fresh.thread_id
+        FROM import_group_messages AS fresh
+        WHERE fresh.first AND fresh.code IS NULL AND fresh.existing_seq IS NULL
+        ORDER BY fresh.chat_id, fresh.seq
+        RETURNING message.chat_id, message.seq, message.sender_id, message.mentions, message.mentions_all
+    )
+    INSERT INTO receipts.mentions (tenant_id, chat_id, user_id, seq)
+    SELECT p_tenant, inserted.chat_id, named.user_id, inserted.seq
+    FROM inserted CROSS JOIN LATERAL unnest(inserted.mentions) AS named(user_id)
+    WHERE NOT inserted.mentions_all
+    UNION ALL
+    SELECT p_tenant, inserted.chat_id, period.user_id, inserted.seq
+    FROM inserted
+    JOIN receipts.membership_periods AS period
+        ON period.tenant_id = p_tenant AND period.chat_id = inserted.chat_id
+       AND period.after_seq < inserted.seq AND (period.until_seq IS NULL OR period.until_seq >= inserted.seq)
+       AND period.user_id <> inserted.sender_id
+    WHERE inserted.mentions_all;
+
+    INSERT INTO receipts.threads AS thread (tenant_id, chat_id, root_seq, replies, last_reply_at)
+    SELECT p_tenant, reply.chat_id, reply.root_seq, count(*), max(reply.created_at)
+    FROM import_group_messages AS reply
+    WHERE reply.first AND reply.code IS NULL AND reply.existing_seq IS NULL AND reply.root_seq IS NOT NULL
+    GROUP BY reply.chat_id, reply.root_seq
+    ORDER BY reply.chat_id, reply.root_seq
+    ON CONFLICT (tenant_id, chat_id, root_seq) DO UPDATE
+        SET replies = thread.replies + excluded.replies, last_reply_at = greatest(thread.last_reply_at, excluded.last_reply_at);
+
+    UPDATE receipts.chats AS chat SET
+        last_seq = chat.last_seq + added.messages,
+        last_reply_seq = greatest(chat.last_reply_seq, coalesce(added.last_reply, 0)),
+        last_mention_seq = greatest(chat.last_mention_seq, coalesce(added.last_mention, 0))
+    FROM (SELECT fresh.chat_id, count(*) AS messages,
+                 max(fresh.seq) FILTER (WHERE fresh.root_seq IS NOT NULL) AS last_reply,
+                 max(fresh.seq) FILTER (WHERE fresh.mentions_all OR cardinality(fresh.mentions) > 0) AS last_mention
+          FROM import_group_messages AS fresh
+          WHERE fresh.first AND fresh.code IS NULL AND fresh.existing_seq IS NULL
+          GROUP BY fresh.chat_id) AS added
+    WHERE chat.tenant_id = p_tenant AND chat.chat_id = added.chat_id;
+    GET DIAGNOSTICS v_messages = ROW_COUNT;
+    SELECT count(*) INTO v_messages FROM import_group_messages AS fresh
+    WHERE fresh.first AND fresh.code IS NULL AND fresh.existing_seq IS NULL;
+
+    ---- 4. The receipts. -------------------------------------------------------------------
+    -- Read and delivered lines: a current member, a message of the chat, not before it.
+    CREATE TEMP TABLE import_group_positions ON COMMIT DROP AS
+    SELECT staged.line, staged.chat_id::text AS chat_id, staged.user_id::text AS user_id, staged.read, staged.at,
+           target.seq, target.created_at,
+           CASE WHEN NOT chat.known THEN 'chat_not_found'
+                WHEN NOT EXISTS (SELECT FROM receipts.chat_members AS member
+                                 WHERE member.tenant_id = p_tenant AND member.chat_id = staged.chat_id
+                                   AND member.user_id = staged.user_id AND member.left_at IS NULL) THEN 'not_member'
+                WHEN target.seq IS NULL THEN 'message_not_found'
+                WHEN coalesce(staged.at, 'infinity') < target.created_at THEN 'read_before_message' END AS code
+    FROM receipts.import_receipts AS staged
+    JOIN import_group_chats AS chat ON chat.chat_id = staged.chat_id
+    LEFT JOIN LATERAL (SELECT message.seq, message.created_at FROM receipts.messages AS message
+                       WHERE message.tenant_id = p_tenant AND message.chat_id = staged.chat_id
+                         AND message.message_id = staged.message_id) AS target ON true
+    WHERE staged.tenant_id = p_tenant AND staged.import_id = p_import AND staged.chat_id = ANY (v_chats) AND staged.up_to;
+
+    -- Every (message, user, read or delivered) the lines give, at its earliest time (a
+    -- message line's entry at null: when the message was sent; a position's: when the
+    -- message it names was); a read is a delivery too. A position covers every message up to
+    -- its own that was the user's to read (receipts.was_recipient) above their watermark.
+    CREATE TEMP TABLE import_group_reads ON COMMIT DROP AS
+    SELECT given.chat_id, given.seq, given.user_id, given.read, min(given.at) AS at
+    FROM (
+        SELECT message.chat_id, message.seq, entry.user_id, kind.read, coalesce(entry.at, message.sent_at) AS at
+        FROM import_group_entries AS entry
+        JOIN import_group_messages AS message ON message.line = entry.line
+        CROSS JOIN LATERAL (VALUES (entry.read), (false)) AS kind(read)
+        WHERE message.code IS NULL AND entry.user_id <> message.sender_id AND (entry.read OR NOT kind.read)
+        UNION ALL
+        SELECT position.chat_id, message.seq, position.user_id, kind.read, coalesce(position.at, position.created_at)
+        FROM import_group_positions AS position
+        JOIN receipts.chat_members AS member
+            ON member.tenant_id = p_tenant AND member.chat_id = position.chat_id AND member.user_id = position.user_id
+        JOIN receipts.messages AS message
+            ON message.tenant_id = p_tenant AND message.chat_id = position.chat_id
+           AND message.seq > member.read_seq AND message.seq <= position.seq
+        CROSS JOIN LATERAL (VALUES (position.read), (false)) AS kind(read)
+        WHERE position.code IS NULL AND (position.read OR NOT kind.read)
+          AND receipts.was_recipient(p_tenant, position.chat_id, position.user_id, message.sender_id, message.seq,
+                                     member.period_after_seq)
+    ) AS given
+    GROUP BY given.chat_id, given.seq, given.user_id, given.read;
+    ANALYZE import_group_reads;
+
+    -- What the chunk rows of messages that were there already record stays as it is.
+    DELETE FROM import_group_reads AS given
+    USING import_group_chats AS chat, receipts.chat_members AS member, receipts.receipt_chunks AS receipt
+    WHERE chat.chat_id = given.chat_id AND given.seq <= chat.last_seq
+      AND member.tenant_id = p_tenant AND member.chat_id = given.chat_id AND member.user_id = given.user_id
+      AND receipt.tenant_id = p_tenant AND receipt.chat_id = given.chat_id AND receipt.seq = given.seq
+      AND receipt.chunk = member.receipt_chunk
+      AND CASE WHEN given.read THEN receipts.has_read(given.user_id, receipt.read_by, receipt.hidden_read_by)
+               ELSE given.user_id = ANY (receipt.delivered_to) END;
+    SELECT count(*) INTO v_receipts FROM import_group_reads;
+
+    -- The chunk rows: a new message's, whole (every chunk up to the chat's last numbered
+    -- member, as a send makes them), with its readers and deliverers in the order of their
+    -- times; a message that was there gets its new ones appended. A reader whose receipts
+    -- are off is recorded hidden (receipts.users.read_receipts), as a read of theirs is.
+    WITH per_chunk AS (
+        SELECT given.chat_id, given.seq, member.receipt_chunk AS chunk,
+               coalesce(array_agg(given.user_id ORDER BY given.at, given.user_id)
+                        FILTER (WHERE given.read AND coalesce(setting.read_receipts, true)), '{}') AS read_by,
+               coalesce(array_agg(given.at ORDER BY given.at, given.user_id)
+                        FILTER (WHERE given.read AND coalesce(setting.read_receipts, true)), '{}') AS read_at,
+               coalesce(array_agg(given.user_id ORDER BY given.at, given.user_id)
+                        FILTER (WHERE given.read AND NOT coalesce(setting.read_receipts, true)), '{}') AS hidden_read_by,
+               coalesce(array_agg(given.user_id ORDER BY given.at, given.user_id) FILTER (WHERE NOT given.read), '{}')
+                   AS delivered_to,
+               coalesce(array_agg(given.at ORDER BY given.at, given.user_id) FILTER (WHERE NOT given.read), '{}')
+                   AS delivered_at
+        FROM import_group_reads AS given
+        JOIN receipts.chat_members AS member
+            ON member.tenant_id = p_tenant AND member.chat_id = given.chat_id AND member.user_id = given.user_id
+        LEFT JOIN receipts.users AS setting ON setting.tenant_id = p_tenant AND setting.user_id = given.user_id
+        GROUP BY given.chat_id, given.seq, member.receipt_chunk
+    ),
+    fresh AS (
+        INSERT INTO receipts.receipt_chunks
+            (tenant_id, chat_id, seq, chunk, message_id, read_by, read_at, hidden_read_by, delivered_to, delivered_at)
+        SELECT p_tenant, message.chat_id, message.seq, chunk.chunk, message.message_id,
+               coalesce(given.read_by, '{}'), coalesce(given.read_at, '{}'), coalesce(given.hidden_read_by, '{}'),
+               coalesce(given.delivered_to, '{}'), coalesce(given.delivered_at, '{}')
+        FROM import_group_messages AS message
+        JOIN receipts.chats AS chat ON chat.tenant_id = p_tenant AND chat.chat_id = message.chat_id
+        CROSS JOIN LATERAL generate_series(0, receipts.receipt_chunk_of(greatest(chat.members_numbered - 1, 0))) AS chunk(chunk)
+        LEFT JOIN per_chunk AS given
+            ON given.chat_id = message.chat_id AND given.seq = message.seq AND given.chunk = chunk.chunk
+        WHERE message.first AND message.code IS NULL AND message.existing_seq IS NULL
+        ORDER BY message.chat_id, message.seq, chunk.chunk
+    )
+    UPDATE receipts.receipt_chunks AS receipt SET
+        read_by = receipt.read_by || given.read_by, read_at = receipt.read_at || given.read_at,
+        hidden_read_by = receipt.hidden_read_by || given.hidden_read_by,
+        delivered_to = receipt.delivered_to || given.delivered_to, delivered_at = receipt.delivered_at || given.delivered_at
+    FROM per_chunk AS given
+    JOIN import_group_chats AS chat ON chat.chat_id = given.chat_id
+    WHERE given.seq <= chat.last_seq
+      AND receipt.tenant_id = p_tenant AND receipt.chat_id = given.chat_id AND receipt.seq = given.seq
+      AND receipt.chunk = given.chunk;
+
+    ---- 5. The members who got receipts, settled as a read or delivery settles them. -------
+    -- Their read watermark moves to just below the first message they were to read and did
+    -- not (else the chat's last), reads_above counts what they read above it, the delivery
+    -- watermark likewise; a read clears a chat marked unread.
+    WITH touched AS (
+        SELECT given.chat_id, given.user_id, bool_or(given.read) AS read_any, max(given.at) FILTER (WHERE given.read) AS read_at
+        FROM import_group_reads AS given
+        GROUP BY given.chat_id, given.user_id
+    ),
+    scanned AS (
+        SELECT member.chat_id, member.user_id, message.seq,
+               receipts.has_read(member.user_id, receipt.read_by, receipt.hidden_read_by) AS read,
+               member.user_id = ANY (receipt.delivered_to) AS delivered
+        FROM touched
+        JOIN receipts.chat_members AS member
+            ON member.tenant_id = p_tenant AND member.chat_id = touched.chat_id AND member.user_id = touched.user_id
+        JOIN receipts.messages AS message
+            ON message.tenant_id = p_tenant AND message.chat_id = member.chat_id AND message.seq > member.read_seq
+        JOIN receipts.receipt_chunks AS receipt
+            ON receipt.tenant_id = p_tenant AND receipt.chat_id = member.chat_id AND receipt.seq = message.seq
+           AND receipt.chunk = member.receipt_chunk
+        WHERE receipts.was_recipient(p_tenant, member.chat_id, member.user_id, message.sender_id, message.seq,
+                                     member.period_after_seq)
+    ),
+    firsts AS (
+        SELECT scanned.chat_id, scanned.user_id,
+               min(scanned.seq) FILTER (WHERE NOT scanned.read) AS unread,
+               min(scanned.seq) FILTER (WHERE NOT scanned.delivered) AS undelivered
+        FROM scanned GROUP BY scanned.chat_id, scanned.user_id
+    ),
+    above AS (
+        SELECT scanned.chat_id, scanned.user_id, count(*) AS reads
+        FROM scanned
+        JOIN firsts ON firsts.chat_id = scanned.chat_id AND firsts.user_id = scanned.user_id
+        WHERE scanned.read AND scanned.seq > firsts.unread
+        GROUP BY scanned.chat_id, scanned.user_id
+    ),
+    settled AS (
+        SELECT touched.chat_id, touched.user_id, touched.read_any, touched.read_at,
+               coalesce(firsts.unread - 1, chat.last_seq) AS read_seq,
+               coalesce(firsts.undelivered - 1, chat.last_seq) AS delivered_seq,
+               coalesce(above.reads, 0) AS reads_above
+        FROM touched
+        JOIN receipts.chats AS chat ON chat.tenant_id = p_tenant AND chat.chat_id = touched.chat_id
+        LEFT JOIN firsts ON firsts.chat_id = touched.chat_id AND firsts.user_id = touched.user_id
+        LEFT JOIN above ON above.chat_id = touched.chat_id AND above.user_id = touched.user_id
+    )
+    UPDATE receipts.chat_members AS member SET
+        read_seq = CASE WHEN settled.read_any THEN settled.read_seq ELSE member.read_seq END,
+        reads_above = CASE WHEN settled.read_any THEN settled.reads_above ELSE member.reads_above END,
+        delivered_seq = greatest(member.delivered_seq, settled.delivered_seq,
+                                 CASE WHEN settled.read_any THEN settled.read_seq ELSE 0 END),
+        marked_unread = member.marked_unread AND NOT settled.read_any,
+        last_read_at = CASE WHEN settled.read_any AND (member.last_read_at IS NULL OR member.last_read_at < settled.read_at)
+                            THEN settled.read_at ELSE member.last_read_at END,
+        last_read_thread = CASE WHEN settled.read_any THEN NULL ELSE member.last_read_thread END
+    FROM settled
+    WHERE member.tenant_id = p_tenant AND member.chat_id = settled.chat_id AND member.user_id = settled.user_id;
+
+    ---- 6. Events, errors, counts, progress. ----------------------------------------------
+    -- One chat.imported a chat that changed, to its members and the tenant key.
+    INSERT INTO receipts.events (tenant_id, event_id, transaction_id, type, chat_id, user_id, message_ids, audience_version)
+    SELECT p_tenant, nextval('receipts.event_ids'), pg_current_xact_id(), 'chat.imported', chat.chat_id, NULL, '{}',
+           chat.audience_version
+    FROM receipts.chats AS chat
+    WHERE chat.tenant_id = p_tenant AND chat.chat_id = ANY (v_chats)
+      AND (EXISTS (SELECT FROM import_group_chats AS group_chat WHERE group_chat.chat_id = chat.chat_id AND NOT group_chat.existed)
+           OR EXISTS (SELECT FROM import_group_messages AS fresh
+                      WHERE fresh.chat_id = chat.chat_id AND fresh.first AND fresh.code IS NULL AND fresh.existing_seq IS NULL)
+           OR EXISTS (SELECT FROM import_group_reads AS given WHERE given.chat_id = chat.chat_id))
+    ORDER BY chat.chat_id;
+    IF FOUND THEN
+        PERFORM receipts.wake_listeners();
+    END IF;
+
+    PERFORM receipts.record_import_errors(p_tenant, p_import,
+        coalesce(array_agg(rejected.line ORDER BY rejected.line), '{}'),
+        coalesce(array_agg(rejected.code ORDER BY rejected.line), '{}'),
+        coalesce(array_agg(receipts.import_error_text(rejected.code) ORDER BY rejected.line), '{}'),
+        count(*))
+    FROM (SELECT line.line, line.code FROM import_chat_lines AS line WHERE line.code IS NOT NULL
+          UNION ALL
+          SELECT message.line, message.code FROM import_group_messages AS message WHERE message.code IS NOT NULL
+          UNION ALL
+          SELECT position.line, position.code FROM import_group_positions AS position WHERE position.code IS NOT NULL)
+        AS rejected;
+
+    PERFORM receipts.drop_staged_import(p_tenant, p_import, v_chats);
+    UPDATE receipts.imports AS import SET
+        chats_imported = import.chats_imported + v_new_chats,
+        messages_imported = import.messages_imported + v_messages,
+        receipts_imported = import.receipts_imported + v_receipts,
+        next_unit = v_through + 1,
+        lease_expires_at = now() + p_lease,
+        state = CASE WHEN v_through >= v_units THEN 'done' ELSE 'running' END,
+        finished_at = CASE WHEN v_through >= v_units THEN now() END,
+        lease_owner = CASE WHEN v_through >= v_units THEN NULL ELSE p_owner END
+    WHERE import.tenant_id = p_tenant AND import.import_id = p_import;
+    IF v_through >= v_units THEN
+        PERFORM receipts.drop_staged_import(p_tenant, p_import, NULL);
+        RETURN QUERY SELECT 'done', v_through + 1, v_units;
+    ELSE
+        RETURN QUERY SELECT 'loaded', v_through + 1, v_units;
+    END IF;
+END;
+$$;
+COMMENT ON FUNCTION receipts.import_group(text, text, text, interval, bigint) IS
+    'Loads the next group of an import''s chats (up to p_max_rows staged rows) for the lease holder p_owner: loaded | done | not_holder, with the next unit and the unit count. See sql/functions/imports.sql.';
+
+-- What a rejection code means, for an import's errors.
+CREATE OR REPLACE FUNCTION receipts.import_error_text(p_code text) RETURNS text
+LANGUAGE sql IMMUTABLE AS $$
+    SELECT CASE p_code
+        WHEN 'chat_not_found' THEN 'no chat of this id: neither a chat line of the import nor a chat already there'
+        WHEN 'conflict' THEN 'this id is taken with other content (or was deleted)'
+        WHEN 'not_member' THEN 'the user is not a member of the chat'
+        WHEN 'not_recipient' THEN 'the user joined the chat after the message was sent'
+        WHEN 'read_before_message' THEN 'a receipt cannot come before the message was sent'
+        WHEN 'out_of_order' THEN 'the chat already has messages sent after this one: an import appends to a chat''s history'
+        WHEN 'thread_not_found' THEN 'threadId names no earlier message of the chat'
+        WHEN 'thread_is_reply' THEN 'threadId names a reply: a thread''s root is a message of the main timeline'
+        WHEN 'message_not_found' THEN 'upTo names no message of the chat'
+        ELSE p_code END
+$$;
+COMMENT ON FUNCTION receipts.import_error_text(text) IS 'Why an import line with this rejection code was rejected.';

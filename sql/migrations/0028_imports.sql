@@ -1,0 +1,136 @@
+-- 0028: bulk imports (POST /v1/imports, `receiptsd import`): a chat app's history of chats,
+-- messages and read state, loaded as if it had been sent and read through the API.
+--
+-- An import is two stages. Staging: the NDJSON body is parsed by the service, line by line,
+-- and COPY'd into the staging tables below (what could not be parsed goes to import_errors
+-- at once), in one transaction with the import's row: once the service answers 202 the
+-- whole body is in the database, on every standby too, and any instance can finish it.
+-- Loading: the chats of the import, in the order of their first line, are loaded a group at
+-- a time (receipts.import_group, sql/functions/imports.sql), each group one transaction that
+-- also moves imports.next_unit: after a restart or a failover the next holder of the
+-- import's lease goes on from the group it had reached. Staging rows go when the import is
+-- done.
+--
+-- The staging tables have no row-level security: COPY FROM refuses a table that has it
+-- ("COPY FROM is not supported for tables with row-level security"). They are written only
+-- by the service's COPY, each row under the tenant the service authenticated, and read only
+-- by the import functions, which name the tenant and the import in every statement; the
+-- tables that hold what an import loads (chats, messages, receipts) keep theirs, and so do
+-- the imports, their errors and units.
+
+CREATE TABLE receipts.imports (
+    tenant_id          receipts.identifier NOT NULL REFERENCES receipts.tenants ON DELETE CASCADE,
+    import_id          receipts.identifier NOT NULL,
+    state              text        NOT NULL DEFAULT 'running' CHECK (state IN ('running', 'done', 'failed')),
+    created_at         timestamptz NOT NULL DEFAULT now(),
+    finished_at        timestamptz,
+    lines              bigint      NOT NULL CHECK (lines >= 0),
+    units              integer     NOT NULL DEFAULT 0,
+    next_unit          integer     NOT NULL DEFAULT 1,
+    chats_imported     bigint      NOT NULL DEFAULT 0,
+    messages_imported  bigint      NOT NULL DEFAULT 0,
+    receipts_imported  bigint      NOT NULL DEFAULT 0,
+    rejected           bigint      NOT NULL DEFAULT 0,
+    failure            text,
+    lease_owner        text,
+    lease_expires_at   timestamptz,
+    PRIMARY KEY (tenant_id, import_id)
+);
+COMMENT ON TABLE receipts.imports IS
+    'Bulk imports (POST /v1/imports): their state, how far loading got (next_unit) and what they imported and rejected. Staged rows are in receipts.import_*.';
+COMMENT ON COLUMN receipts.imports.lines IS 'The lines of the body (empty lines included: line numbers count them).';
+COMMENT ON COLUMN receipts.imports.units IS 'How many chats the import names (its units of loading, receipts.import_units).';
+COMMENT ON COLUMN receipts.imports.next_unit IS 'The first unit not loaded yet: loading resumes there.';
+COMMENT ON COLUMN receipts.imports.rejected IS 'Lines rejected, by the parser or by a rule.';
+COMMENT ON COLUMN receipts.imports.failure IS 'Why loading stopped (state failed): an error of ours, never a rule of a line.';
+CREATE INDEX imports_by_lease ON receipts.imports (lease_expires_at) WHERE state = 'running';
+COMMENT ON INDEX receipts.imports_by_lease IS 'receipts.claim_imports finds running imports whose lease is free or expired.';
+GRANT SELECT, INSERT, UPDATE, DELETE ON receipts.imports TO receipts_service;
+CALL receipts.protect_tenant_table('receipts.imports');
+
+-- The first errors of an import, by line (receipts.import_group keeps the first 100).
+CREATE TABLE receipts.import_errors (
+    tenant_id  receipts.identifier NOT NULL,
+    import_id  receipts.identifier NOT NULL,
+    line       bigint NOT NULL,
+    code       text   NOT NULL,
+    message    text   NOT NULL,
+    FOREIGN KEY (tenant_id, import_id) REFERENCES receipts.imports ON DELETE CASCADE
+);
+CREATE INDEX import_errors_by_line ON receipts.import_errors (tenant_id, import_id, line);
+COMMENT ON TABLE receipts.import_errors IS 'An import''s first 100 rejected lines (by line number): the line, a code and why.';
+GRANT SELECT, INSERT, DELETE ON receipts.import_errors TO receipts_service;
+CALL receipts.protect_tenant_table('receipts.import_errors');
+
+-- Staged chat lines.
+CREATE TABLE receipts.import_chats (
+    tenant_id   receipts.identifier NOT NULL,
+    import_id   receipts.identifier NOT NULL,
+    line        bigint NOT NULL,
+    chat_id     receipts.identifier NOT NULL,
+    kind        text   NOT NULL,
+    members     text[] COLLATE "C" NOT NULL,
+    joined_at   timestamptz[] NOT NULL,
+    created_at  timestamptz
+);
+CREATE INDEX import_chats_by_chat ON receipts.import_chats (tenant_id, import_id, chat_id, line);
+COMMENT ON TABLE receipts.import_chats IS 'Staged chat lines of running imports: members beside when each joined (null: with the chat).';
+
+-- Staged message lines.
+CREATE TABLE receipts.import_messages (
+    tenant_id    receipts.identifier NOT NULL,
+    import_id    receipts.identifier NOT NULL,
+    line         bigint NOT NULL,
+    chat_id      receipts.identifier NOT NULL,
+    message_id   receipts.identifier NOT NULL,
+    sender_id    receipts.identifier NOT NULL,
+    body         text NOT NULL,
+    created_at   timestamptz NOT NULL,
+    thread_id    receipts.identifier,
+    mentions     text[] COLLATE "C" NOT NULL,
+    mentions_all boolean NOT NULL
+);
+CREATE INDEX import_messages_by_chat ON receipts.import_messages (tenant_id, import_id, chat_id);
+COMMENT ON TABLE receipts.import_messages IS 'Staged message lines of running imports (their readers and deliverers are in receipts.import_receipts, with the same line).';
+
+-- Staged receipts: a message line's readBy and deliveredTo entries (up_to false), and read
+-- and delivered lines, a member's position (up_to true: everything up to message_id).
+CREATE TABLE receipts.import_receipts (
+    tenant_id   receipts.identifier NOT NULL,
+    import_id   receipts.identifier NOT NULL,
+    line        bigint  NOT NULL,
+    chat_id     receipts.identifier NOT NULL,
+    message_id  receipts.identifier NOT NULL,
+    user_id     receipts.identifier NOT NULL,
+    read        boolean NOT NULL,
+    up_to       boolean NOT NULL,
+    at          timestamptz
+);
+CREATE INDEX import_receipts_by_chat ON receipts.import_receipts (tenant_id, import_id, chat_id);
+COMMENT ON TABLE receipts.import_receipts IS
+    'Staged receipts of running imports: a message line''s readBy/deliveredTo entries (up_to false), or a read/delivered line''s position (up_to true); at null: when the message was sent.';
+
+-- The chats an import names, numbered in the order of their first line: what loading goes
+-- through, a group of units at a time.
+CREATE TABLE receipts.import_units (
+    tenant_id   receipts.identifier NOT NULL,
+    import_id   receipts.identifier NOT NULL,
+    unit        integer NOT NULL,
+    chat_id     receipts.identifier NOT NULL,
+    rows        bigint  NOT NULL,
+    PRIMARY KEY (tenant_id, import_id, unit),
+    FOREIGN KEY (tenant_id, import_id) REFERENCES receipts.imports ON DELETE CASCADE
+);
+COMMENT ON TABLE receipts.import_units IS 'The chats of a running import in the order of their first line, with how many staged rows each has (what sizes a group).';
+
+GRANT SELECT, INSERT, DELETE ON receipts.import_units TO receipts_service;
+CALL receipts.protect_tenant_table('receipts.import_units');
+-- The staged lines: no foreign key either (a check per row would slow the COPY down);
+-- receipts.finish_import and a tenant's erasure delete them.
+GRANT SELECT, INSERT, DELETE ON receipts.import_chats, receipts.import_messages, receipts.import_receipts
+    TO receipts_service;
+
+ALTER TABLE receipts.events DROP CONSTRAINT events_type_check;
+ALTER TABLE receipts.events ADD CONSTRAINT events_type_check CHECK (type IN (
+    'message.created', 'receipt.delivered', 'receipt.read', 'unread.changed',
+    'message.deleted', 'chat.deleted', 'user.erased', 'message.edited', 'chat.imported'));
