@@ -241,19 +241,9 @@ DECLARE
 BEGIN
     PERFORM receipts.enter_tenant(p_tenant);
     -- The staged lines of its imports (no foreign key takes them: sql/migrations/0028_imports.sql).
-    DELETE FROM receipts.import_receipts WHERE ctid = ANY (ARRAY(
-        SELECT ctid FROM receipts.import_receipts WHERE tenant_id = p_tenant LIMIT p_batch));
+    DELETE FROM receipts.import_rows WHERE ctid = ANY (ARRAY(
+        SELECT ctid FROM receipts.import_rows WHERE tenant_id = p_tenant LIMIT p_batch));
     GET DIAGNOSTICS v_removed = ROW_COUNT;
-    IF v_removed = 0 THEN
-        DELETE FROM receipts.import_messages WHERE ctid = ANY (ARRAY(
-            SELECT ctid FROM receipts.import_messages WHERE tenant_id = p_tenant LIMIT p_batch));
-        GET DIAGNOSTICS v_removed = ROW_COUNT;
-    END IF;
-    IF v_removed = 0 THEN
-        DELETE FROM receipts.import_chats WHERE ctid = ANY (ARRAY(
-            SELECT ctid FROM receipts.import_chats WHERE tenant_id = p_tenant LIMIT p_batch));
-        GET DIAGNOSTICS v_removed = ROW_COUNT;
-    END IF;
     IF v_removed > 0 THEN RETURN 'receipts'; END IF;
     DELETE FROM receipts.receipt_chunks WHERE ctid = ANY (ARRAY(
         SELECT ctid FROM receipts.receipt_chunks WHERE tenant_id = p_tenant LIMIT p_batch));

@@ -45,14 +45,8 @@ BEGIN
     PERFORM receipts.enter_tenant(p_tenant);
     INSERT INTO receipts.import_units (tenant_id, import_id, unit, chat_id, rows)
     SELECT p_tenant, p_import, row_number() OVER (ORDER BY min(staged.line))::integer, staged.chat_id, count(*)
-    FROM (SELECT chat.chat_id, chat.line FROM receipts.import_chats AS chat
-          WHERE chat.tenant_id = p_tenant AND chat.import_id = p_import
-          UNION ALL
-          SELECT message.chat_id, message.line FROM receipts.import_messages AS message
-          WHERE message.tenant_id = p_tenant AND message.import_id = p_import
-          UNION ALL
-          SELECT receipt.chat_id, receipt.line FROM receipts.import_receipts AS receipt
-          WHERE receipt.tenant_id = p_tenant AND receipt.import_id = p_import) AS staged
+    FROM receipts.import_rows AS staged
+    WHERE staged.tenant_id = p_tenant AND staged.import_id = p_import
     GROUP BY staged.chat_id;
     GET DIAGNOSTICS v_units = ROW_COUNT;
     UPDATE receipts.imports AS import SET units = v_units,
@@ -140,11 +134,7 @@ CREATE OR REPLACE FUNCTION receipts.drop_staged_import(p_tenant text, p_import t
 RETURNS void
 LANGUAGE plpgsql SET jit = off AS $$
 BEGIN
-    DELETE FROM receipts.import_chats AS staged
-    WHERE staged.tenant_id = p_tenant AND staged.import_id = p_import AND (p_chats IS NULL OR staged.chat_id = ANY (p_chats));
-    DELETE FROM receipts.import_messages AS staged
-    WHERE staged.tenant_id = p_tenant AND staged.import_id = p_import AND (p_chats IS NULL OR staged.chat_id = ANY (p_chats));
-    DELETE FROM receipts.import_receipts AS staged
+    DELETE FROM receipts.import_rows AS staged
     WHERE staged.tenant_id = p_tenant AND staged.import_id = p_import AND (p_chats IS NULL OR staged.chat_id = ANY (p_chats));
     IF p_chats IS NULL THEN
         DELETE FROM receipts.import_units AS unit WHERE unit.tenant_id = p_tenant AND unit.import_id = p_import;
@@ -261,12 +251,13 @@ BEGIN
     -- The chat lines: the first of a new chat makes it; any other must say what the chat is
     -- (its kind and current members), or it is a conflict.
     CREATE TEMP TABLE import_chat_lines ON COMMIT DROP AS
-    SELECT staged.line, staged.chat_id::text AS chat_id, staged.kind, staged.members, staged.joined_at, staged.created_at,
+    SELECT staged.line, staged.chat_id, staged.chat_kind AS kind, staged.members, staged.joined_at, staged.created_at,
            ARRAY(SELECT DISTINCT member FROM unnest(staged.members) AS member ORDER BY member) AS member_set,
            row_number() OVER (PARTITION BY staged.chat_id ORDER BY staged.line) = 1 AS first,
            NULL::text AS code
-    FROM receipts.import_chats AS staged
-    WHERE staged.tenant_id = p_tenant AND staged.import_id = p_import AND staged.chat_id = ANY (v_chats);
+    FROM receipts.import_rows AS staged
+    WHERE staged.tenant_id = p_tenant AND staged.import_id = p_import AND staged.chat_id = ANY (v_chats)
+      AND staged.kind = 'c';
     UPDATE import_chat_lines AS line SET code = 'conflict'
     FROM import_group_chats AS chat
     WHERE chat.chat_id = line.chat_id
@@ -293,9 +284,9 @@ BEGIN
                          WHERE period.tenant_id = p_tenant AND period.chat_id = line.chat_id), 0),
            coalesce(line.created_at,
                     least((SELECT min(joined) FROM unnest(line.joined_at) AS joined),
-                          (SELECT min(staged.created_at) FROM receipts.import_messages AS staged
+                          (SELECT min(staged.created_at) FROM receipts.import_rows AS staged
                            WHERE staged.tenant_id = p_tenant AND staged.import_id = p_import
-                             AND staged.chat_id = line.chat_id)),
+                             AND staged.chat_id = line.chat_id AND staged.kind = 'm')),
                     now())
     FROM import_chat_lines AS line
     JOIN import_group_chats AS chat ON chat.chat_id = line.chat_id AND NOT chat.existed
@@ -326,21 +317,21 @@ BEGIN
     -- first line; a later line of the same id must say the same (sender, text, thread,
     -- mentions), as a repeated send must.
     CREATE TEMP TABLE import_group_messages ON COMMIT DROP AS
-    SELECT staged.line, staged.chat_id::text AS chat_id, staged.message_id::text AS message_id,
-           staged.sender_id::text AS sender_id, staged.body, staged.created_at,
-           staged.thread_id::text AS thread_id, staged.mentions, staged.mentions_all,
+    SELECT staged.line, staged.chat_id, staged.message_id, staged.user_id AS sender_id, staged.body, staged.created_at,
+           staged.thread_id, staged.mentions, staged.mentions_all,
            row_number() OVER (PARTITION BY staged.chat_id, staged.message_id ORDER BY staged.line) = 1 AS first,
            existing.seq AS existing_seq, existing.created_at AS existing_at,
-           existing.seq IS NOT NULL AND existing.sender_id = staged.sender_id AND existing.body = staged.body
+           existing.seq IS NOT NULL AND existing.sender_id = staged.user_id AND existing.body = staged.body
                AND existing.thread_id IS NOT DISTINCT FROM staged.thread_id AND existing.mentions_all = staged.mentions_all
-               AND existing.mentions = receipts.named_mentions(p_tenant, staged.chat_id, staged.sender_id, existing.seq,
+               AND existing.mentions = receipts.named_mentions(p_tenant, staged.chat_id, staged.user_id, existing.seq,
                                                                array_fill(1, ARRAY[cardinality(staged.mentions)]),
                                                                staged.mentions, 1) AS same_as_existing,
            NULL::text AS code, NULL::bigint AS seq, NULL::bigint AS root_seq, NULL::timestamptz AS sent_at
-    FROM receipts.import_messages AS staged
+    FROM receipts.import_rows AS staged
     LEFT JOIN receipts.messages AS existing
         ON existing.tenant_id = p_tenant AND existing.chat_id = staged.chat_id AND existing.message_id = staged.message_id
-    WHERE staged.tenant_id = p_tenant AND staged.import_id = p_import AND staged.chat_id = ANY (v_chats);
+    WHERE staged.tenant_id = p_tenant AND staged.import_id = p_import AND staged.chat_id = ANY (v_chats)
+      AND staged.kind = 'm';
     ANALYZE import_group_messages;
 
     -- A message's first line: its chat, its id, its sender, its place in the chat's history.
@@ -360,9 +351,10 @@ BEGIN
 
     -- The readers and deliverers of message lines.
     CREATE TEMP TABLE import_group_entries ON COMMIT DROP AS
-    SELECT staged.line, staged.user_id::text AS user_id, staged.read, staged.at
-    FROM receipts.import_receipts AS staged
-    WHERE staged.tenant_id = p_tenant AND staged.import_id = p_import AND staged.chat_id = ANY (v_chats) AND NOT staged.up_to;
+    SELECT staged.line, staged.user_id, staged.read, staged.at
+    FROM receipts.import_rows AS staged
+    WHERE staged.tenant_id = p_tenant AND staged.import_id = p_import AND staged.chat_id = ANY (v_chats)
+      AND staged.kind = 'r';
     ANALYZE import_group_entries;
 
     -- A first line's entries: each a member who was to receive the message (its sender is
@@ -543,7 +535,7 @@ BEGIN
     ---- 4. The receipts. -------------------------------------------------------------------
     -- Read and delivered lines: a current member, a message of the chat, not before it.
     CREATE TEMP TABLE import_group_positions ON COMMIT DROP AS
-    SELECT staged.line, staged.chat_id::text AS chat_id, staged.user_id::text AS user_id, staged.read, staged.at,
+    SELECT staged.line, staged.chat_id, staged.user_id, staged.read, staged.at,
            target.seq, target.created_at,
            CASE WHEN NOT chat.known THEN 'chat_not_found'
                 WHEN NOT EXISTS (SELECT FROM receipts.chat_members AS member
@@ -551,12 +543,13 @@ BEGIN
                                    AND member.user_id = staged.user_id AND member.left_at IS NULL) THEN 'not_member'
                 WHEN target.seq IS NULL THEN 'message_not_found'
                 WHEN coalesce(staged.at, 'infinity') < target.created_at THEN 'read_before_message' END AS code
-    FROM receipts.import_receipts AS staged
+    FROM receipts.import_rows AS staged
     JOIN import_group_chats AS chat ON chat.chat_id = staged.chat_id
     LEFT JOIN LATERAL (SELECT message.seq, message.created_at FROM receipts.messages AS message
                        WHERE message.tenant_id = p_tenant AND message.chat_id = staged.chat_id
                          AND message.message_id = staged.message_id) AS target ON true
-    WHERE staged.tenant_id = p_tenant AND staged.import_id = p_import AND staged.chat_id = ANY (v_chats) AND staged.up_to;
+    WHERE staged.tenant_id = p_tenant AND staged.import_id = p_import AND staged.chat_id = ANY (v_chats)
+      AND staged.kind = 'p';
 
     -- Every (message, user, read or delivered) the lines give, at its earliest time (a
     -- message line's entry at null: when the message was sent; a position's: when the

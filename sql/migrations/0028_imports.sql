@@ -37,7 +37,7 @@ CREATE TABLE receipts.imports (
     PRIMARY KEY (tenant_id, import_id)
 );
 COMMENT ON TABLE receipts.imports IS
-    'Bulk imports (POST /v1/imports): their state, how far loading got (next_unit) and what they imported and rejected. Staged rows are in receipts.import_*.';
+    'Bulk imports (POST /v1/imports): their state, how far loading got (next_unit) and what they imported and rejected. Staged lines are in receipts.import_rows.';
 COMMENT ON COLUMN receipts.imports.lines IS 'The lines of the body (empty lines included: line numbers count them).';
 COMMENT ON COLUMN receipts.imports.units IS 'How many chats the import names (its units of loading, receipts.import_units).';
 COMMENT ON COLUMN receipts.imports.next_unit IS 'The first unit not loaded yet: loading resumes there.';
@@ -62,53 +62,33 @@ COMMENT ON TABLE receipts.import_errors IS 'An import''s first 100 rejected line
 GRANT SELECT, INSERT, DELETE ON receipts.import_errors TO receipts_service;
 CALL receipts.protect_tenant_table('receipts.import_errors');
 
--- Staged chat lines.
-CREATE TABLE receipts.import_chats (
-    tenant_id   receipts.identifier NOT NULL,
-    import_id   receipts.identifier NOT NULL,
-    line        bigint NOT NULL,
-    chat_id     receipts.identifier NOT NULL,
-    kind        text   NOT NULL,
-    members     text[] COLLATE "C" NOT NULL,
-    joined_at   timestamptz[] NOT NULL,
-    created_at  timestamptz
-);
-CREATE INDEX import_chats_by_chat ON receipts.import_chats (tenant_id, import_id, chat_id, line);
-COMMENT ON TABLE receipts.import_chats IS 'Staged chat lines of running imports: members beside when each joined (null: with the chat).';
-
--- Staged message lines.
-CREATE TABLE receipts.import_messages (
-    tenant_id    receipts.identifier NOT NULL,
-    import_id    receipts.identifier NOT NULL,
+-- The staged lines, one row each (kind c: a chat, m: a message, p: a read or delivered
+-- line's position) and one more for each reader or deliverer a message line lists (kind r,
+-- with the message line's number), so that one COPY takes the whole body in the order it
+-- comes. Ids are plain text here (the service checked each): the domain's check would run
+-- again for every value of the COPY, and runs when loading writes them where they belong.
+CREATE TABLE receipts.import_rows (
+    tenant_id    text COLLATE "C" NOT NULL,
+    import_id    text COLLATE "C" NOT NULL,
     line         bigint NOT NULL,
-    chat_id      receipts.identifier NOT NULL,
-    message_id   receipts.identifier NOT NULL,
-    sender_id    receipts.identifier NOT NULL,
-    body         text NOT NULL,
-    created_at   timestamptz NOT NULL,
-    thread_id    receipts.identifier,
-    mentions     text[] COLLATE "C" NOT NULL,
-    mentions_all boolean NOT NULL
+    kind         "char" NOT NULL,
+    chat_id      text COLLATE "C" NOT NULL,
+    message_id   text COLLATE "C",
+    user_id      text COLLATE "C",
+    body         text,
+    created_at   timestamptz,
+    thread_id    text COLLATE "C",
+    chat_kind    text,
+    members      text[] COLLATE "C",
+    joined_at    timestamptz[],
+    mentions     text[] COLLATE "C",
+    mentions_all boolean,
+    read         boolean,
+    at           timestamptz
 );
-CREATE INDEX import_messages_by_chat ON receipts.import_messages (tenant_id, import_id, chat_id);
-COMMENT ON TABLE receipts.import_messages IS 'Staged message lines of running imports (their readers and deliverers are in receipts.import_receipts, with the same line).';
-
--- Staged receipts: a message line's readBy and deliveredTo entries (up_to false), and read
--- and delivered lines, a member's position (up_to true: everything up to message_id).
-CREATE TABLE receipts.import_receipts (
-    tenant_id   receipts.identifier NOT NULL,
-    import_id   receipts.identifier NOT NULL,
-    line        bigint  NOT NULL,
-    chat_id     receipts.identifier NOT NULL,
-    message_id  receipts.identifier NOT NULL,
-    user_id     receipts.identifier NOT NULL,
-    read        boolean NOT NULL,
-    up_to       boolean NOT NULL,
-    at          timestamptz
-);
-CREATE INDEX import_receipts_by_chat ON receipts.import_receipts (tenant_id, import_id, chat_id);
-COMMENT ON TABLE receipts.import_receipts IS
-    'Staged receipts of running imports: a message line''s readBy/deliveredTo entries (up_to false), or a read/delivered line''s position (up_to true); at null: when the message was sent.';
+CREATE INDEX import_rows_by_chat ON receipts.import_rows (tenant_id, import_id, chat_id);
+COMMENT ON TABLE receipts.import_rows IS
+    'Staged lines of running imports: c a chat (chat_kind, members beside joined_at, created_at), m a message (user_id its sender, body, created_at, thread_id, mentions, mentions_all), r a reader (read) or deliverer of the message line of the same number (user_id, at), p a read or delivered line (user_id up to message_id, at). at null: when the message was sent.';
 
 -- The chats an import names, numbered in the order of their first line: what loading goes
 -- through, a group of units at a time.
@@ -126,9 +106,8 @@ COMMENT ON TABLE receipts.import_units IS 'The chats of a running import in the 
 GRANT SELECT, INSERT, DELETE ON receipts.import_units TO receipts_service;
 CALL receipts.protect_tenant_table('receipts.import_units');
 -- The staged lines: no foreign key either (a check per row would slow the COPY down);
--- receipts.finish_import and a tenant's erasure delete them.
-GRANT SELECT, INSERT, DELETE ON receipts.import_chats, receipts.import_messages, receipts.import_receipts
-    TO receipts_service;
+-- loading and a tenant's erasure delete them.
+GRANT SELECT, INSERT, DELETE ON receipts.import_rows TO receipts_service;
 
 ALTER TABLE receipts.events DROP CONSTRAINT events_type_check;
 ALTER TABLE receipts.events ADD CONSTRAINT events_type_check CHECK (type IN (
