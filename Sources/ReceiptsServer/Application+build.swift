@@ -84,6 +84,9 @@ public func buildApplication(
             ErasureService(
                 store: store, signal: components.erasures,
                 holder: "\(configuration.instanceName)-\(UInt64.random(in: 1...UInt64.max))", logger: logger),
+            ImportService(
+                store: store, signal: components.imports, options: configuration.imports,
+                holder: "\(configuration.instanceName)-\(UInt64.random(in: 1...UInt64.max))", logger: logger),
             // Last: on shutdown it stops first, while the hub and the pool still run.
             components.webhooks,
         ],
@@ -120,6 +123,9 @@ public struct ServiceComponents: Sendable {
     let deletedChats = WorkSignal()
     /// Wakes the erasure worker.
     let erasures = WorkSignal()
+    /// Wakes the import worker; the import bodies arriving now.
+    let imports = WorkSignal()
+    let importUploads = ImportUploads()
     /// Delivers the webhooks this instance holds the lease of.
     public let webhooks: WebhookDispatcher
     /// The tenants' bounds of requests in flight and rate limits.
@@ -208,6 +214,10 @@ public func buildRouter(_ components: ServiceComponents) -> Router<ReceiptsReque
     MarkingController(store: components.store).addRoutes(to: api)
     UserController(store: components.store, reads: components.replicaReads).addRoutes(to: api)
     TenantSettingsController(store: components.store).addRoutes(to: api)
+    ImportController(
+        store: components.store, options: components.configuration.imports, uploads: components.importUploads,
+        signal: components.imports
+    ).addRoutes(to: api)
     // Deleting, erasing and credentials.
     let credentials = CredentialsController(
         store: components.store, changes: components.authenticator.changes, logger: components.store.logger)

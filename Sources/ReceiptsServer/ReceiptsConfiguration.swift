@@ -115,6 +115,30 @@ public struct ReceiptsConfiguration: Sendable {
         self.migrationsDirectory = migrationsDirectory
     }
 
+    /// Bulk imports (docs/api.md, "Importing history").
+    public var imports = Imports()
+
+    /// Bulk imports (`POST /v1/imports`) and how they are loaded.
+    public struct Imports: Sendable {
+        /// The largest body (`RECEIPTS_IMPORT_MAX_BYTES`, default 1 GiB); a larger one is 413.
+        public var maximumBytes = 1 << 30
+        /// Most bodies this instance takes at once (each holds a database connection of its
+        /// own while it arrives); one more is 503 (not read from the environment).
+        public var concurrentUploads = 2
+        /// Staged rows loaded in one transaction (not read from the environment).
+        public var groupRows = 100_000
+        /// After each group, a pause of this many times as long as it took, so that the
+        /// other tenants' requests keep most of the database (not read from the environment).
+        public var pauseFactor = 1
+        /// How long an instance's claim on an import lasts unless renewed.
+        public var lease: Duration = .seconds(120)
+        /// How often an idle instance looks for imports that others left (not read from the
+        /// environment; a new import wakes this instance at once).
+        public var pollInterval: Duration = .seconds(5)
+
+        public init() {}
+    }
+
     /// The hot standbys that serve reads (docs/operations.md, "Read replicas").
     public struct Replicas: Sendable {
         /// The standbys, libpq's multi-host form (`RECEIPTS_REPLICA_DATABASE_URL`); nil: every

@@ -30,6 +30,7 @@ enum ConfigurationVariable: String, CaseIterable {
     case webhookAllowPrivateNetworks = "RECEIPTS_WEBHOOK_ALLOW_PRIVATE_NETWORKS"
     case webhookLeaseSeconds = "RECEIPTS_WEBHOOK_LEASE_SECONDS"
     case webhookRetryBaseMilliseconds = "RECEIPTS_WEBHOOK_RETRY_BASE_MILLISECONDS"
+    case importMaximumBytes = "RECEIPTS_IMPORT_MAX_BYTES"
     case allowedOrigins = "RECEIPTS_ALLOWED_ORIGINS"
     case otelEndpoint = "RECEIPTS_OTEL_ENDPOINT"
     case demo = "RECEIPTS_DEMO"
@@ -63,6 +64,7 @@ enum ConfigurationVariable: String, CaseIterable {
         case .webhookAllowPrivateNetworks: "false"
         case .webhookLeaseSeconds: "20"
         case .webhookRetryBaseMilliseconds: "1000"
+        case .importMaximumBytes: "1073741824"
         case .demo: "false"
         case .demoTenant: "demo"
         case .logLevel: "info"
@@ -84,6 +86,7 @@ enum ConfigurationVariable: String, CaseIterable {
         case .shutdownGraceSeconds: 1...3600
         case .webhookLeaseSeconds: 11...3600
         case .webhookRetryBaseMilliseconds: 1...300_000
+        case .importMaximumBytes: 1...(1 << 40)
         default: nil
         }
     }
@@ -133,6 +136,7 @@ enum ConfigurationVariable: String, CaseIterable {
         case .webhookAllowPrivateNetworks: "let webhooks reach loopback, private and link-local addresses"
         case .webhookLeaseSeconds: "how long an instance's claim on a webhook lasts unless renewed"
         case .webhookRetryBaseMilliseconds: "first retry delay of a failed webhook batch, doubled per failure (for tests)"
+        case .importMaximumBytes: "largest body of POST /v1/imports, in bytes; a larger one is 413"
         case .allowedOrigins: "web origins allowed for every tenant, comma-separated (* for any)"
         case .otelEndpoint: "OTLP/HTTP endpoint to export traces to (http://collector:4318); W3C traceparent is then continued from requests to webhooks (OTEL_* variables tune the exporter)"
         case .demo: "serve the live demo page at /demo (development only: it hands out the demo users' tokens)"

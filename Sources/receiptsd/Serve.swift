@@ -54,6 +54,7 @@ struct Serve: AsyncParsableCommand {
         configuration.replicas.maximumLag = .milliseconds(try environment.integer(.replicaMaximumLagMilliseconds))
         configuration.webhooks.retryBase = .milliseconds(try environment.integer(.webhookRetryBaseMilliseconds))
         configuration.webhooks.lease = .seconds(try environment.integer(.webhookLeaseSeconds))
+        configuration.imports.maximumBytes = try environment.integer(.importMaximumBytes)
         if let origins = environment[.allowedOrigins] {
             do {
                 configuration.allowedOrigins = try AllowedOrigins(parsing: origins)

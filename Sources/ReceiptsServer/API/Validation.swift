@@ -7,11 +7,11 @@ enum Validation {
     /// The most ids one marking request may name.
     static let maximumMessageIds = 1000
     /// The longest message text, in UTF-8 bytes.
-    static let maximumTextBytes = 64 * 1024
+    static let maximumTextBytes = RequestLimits.maximumTextBytes
     /// The most users a message may name in `mentions`.
-    static let maximumMentions = 100
+    static let maximumMentions = RequestLimits.maximumMentions
     /// The most members a chat may be created with.
-    static let maximumMembers = 10_000
+    static let maximumMembers = RequestLimits.maximumMembers
 
     /// `value` if it is a valid id; otherwise 400 naming `field`.
     static func id(_ value: String, field: String) throws -> String {

@@ -2,7 +2,8 @@ import Hummingbird
 import NIOCore
 
 /// Refuses any request body over 1 MiB with 413 `payload_too_large`, whatever the route and
-/// whatever the body contains.
+/// whatever the body contains; but an import's, which `ImportController` reads as it
+/// arrives, up to `RECEIPTS_IMPORT_MAX_BYTES`.
 ///
 /// Two places, so that nothing is read before the caller is known: in front of every route
 /// (`readsBody: false`) a declared `Content-Length` over the limit is refused without
@@ -17,6 +18,7 @@ struct BodyLimitMiddleware<Context: RequestContext>: RouterMiddleware {
     let readsBody: Bool
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        guard !ImportController.isUpload(request) else { return try await next(request, context) }
         if let length = request.headers[.contentLength].flatMap(Int.init), length > Self.maximumBytes {
             throw RequestBodyLimit.exceeded
         }

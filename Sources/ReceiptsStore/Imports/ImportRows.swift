@@ -1,0 +1,126 @@
+import ReceiptsCore
+
+/// The staged rows of import lines, in the text format of `COPY receipts.import_rows FROM
+/// STDIN` (`ImportRows.copy`): one row a line, and one more for each reader or deliverer a
+/// message line lists (sql/migrations/0028_imports.sql, `import_rows`).
+///
+/// Every value is one the parser checked: ids of `[A-Za-z0-9._:@-]`, RFC 3339 times, a
+/// chat's kind; only a message's text needs COPY's escapes. Arrays are written as literals
+/// with every element quoted (an id may be `NULL`, which unquoted would be a null element).
+struct ImportRows {
+    /// The statement that takes what this writes.
+    static func copy() -> String {
+        """
+        COPY receipts.import_rows (tenant_id, import_id, line, kind, chat_id, message_id, user_id, body, created_at, \
+        thread_id, chat_kind, members, joined_at, mentions, mentions_all, read, at) FROM STDIN
+        """
+    }
+
+    /// What the rows of the next lines are appended to.
+    var bytes: [UInt8] = []
+    /// The tenant and import columns, as every row begins: `tenant\timport\t`.
+    private let prefix: [UInt8]
+
+    init(tenant: String, importId: String) {
+        self.prefix = Array(tenant.utf8) + [tab] + Array(importId.utf8) + [tab]
+    }
+
+    /// Appends the rows of `line`, which is line number `number` of the body.
+    mutating func append(_ line: ImportLine, number: Int64) {
+        switch line {
+        case .chat(let chat):
+            self.row(number, "c", chat: chat.id, createdAt: chat.createdAt, chatKind: chat.kind.rawValue,
+                     members: chat.members.map(\.userId), joinedAt: chat.members.map { $0.joinedAt?.text })
+        case .message(let message):
+            self.row(number, "m", chat: message.chatId, message: message.id, user: message.senderId, body: message.text,
+                     createdAt: message.createdAt, thread: message.threadId, mentions: message.mentions,
+                     mentionsAll: message.mentionsAll)
+            for reader in message.readBy {
+                self.row(number, "r", chat: message.chatId, message: message.id, user: reader.userId, read: true, at: reader.at)
+            }
+            for receiver in message.deliveredTo {
+                self.row(number, "r", chat: message.chatId, message: message.id, user: receiver.userId, read: false, at: receiver.at)
+            }
+        case .position(let position):
+            self.row(number, "p", chat: position.chatId, message: position.upTo, user: position.userId,
+                     read: position.isRead, at: position.at)
+        }
+    }
+
+    private mutating func row(
+        _ number: Int64, _ kind: Character, chat: String, message: String? = nil, user: String? = nil, body: String? = nil,
+        createdAt: ImportTime? = nil, thread: String? = nil, chatKind: String? = nil, members: [String]? = nil,
+        joinedAt: [String?]? = nil, mentions: [String]? = nil, mentionsAll: Bool? = nil, read: Bool? = nil, at: ImportTime? = nil
+    ) {
+        self.bytes.append(contentsOf: self.prefix)
+        self.bytes.append(contentsOf: String(number).utf8)
+        self.field(String(kind))
+        self.field(chat)
+        self.field(message)
+        self.field(user)
+        if let body { self.escaped(body) } else { self.null() }
+        self.field(createdAt?.text)
+        self.field(thread)
+        self.field(chatKind)
+        self.array(members)
+        self.array(joinedAt)
+        self.array(mentions)
+        self.field(mentionsAll.map { $0 ? "t" : "f" })
+        self.field(read.map { $0 ? "t" : "f" })
+        self.field(at?.text)
+        self.bytes.append(newline)
+    }
+
+    /// A value that needs no escape (checked ids, times, letters), or null.
+    private mutating func field(_ value: String?) {
+        guard let value else { return self.null() }
+        self.bytes.append(tab)
+        self.bytes.append(contentsOf: value.utf8)
+    }
+
+    private mutating func null() {
+        self.bytes.append(contentsOf: [tab, backslash, UInt8(ascii: "N")])
+    }
+
+    /// Free text: COPY's text format takes a backslash, a tab, a newline and a carriage
+    /// return escaped; everything else as it is.
+    private mutating func escaped(_ text: String) {
+        self.bytes.append(tab)
+        for byte in text.utf8 {
+            switch byte {
+            case backslash: self.bytes.append(contentsOf: [backslash, backslash])
+            case tab: self.bytes.append(contentsOf: [backslash, UInt8(ascii: "t")])
+            case newline: self.bytes.append(contentsOf: [backslash, UInt8(ascii: "n")])
+            case carriageReturn: self.bytes.append(contentsOf: [backslash, UInt8(ascii: "r")])
+            default: self.bytes.append(byte)
+            }
+        }
+    }
+
+    /// An array literal of checked values (nil elements: NULL), or null.
+    private mutating func array(_ values: [String?]?) {
+        guard let values else { return self.null() }
+        self.bytes.append(tab)
+        self.bytes.append(UInt8(ascii: "{"))
+        for (index, value) in values.enumerated() {
+            if index > 0 { self.bytes.append(UInt8(ascii: ",")) }
+            if let value {
+                self.bytes.append(UInt8(ascii: "\""))
+                self.bytes.append(contentsOf: value.utf8)
+                self.bytes.append(UInt8(ascii: "\""))
+            } else {
+                self.bytes.append(contentsOf: "NULL".utf8)
+            }
+        }
+        self.bytes.append(UInt8(ascii: "}"))
+    }
+
+    private mutating func array(_ values: [String]?) {
+        self.array(values.map { $0.map(Optional.some) })
+    }
+}
+
+private let tab = UInt8(ascii: "\t")
+private let newline = UInt8(ascii: "\n")
+private let carriageReturn = UInt8(ascii: "\r")
+private let backslash = UInt8(ascii: "\\")
