@@ -175,6 +175,55 @@ struct CopyTests {
         #expect(count == 100_001)
     }
 
+    @Test("a producer that takes its time between writes is no slow call to the pool's watchdog")
+    func slowProducer() async throws {
+        let pool = PostgresConnectionPool(
+            configuration: TestDatabase.configuration,
+            options: .init(maximumConnections: 1, unresponsiveCallTimeout: .milliseconds(300)),
+            logger: TestDatabase.logger
+        )
+        let counted = try await pool.withConnection { connection in
+            try await connection.executeScript("CREATE TEMP TABLE slow (id int, note text)")
+            let copied = try await connection.copyFrom("COPY slow FROM STDIN") { writer in
+                // Each pause is longer than the watchdog lets a call wait on the server, and
+                // comes after data was sent (more than one piece) with the COPY under way.
+                for round in 0..<2 {
+                    for id in 0..<5_000 { try await writer.write(Self.row(String(round * 5_000 + id), "row")) }
+                    try await Task.sleep(for: .milliseconds(900))
+                }
+            }
+            let counted = try await connection.query("SELECT count(*) FROM slow").scalar(Int.self)
+            try await connection.executeScript("DROP TABLE slow")
+            return [copied, counted]
+        }
+        await pool.close()
+        #expect(counted == [10_000, 10_000])
+    }
+
+    @Test("a deadline that passes between two writes ends the COPY, and its connection is not lent again")
+    func deadlineBetweenWrites() async throws {
+        let pool = PostgresConnectionPool(configuration: TestDatabase.configuration, options: .init(maximumConnections: 1), logger: TestDatabase.logger)
+        var firstBackend: Int32 = 0
+        let error = await #expect(throws: PostgresError.self) {
+            try await PostgresDeadline.within(.milliseconds(700)) {
+                try await pool.withConnection { connection in
+                    firstBackend = connection.backendPID
+                    try await connection.executeScript("CREATE TEMP TABLE late (id int, note text)")
+                    try await connection.copyFrom("COPY late FROM STDIN") { writer in
+                        try await writer.write(Self.row("1", "in time"))
+                        try await Task.sleep(for: .milliseconds(1_000))
+                        // A piece to send: a call, past the deadline.
+                        for id in 2...5_000 { try await writer.write(Self.row(String(id), "late")) }
+                    }
+                }
+            }
+        }
+        #expect(error?.code == .deadlineExceeded)
+        let backend = try await pool.query("SELECT pg_backend_pid()").scalar(Int32.self)
+        #expect(backend != firstBackend)
+        await pool.close()
+    }
+
     @Test("outside a transaction, a COPY takes the session's role and the call's statement timeout")
     func sessionPolicy() async throws {
         let role = TestDatabase.uniqueName("copier")
