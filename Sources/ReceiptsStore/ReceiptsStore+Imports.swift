@@ -48,7 +48,8 @@ extension ReceiptsStore {
     static let importStatementTimeout = Duration.seconds(1800)
 
     /// Stages an import's body (sql/migrations/0028_imports.sql): reads it chunk by chunk,
-    /// parses each line and COPYs the rows into `receipts.import_rows`, all in one
+    /// parses each line and COPYs the rows into `receipts.import_rows` (through a temporary
+    /// table: COPY refuses a table with row-level security), all in one
     /// transaction with the import's row, so that once this returns the whole body is in the
     /// database and any instance can load it. Lines the parser rejects are recorded as the
     /// import's errors; the rest wait for loading (`loadImportGroup`).
@@ -68,6 +69,7 @@ extension ReceiptsStore {
             let timeout = "\(Self.importStatementTimeout.components.seconds)s"
             try await connection.execute("SELECT set_config('statement_timeout', \(timeout), true), receipts.enter_tenant(\(tenant))")
             try await connection.execute("INSERT INTO receipts.imports (tenant_id, import_id, lines) VALUES (\(tenant), \(id), 0)")
+            try await connection.execute(ImportRows.createUploadTable, [])
             var stager = ImportStager(tenant: tenant, importId: id, maximumBytes: maximumBytes)
             try await connection.copyFrom(ImportRows.copy()) { writer in
                 for try await chunk in body {
@@ -78,6 +80,7 @@ extension ReceiptsStore {
                 try stager.finish()
                 try await writer.write(stager.takeRows())
             }
+            try await connection.execute(ImportRows.moveUploadedRows, [])
             try await connection.execute(
                 """
                 SELECT receipts.record_import_errors(\(tenant), \(id), \(stager.errors.map(\.line)), \(stager.errors.map(\.code)),

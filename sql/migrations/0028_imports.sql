@@ -11,12 +11,10 @@
 -- import's lease goes on from the group it had reached. Staging rows go when the import is
 -- done.
 --
--- The staging tables have no row-level security: COPY FROM refuses a table that has it
--- ("COPY FROM is not supported for tables with row-level security"). They are written only
--- by the service's COPY, each row under the tenant the service authenticated, and read only
--- by the import functions, which name the tenant and the import in every statement; the
--- tables that hold what an import loads (chats, messages, receipts) keep theirs, and so do
--- the imports, their errors and units.
+-- COPY FROM refuses a table with row-level security ("COPY FROM is not supported for tables
+-- with row-level security"), and every tenant table has it: the service COPYs a body into a
+-- temporary table of its session, and moves it into receipts.import_rows with one INSERT,
+-- which the tenant's policy checks as it checks every other write.
 
 CREATE TABLE receipts.imports (
     tenant_id          receipts.identifier NOT NULL REFERENCES receipts.tenants ON DELETE CASCADE,
@@ -66,7 +64,9 @@ CALL receipts.protect_tenant_table('receipts.import_errors');
 -- line's position) and one more for each reader or deliverer a message line lists (kind r,
 -- with the message line's number), so that one COPY takes the whole body in the order it
 -- comes. Ids are plain text here (the service checked each): the domain's check would run
--- again for every value of the COPY, and runs when loading writes them where they belong.
+-- again for every value staged, and runs when loading writes them where they belong. No
+-- foreign key to the import either (a check per row); loading and a tenant's erasure delete
+-- the rows.
 CREATE TABLE receipts.import_rows (
     tenant_id    text COLLATE "C" NOT NULL,
     import_id    text COLLATE "C" NOT NULL,
@@ -87,6 +87,8 @@ CREATE TABLE receipts.import_rows (
     at           timestamptz
 );
 CREATE INDEX import_rows_by_chat ON receipts.import_rows (tenant_id, import_id, chat_id);
+GRANT SELECT, INSERT, DELETE ON receipts.import_rows TO receipts_service;
+CALL receipts.protect_tenant_table('receipts.import_rows');
 COMMENT ON TABLE receipts.import_rows IS
     'Staged lines of running imports: c a chat (chat_kind, members beside joined_at, created_at), m a message (user_id its sender, body, created_at, thread_id, mentions, mentions_all), r a reader (read) or deliverer of the message line of the same number (user_id, at), p a read or delivered line (user_id up to message_id, at). at null: when the message was sent.';
 
@@ -105,9 +107,6 @@ COMMENT ON TABLE receipts.import_units IS 'The chats of a running import in the 
 
 GRANT SELECT, INSERT, DELETE ON receipts.import_units TO receipts_service;
 CALL receipts.protect_tenant_table('receipts.import_units');
--- The staged lines: no foreign key either (a check per row would slow the COPY down);
--- loading and a tenant's erasure delete them.
-GRANT SELECT, INSERT, DELETE ON receipts.import_rows TO receipts_service;
 
 ALTER TABLE receipts.events DROP CONSTRAINT events_type_check;
 ALTER TABLE receipts.events ADD CONSTRAINT events_type_check CHECK (type IN (

@@ -1,17 +1,22 @@
 import ReceiptsCore
 
-/// The staged rows of import lines, in the text format of `COPY receipts.import_rows FROM
-/// STDIN` (`ImportRows.copy`): one row a line, and one more for each reader or deliverer a
+/// The staged rows of import lines, in the text format of `COPY … FROM STDIN` into a table
+/// like `receipts.import_rows` (`ImportRows.copy`): one row a line, and one more for each reader or deliverer a
 /// message line lists (sql/migrations/0028_imports.sql, `import_rows`).
 ///
 /// Every value is one the parser checked: ids of `[A-Za-z0-9._:@-]`, RFC 3339 times, a
 /// chat's kind; only a message's text needs COPY's escapes. Arrays are written as literals
 /// with every element quoted (an id may be `NULL`, which unquoted would be a null element).
 struct ImportRows {
+    /// The session's table a body is COPY'd into (COPY FROM refuses a table with row-level
+    /// security, as `receipts.import_rows` has): created for the transaction, then moved.
+    static let createUploadTable = "CREATE TEMPORARY TABLE import_upload (LIKE receipts.import_rows) ON COMMIT DROP"
+    static let moveUploadedRows = "INSERT INTO receipts.import_rows SELECT * FROM import_upload"
+
     /// The statement that takes what this writes.
     static func copy() -> String {
         """
-        COPY receipts.import_rows (tenant_id, import_id, line, kind, chat_id, message_id, user_id, body, created_at, \
+        COPY import_upload (tenant_id, import_id, line, kind, chat_id, message_id, user_id, body, created_at, \
         thread_id, chat_kind, members, joined_at, mentions, mentions_all, read, at) FROM STDIN
         """
     }
