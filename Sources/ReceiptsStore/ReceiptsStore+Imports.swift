@@ -59,8 +59,10 @@ extension ReceiptsStore {
     ///
     /// - Parameter progress: called with the bytes read so far, after each chunk.
     /// - Throws: `ImportBodyError` when the body is refused as a whole (nothing is staged).
+    /// - Parameter owner: who loads it, holding its lease from the start (`receiptsd import`
+    ///   loads its own); nil: any instance's import worker.
     public func stageImport<Body: AsyncSequence>(
-        tenant: String, id: String, body: Body, maximumBytes: Int,
+        tenant: String, id: String, body: Body, maximumBytes: Int, owner: (name: String, lease: Duration)? = nil,
         progress: ((Int) -> Void)? = nil
     ) async throws -> StagedImport where Body.Element == ByteBuffer {
         let connection = try await PostgresConnection.connect(to: self.pool.configuration, logger: self.logger)
@@ -68,7 +70,11 @@ extension ReceiptsStore {
         return try await connection.withTransaction { connection in
             let timeout = "\(Self.importStatementTimeout.components.seconds)s"
             try await connection.execute("SELECT set_config('statement_timeout', \(timeout), true), receipts.enter_tenant(\(tenant))")
-            try await connection.execute("INSERT INTO receipts.imports (tenant_id, import_id, lines) VALUES (\(tenant), \(id), 0)")
+            try await connection.execute(
+                """
+                INSERT INTO receipts.imports (tenant_id, import_id, lines, lease_owner, lease_expires_at)
+                VALUES (\(tenant), \(id), 0, \(owner?.name), now() + \(owner.map { Self.interval($0.lease) })::interval)
+                """)
             try await connection.execute(ImportRows.createUploadTable, [])
             var stager = ImportStager(tenant: tenant, importId: id, maximumBytes: maximumBytes)
             try await connection.copyFrom(ImportRows.copy()) { writer in
@@ -117,8 +123,10 @@ extension ReceiptsStore {
 
     /// Renews the lease of the import this instance (`owner`) loads, or takes the oldest
     /// running one whose lease is free or expired; nil when there is none.
-    public func claimImport(owner: String, lease: Duration) async throws -> (tenant: String, id: String)? {
-        let rows = try await self.query("SELECT tenant_id, import_id FROM receipts.claim_import(\(owner), \(Self.interval(lease)))")
+    /// With `only`, that import alone (`receiptsd import` loads its own).
+    public func claimImport(owner: String, lease: Duration, only: (tenant: String, id: String)? = nil) async throws -> (tenant: String, id: String)? {
+        let rows = try await self.query(
+            "SELECT tenant_id, import_id FROM receipts.claim_import(\(owner), \(Self.interval(lease)), \(only?.tenant), \(only?.id))")
         guard let row = rows.first else { return nil }
         return (try row.decode(String.self, column: 0), try row.decode(String.self, column: 1))
     }

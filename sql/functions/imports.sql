@@ -86,20 +86,20 @@ COMMENT ON FUNCTION receipts.record_import_errors(text, text, bigint[], text[], 
 
 -- The worker's claim: renews the lease of the import this instance holds, or takes the oldest
 -- running one whose lease is free or expired (one at a time: loading is heavy on the database,
--- and paced). As the owner, beyond row-level security, to find imports of any tenant; each
--- group runs scoped to its tenant. Also forgets imports finished 30 days ago.
-CREATE OR REPLACE FUNCTION receipts.claim_import(p_owner text, p_lease interval)
+-- and paced); with p_tenant and p_import, only that one (`receiptsd import` loads its own).
+-- As the owner, beyond row-level security, to find imports of any tenant; each group runs
+-- scoped to its tenant. Also forgets imports finished 30 days ago.
+CREATE OR REPLACE FUNCTION receipts.claim_import(p_owner text, p_lease interval, p_tenant text DEFAULT NULL, p_import text DEFAULT NULL)
 RETURNS TABLE (tenant_id text, import_id text)
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 #variable_conflict use_column
 BEGIN
     DELETE FROM receipts.imports AS import WHERE import.state <> 'running' AND import.finished_at < now() - interval '30 days';
-    UPDATE receipts.imports AS import SET lease_owner = NULL, lease_expires_at = NULL
-    WHERE import.lease_owner = p_owner AND import.state <> 'running';
     RETURN QUERY
     UPDATE receipts.imports AS import SET lease_owner = p_owner, lease_expires_at = now() + p_lease
     FROM (SELECT free.tenant_id, free.import_id FROM receipts.imports AS free
           WHERE free.state = 'running'
+            AND (p_import IS NULL OR (free.tenant_id = p_tenant AND free.import_id = p_import))
             AND NOT EXISTS (SELECT FROM receipts.tenant_erasures AS erasure WHERE erasure.tenant_id = free.tenant_id)
             AND (free.lease_owner = p_owner OR free.lease_expires_at IS NULL OR free.lease_expires_at <= now())
           ORDER BY free.lease_owner IS NOT DISTINCT FROM p_owner DESC, free.created_at
@@ -109,10 +109,10 @@ BEGIN
     RETURNING import.tenant_id::text, import.import_id::text;
 END;
 $$;
-COMMENT ON FUNCTION receipts.claim_import(text, interval) IS
-    'Renews or takes the lease of one running import (the one the instance holds, else the oldest free or expired), and returns it; forgets imports finished 30 days ago.';
-REVOKE ALL ON FUNCTION receipts.claim_import(text, interval) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION receipts.claim_import(text, interval) TO receipts_service;
+COMMENT ON FUNCTION receipts.claim_import(text, interval, text, text) IS
+    'Renews or takes the lease of one running import (the one the instance holds, else the oldest free or expired; with p_tenant and p_import, only that one), and returns it; forgets imports finished 30 days ago.';
+REVOKE ALL ON FUNCTION receipts.claim_import(text, interval, text, text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION receipts.claim_import(text, interval, text, text) TO receipts_service;
 
 -- A failed import (an error of ours, not a rule of a line: those reject the line): failed,
 -- with why, and its staged rows gone.
