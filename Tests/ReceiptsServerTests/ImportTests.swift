@@ -175,6 +175,31 @@ struct ImportTests {
         }
     }
 
+    @Test("receiptsd import FILE --tenant ID loads the file as POST /v1/imports does and prints a summary; an unknown tenant is refused")
+    func commandLine() async throws {
+        try await TestService.run { client in
+            let tenant = try await client.createTenant()
+            let scenario = ImportScenario(seed: 5)
+            let file = FileManager.default.temporaryDirectory.appendingPathComponent(TestDatabase.uniqueName("import") + ".ndjson")
+            try Data((scenario.ndjson + "not json\n").utf8).write(to: file)
+            defer { try? FileManager.default.removeItem(at: file) }
+            let environment = ["DATABASE_URL": TestDatabase.url]
+            let result = try await TestDatabase.run(
+                TestDatabase.receiptsdExecutable, arguments: ["import", file.path, "--tenant", tenant.id], environment: environment)
+            #expect(result.output.contains(": done in "), "\(result.output)")
+            #expect(result.output.contains("imported: \(scenario.chats.count) chats, \(scenario.messages.count) messages"))
+            #expect(result.output.contains("rejected: 1 lines"))
+            #expect(result.output.contains("line \(scenario.ndjson.split(separator: "\n").count + 1): invalid_json"))
+            let message = try #require(scenario.messages.first)
+            #expect(try await tenant.message(message.id, in: message.chat, viewer: message.sender).text == message.text)
+
+            let unknown = try await TestDatabase.run(
+                TestDatabase.receiptsdExecutable, arguments: ["import", file.path, "--tenant", "no-such-tenant"], environment: environment,
+                allowFailure: true)
+            #expect(unknown.status != 0 && unknown.errorOutput.contains("there is no tenant no-such-tenant"))
+        }
+    }
+
     // MARK: - Helpers
 
     struct StateBody: Decodable {
