@@ -26,6 +26,8 @@ public struct ReceiptsEvent: Sendable, Hashable {
         case messageEdited
         /// The chat was deleted with everything in it.
         case chatDeleted
+        /// An import loaded history into the chat: reload what you show of it.
+        case chatImported
         /// `userID` was erased (tenant key only), once the erasure is done.
         case userErased
         /// The position to resume from was unknown or expired: events were missed. Reload
@@ -161,6 +163,7 @@ public struct ReceiptsEvent: Sendable, Hashable {
             case "message.deleted": .messageDeleted
             case "message.edited": .messageEdited
             case "chat.deleted": .chatDeleted
+            case "chat.imported": .chatImported
             case "user.erased": .userErased
             case "resync.required": .resyncRequired
             default: .other(wire.type)

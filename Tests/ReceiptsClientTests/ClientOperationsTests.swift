@@ -132,6 +132,23 @@ struct ClientOperationsTests {
             #expect(try await receipts.setAllowedOrigins(["HTTPS://Chat.Example.com/", "https://*.example.com"]) == ["https://chat.example.com", "https://*.example.com"])
             #expect(try await receipts.allowedOrigins() == ["https://chat.example.com", "https://*.example.com"])
 
+            // History imported: a chat with a message Bob read, from a file; then its status.
+            let history = FileManager.default.temporaryDirectory.appendingPathComponent("import-\(UUID().uuidString).ndjson")
+            try Data("""
+                {"type":"chat","id":"archive","kind":"direct","members":[{"userId":"alice"},{"userId":"bob"}]}
+                {"type":"message","id":"old1","chatId":"archive","senderId":"alice","text":"From 2019","createdAt":"2019-06-01T08:00:00Z","readBy":[{"userId":"bob","at":"2019-06-01T08:03:00Z"}]}
+
+                """.utf8).write(to: history)
+            defer { try? FileManager.default.removeItem(at: history) }
+            let started = try await receipts.startImport(contentsOf: history)
+            let imported = try await receipts.waitForImport(started.importId, every: .milliseconds(50), timeout: .seconds(60))
+            #expect(imported.state == .done && imported.imported.messages == 1 && imported.rejected == 0)
+            #expect(try await receipts.importStatus(started.importId).lines == 2)
+            let old = try await receipts.receipt(of: "old1", in: "archive", viewer: "alice")
+            #expect(old.receipt?.label == "Read" && old.createdAt == Date(timeIntervalSince1970: 1_559_376_000))
+            let again = try await receipts.startImport(ndjson: Data(#"{"type":"read","chatId":"archive","userId":"bob","upTo":"old1"}"#.utf8))
+            #expect(try await receipts.waitForImport(again.importId, every: .milliseconds(50)).imported.receipts == 0)
+
             // The rest through the generated client, with the same credential and errors.
             #expect(try await receipts.generated.healthz().ok.body.json.status == "ok")
             #expect(try await receipts.generated.readyz().ok.body.json.status == "ready")

@@ -19,6 +19,10 @@ import struct Foundation.Date
 extension Components {
     /// Types generated from the `#/components/parameters` section of the OpenAPI document.
     public enum Parameters {
+        /// The import's id (from `POST /v1/imports`).
+        ///
+        /// - Remark: Generated from `#/components/parameters/ImportId`.
+        public typealias ImportId = Components.Schemas.Id
         /// The webhook's id (chosen by the tenant).
         ///
         /// - Remark: Generated from `#/components/parameters/WebhookId`.

@@ -40,7 +40,9 @@ extension Components {
         /// `message.deleted` carries `chatId`, `userId` (the sender) and `messageIds` (the one
         /// deleted); `message.edited` likewise (the one edited; no text: fetch the message);
         /// `chat.deleted` carries `chatId` only; `user.erased` (tenant key only)
-        /// carries `userId` only. Clients ignore types they do not know.
+        /// carries `userId` only. `chat.imported` (an import loaded history into the chat:
+        /// reload what you show of it) carries `chatId` only. Clients ignore types they do not
+        /// know.
         ///
         ///
         /// - Remark: Generated from `#/components/schemas/Event`.
@@ -57,6 +59,7 @@ extension Components {
                 case message_edited = "message.edited"
                 case chat_deleted = "chat.deleted"
                 case user_erased = "user.erased"
+                case chat_imported = "chat.imported"
                 case resync_required = "resync.required"
             }
             /// - Remark: Generated from `#/components/schemas/Event/type`.
@@ -329,6 +332,448 @@ extension Components {
                 try decoder.ensureNoAdditionalProperties(knownKeys: [
                     "name"
                 ])
+            }
+        }
+        /// One line of an import's body (`POST /v1/imports`), by its `type`. Fields the import
+        /// does not know are ignored.
+        ///
+        ///
+        /// - Remark: Generated from `#/components/schemas/ImportLine`.
+        @frozen public enum ImportLine: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/ImportLine/case1`.
+            case ImportChatLine(Components.Schemas.ImportChatLine)
+            /// - Remark: Generated from `#/components/schemas/ImportLine/case2`.
+            case ImportMessageLine(Components.Schemas.ImportMessageLine)
+            /// - Remark: Generated from `#/components/schemas/ImportLine/case3`.
+            case ImportPositionLine(Components.Schemas.ImportPositionLine)
+            public init(from decoder: any Swift.Decoder) throws {
+                var errors: [any Swift.Error] = []
+                do {
+                    self = .ImportChatLine(try .init(from: decoder))
+                    return
+                } catch {
+                    errors.append(error)
+                }
+                do {
+                    self = .ImportMessageLine(try .init(from: decoder))
+                    return
+                } catch {
+                    errors.append(error)
+                }
+                do {
+                    self = .ImportPositionLine(try .init(from: decoder))
+                    return
+                } catch {
+                    errors.append(error)
+                }
+                throw Swift.DecodingError.failedToDecodeOneOfSchema(
+                    type: Self.self,
+                    codingPath: decoder.codingPath,
+                    errors: errors
+                )
+            }
+            public func encode(to encoder: any Swift.Encoder) throws {
+                switch self {
+                case let .ImportChatLine(value):
+                    try value.encode(to: encoder)
+                case let .ImportMessageLine(value):
+                    try value.encode(to: encoder)
+                case let .ImportPositionLine(value):
+                    try value.encode(to: encoder)
+                }
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/ImportChatLine`.
+        public struct ImportChatLine: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/ImportChatLine/type`.
+            @frozen public enum _TypePayload: String, Codable, Hashable, Sendable, CaseIterable {
+                case chat = "chat"
+            }
+            /// - Remark: Generated from `#/components/schemas/ImportChatLine/type`.
+            public var _type: Components.Schemas.ImportChatLine._TypePayload
+            /// - Remark: Generated from `#/components/schemas/ImportChatLine/id`.
+            public var id: Components.Schemas.Id
+            /// - Remark: Generated from `#/components/schemas/ImportChatLine/kind`.
+            @frozen public enum KindPayload: String, Codable, Hashable, Sendable, CaseIterable {
+                case direct = "direct"
+                case group = "group"
+            }
+            /// - Remark: Generated from `#/components/schemas/ImportChatLine/kind`.
+            public var kind: Components.Schemas.ImportChatLine.KindPayload
+            /// - Remark: Generated from `#/components/schemas/ImportChatLine/MembersPayload`.
+            public struct MembersPayloadPayload: Codable, Hashable, Sendable {
+                /// - Remark: Generated from `#/components/schemas/ImportChatLine/MembersPayload/userId`.
+                public var userId: Components.Schemas.Id
+                /// - Remark: Generated from `#/components/schemas/ImportChatLine/MembersPayload/joinedAt`.
+                public var joinedAt: Components.Schemas.Timestamp?
+                /// Creates a new `MembersPayloadPayload`.
+                ///
+                /// - Parameters:
+                ///   - userId:
+                ///   - joinedAt:
+                public init(
+                    userId: Components.Schemas.Id,
+                    joinedAt: Components.Schemas.Timestamp? = nil
+                ) {
+                    self.userId = userId
+                    self.joinedAt = joinedAt
+                }
+                public enum CodingKeys: String, CodingKey {
+                    case userId
+                    case joinedAt
+                }
+            }
+            /// Each user once; a direct chat has exactly 2. `joinedAt` absent: a member from the start.
+            ///
+            /// - Remark: Generated from `#/components/schemas/ImportChatLine/members`.
+            public typealias MembersPayload = [Components.Schemas.ImportChatLine.MembersPayloadPayload]
+            /// Each user once; a direct chat has exactly 2. `joinedAt` absent: a member from the start.
+            ///
+            /// - Remark: Generated from `#/components/schemas/ImportChatLine/members`.
+            public var members: Components.Schemas.ImportChatLine.MembersPayload
+            /// - Remark: Generated from `#/components/schemas/ImportChatLine/createdAt`.
+            public var createdAt: Components.Schemas.Timestamp?
+            /// Creates a new `ImportChatLine`.
+            ///
+            /// - Parameters:
+            ///   - _type:
+            ///   - id:
+            ///   - kind:
+            ///   - members: Each user once; a direct chat has exactly 2. `joinedAt` absent: a member from the start.
+            ///   - createdAt:
+            public init(
+                _type: Components.Schemas.ImportChatLine._TypePayload,
+                id: Components.Schemas.Id,
+                kind: Components.Schemas.ImportChatLine.KindPayload,
+                members: Components.Schemas.ImportChatLine.MembersPayload,
+                createdAt: Components.Schemas.Timestamp? = nil
+            ) {
+                self._type = _type
+                self.id = id
+                self.kind = kind
+                self.members = members
+                self.createdAt = createdAt
+            }
+            public enum CodingKeys: String, CodingKey {
+                case _type = "type"
+                case id
+                case kind
+                case members
+                case createdAt
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/ImportMessageLine`.
+        public struct ImportMessageLine: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/ImportMessageLine/type`.
+            @frozen public enum _TypePayload: String, Codable, Hashable, Sendable, CaseIterable {
+                case message = "message"
+            }
+            /// - Remark: Generated from `#/components/schemas/ImportMessageLine/type`.
+            public var _type: Components.Schemas.ImportMessageLine._TypePayload
+            /// - Remark: Generated from `#/components/schemas/ImportMessageLine/id`.
+            public var id: Components.Schemas.Id
+            /// - Remark: Generated from `#/components/schemas/ImportMessageLine/chatId`.
+            public var chatId: Components.Schemas.Id
+            /// - Remark: Generated from `#/components/schemas/ImportMessageLine/senderId`.
+            public var senderId: Components.Schemas.Id
+            /// At most 64 KiB of UTF-8, no NUL.
+            ///
+            /// - Remark: Generated from `#/components/schemas/ImportMessageLine/text`.
+            public var text: Swift.String
+            /// - Remark: Generated from `#/components/schemas/ImportMessageLine/createdAt`.
+            public var createdAt: Components.Schemas.Timestamp
+            /// - Remark: Generated from `#/components/schemas/ImportMessageLine/threadId`.
+            public var threadId: Components.Schemas.Id?
+            /// - Remark: Generated from `#/components/schemas/ImportMessageLine/mentions`.
+            public var mentions: [Components.Schemas.Id]?
+            /// - Remark: Generated from `#/components/schemas/ImportMessageLine/mentionsAll`.
+            public var mentionsAll: Swift.Bool?
+            /// - Remark: Generated from `#/components/schemas/ImportMessageLine/readBy`.
+            public var readBy: Components.Schemas.ImportReceipts?
+            /// - Remark: Generated from `#/components/schemas/ImportMessageLine/deliveredTo`.
+            public var deliveredTo: Components.Schemas.ImportReceipts?
+            /// Creates a new `ImportMessageLine`.
+            ///
+            /// - Parameters:
+            ///   - _type:
+            ///   - id:
+            ///   - chatId:
+            ///   - senderId:
+            ///   - text: At most 64 KiB of UTF-8, no NUL.
+            ///   - createdAt:
+            ///   - threadId:
+            ///   - mentions:
+            ///   - mentionsAll:
+            ///   - readBy:
+            ///   - deliveredTo:
+            public init(
+                _type: Components.Schemas.ImportMessageLine._TypePayload,
+                id: Components.Schemas.Id,
+                chatId: Components.Schemas.Id,
+                senderId: Components.Schemas.Id,
+                text: Swift.String,
+                createdAt: Components.Schemas.Timestamp,
+                threadId: Components.Schemas.Id? = nil,
+                mentions: [Components.Schemas.Id]? = nil,
+                mentionsAll: Swift.Bool? = nil,
+                readBy: Components.Schemas.ImportReceipts? = nil,
+                deliveredTo: Components.Schemas.ImportReceipts? = nil
+            ) {
+                self._type = _type
+                self.id = id
+                self.chatId = chatId
+                self.senderId = senderId
+                self.text = text
+                self.createdAt = createdAt
+                self.threadId = threadId
+                self.mentions = mentions
+                self.mentionsAll = mentionsAll
+                self.readBy = readBy
+                self.deliveredTo = deliveredTo
+            }
+            public enum CodingKeys: String, CodingKey {
+                case _type = "type"
+                case id
+                case chatId
+                case senderId
+                case text
+                case createdAt
+                case threadId
+                case mentions
+                case mentionsAll
+                case readBy
+                case deliveredTo
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/ImportReceipts`.
+        public struct ImportReceiptsPayload: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/ImportReceipts/userId`.
+            public var userId: Components.Schemas.Id
+            /// - Remark: Generated from `#/components/schemas/ImportReceipts/at`.
+            public var at: Components.Schemas.Timestamp?
+            /// Creates a new `ImportReceiptsPayload`.
+            ///
+            /// - Parameters:
+            ///   - userId:
+            ///   - at:
+            public init(
+                userId: Components.Schemas.Id,
+                at: Components.Schemas.Timestamp? = nil
+            ) {
+                self.userId = userId
+                self.at = at
+            }
+            public enum CodingKeys: String, CodingKey {
+                case userId
+                case at
+            }
+        }
+        /// Members who were to receive the message (the sender is passed over); `at` absent: when it was sent.
+        ///
+        /// - Remark: Generated from `#/components/schemas/ImportReceipts`.
+        public typealias ImportReceipts = [Components.Schemas.ImportReceiptsPayload]
+        /// - Remark: Generated from `#/components/schemas/ImportPositionLine`.
+        public struct ImportPositionLine: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/ImportPositionLine/type`.
+            @frozen public enum _TypePayload: String, Codable, Hashable, Sendable, CaseIterable {
+                case read = "read"
+                case delivered = "delivered"
+            }
+            /// - Remark: Generated from `#/components/schemas/ImportPositionLine/type`.
+            public var _type: Components.Schemas.ImportPositionLine._TypePayload
+            /// - Remark: Generated from `#/components/schemas/ImportPositionLine/chatId`.
+            public var chatId: Components.Schemas.Id
+            /// - Remark: Generated from `#/components/schemas/ImportPositionLine/userId`.
+            public var userId: Components.Schemas.Id
+            /// - Remark: Generated from `#/components/schemas/ImportPositionLine/upTo`.
+            public var upTo: Components.Schemas.Id
+            /// - Remark: Generated from `#/components/schemas/ImportPositionLine/at`.
+            public var at: Components.Schemas.Timestamp?
+            /// Creates a new `ImportPositionLine`.
+            ///
+            /// - Parameters:
+            ///   - _type:
+            ///   - chatId:
+            ///   - userId:
+            ///   - upTo:
+            ///   - at:
+            public init(
+                _type: Components.Schemas.ImportPositionLine._TypePayload,
+                chatId: Components.Schemas.Id,
+                userId: Components.Schemas.Id,
+                upTo: Components.Schemas.Id,
+                at: Components.Schemas.Timestamp? = nil
+            ) {
+                self._type = _type
+                self.chatId = chatId
+                self.userId = userId
+                self.upTo = upTo
+                self.at = at
+            }
+            public enum CodingKeys: String, CodingKey {
+                case _type = "type"
+                case chatId
+                case userId
+                case upTo
+                case at
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/ImportAccepted`.
+        public struct ImportAccepted: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/ImportAccepted/importId`.
+            public var importId: Components.Schemas.Id
+            /// - Remark: Generated from `#/components/schemas/ImportAccepted/state`.
+            @frozen public enum StatePayload: String, Codable, Hashable, Sendable, CaseIterable {
+                case running = "running"
+                case done = "done"
+            }
+            /// - Remark: Generated from `#/components/schemas/ImportAccepted/state`.
+            public var state: Components.Schemas.ImportAccepted.StatePayload
+            /// Creates a new `ImportAccepted`.
+            ///
+            /// - Parameters:
+            ///   - importId:
+            ///   - state:
+            public init(
+                importId: Components.Schemas.Id,
+                state: Components.Schemas.ImportAccepted.StatePayload
+            ) {
+                self.importId = importId
+                self.state = state
+            }
+            public enum CodingKeys: String, CodingKey {
+                case importId
+                case state
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/Import`.
+        public struct Import: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/Import/importId`.
+            public var importId: Components.Schemas.Id
+            /// - Remark: Generated from `#/components/schemas/Import/state`.
+            @frozen public enum StatePayload: String, Codable, Hashable, Sendable, CaseIterable {
+                case running = "running"
+                case done = "done"
+                case failed = "failed"
+            }
+            /// - Remark: Generated from `#/components/schemas/Import/state`.
+            public var state: Components.Schemas.Import.StatePayload
+            /// Lines of the body, empty ones included (line numbers count them).
+            ///
+            /// - Remark: Generated from `#/components/schemas/Import/lines`.
+            public var lines: Swift.Int
+            /// - Remark: Generated from `#/components/schemas/Import/imported`.
+            public struct ImportedPayload: Codable, Hashable, Sendable {
+                /// Chats made (a chat that was there already is not counted).
+                ///
+                /// - Remark: Generated from `#/components/schemas/Import/imported/chats`.
+                public var chats: Swift.Int
+                /// Messages added.
+                ///
+                /// - Remark: Generated from `#/components/schemas/Import/imported/messages`.
+                public var messages: Swift.Int
+                /// Reads and deliveries recorded, each (message, user) once a kind; a read counts its delivery too.
+                ///
+                /// - Remark: Generated from `#/components/schemas/Import/imported/receipts`.
+                public var receipts: Swift.Int
+                /// Creates a new `ImportedPayload`.
+                ///
+                /// - Parameters:
+                ///   - chats: Chats made (a chat that was there already is not counted).
+                ///   - messages: Messages added.
+                ///   - receipts: Reads and deliveries recorded, each (message, user) once a kind; a read counts its delivery too.
+                public init(
+                    chats: Swift.Int,
+                    messages: Swift.Int,
+                    receipts: Swift.Int
+                ) {
+                    self.chats = chats
+                    self.messages = messages
+                    self.receipts = receipts
+                }
+                public enum CodingKeys: String, CodingKey {
+                    case chats
+                    case messages
+                    case receipts
+                }
+            }
+            /// - Remark: Generated from `#/components/schemas/Import/imported`.
+            public var imported: Components.Schemas.Import.ImportedPayload
+            /// Lines rejected.
+            ///
+            /// - Remark: Generated from `#/components/schemas/Import/rejected`.
+            public var rejected: Swift.Int
+            /// The first 100 rejected lines, by line number.
+            ///
+            /// - Remark: Generated from `#/components/schemas/Import/errors`.
+            public var errors: [Components.Schemas.ImportError]
+            /// Creates a new `Import`.
+            ///
+            /// - Parameters:
+            ///   - importId:
+            ///   - state:
+            ///   - lines: Lines of the body, empty ones included (line numbers count them).
+            ///   - imported:
+            ///   - rejected: Lines rejected.
+            ///   - errors: The first 100 rejected lines, by line number.
+            public init(
+                importId: Components.Schemas.Id,
+                state: Components.Schemas.Import.StatePayload,
+                lines: Swift.Int,
+                imported: Components.Schemas.Import.ImportedPayload,
+                rejected: Swift.Int,
+                errors: [Components.Schemas.ImportError]
+            ) {
+                self.importId = importId
+                self.state = state
+                self.lines = lines
+                self.imported = imported
+                self.rejected = rejected
+                self.errors = errors
+            }
+            public enum CodingKeys: String, CodingKey {
+                case importId
+                case state
+                case lines
+                case imported
+                case rejected
+                case errors
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/ImportError`.
+        public struct ImportError: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/ImportError/line`.
+            public var line: Swift.Int
+            /// `invalid_json` (no JSON object), `invalid_line` (a field missing or invalid),
+            /// `chat_not_found`, `conflict` (an id taken with other content), `not_member`,
+            /// `not_recipient` (joined after the message), `read_before_message`, `out_of_order`
+            /// (older than the chat's newest message), `thread_not_found`, `thread_is_reply`,
+            /// `message_not_found` (a position's `upTo`).
+            ///
+            ///
+            /// - Remark: Generated from `#/components/schemas/ImportError/code`.
+            public var code: Swift.String
+            /// - Remark: Generated from `#/components/schemas/ImportError/message`.
+            public var message: Swift.String
+            /// Creates a new `ImportError`.
+            ///
+            /// - Parameters:
+            ///   - line:
+            ///   - code: `invalid_json` (no JSON object), `invalid_line` (a field missing or invalid),
+            ///   - message:
+            public init(
+                line: Swift.Int,
+                code: Swift.String,
+                message: Swift.String
+            ) {
+                self.line = line
+                self.code = code
+                self.message = message
+            }
+            public enum CodingKeys: String, CodingKey {
+                case line
+                case code
+                case message
             }
         }
         /// - Remark: Generated from `#/components/schemas/UserErasure`.
@@ -1972,7 +2417,7 @@ extension Components {
         }
         /// An event type a webhook may take. A webhook created without `events` takes the four
         /// receipt types (`message.created`, `receipt.delivered`, `receipt.read`,
-        /// `unread.changed`); edits, deletes and erasures come to one that names them.
+        /// `unread.changed`); edits, deletes, erasures and imports come to one that names them.
         ///
         ///
         /// - Remark: Generated from `#/components/schemas/WebhookEventType`.
@@ -1985,6 +2430,7 @@ extension Components {
             case message_edited = "message.edited"
             case chat_deleted = "chat.deleted"
             case user_erased = "user.erased"
+            case chat_imported = "chat.imported"
         }
         /// - Remark: Generated from `#/components/schemas/PutWebhookRequest`.
         public struct PutWebhookRequest: Codable, Hashable, Sendable {

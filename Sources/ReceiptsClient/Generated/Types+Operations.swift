@@ -10176,6 +10176,766 @@ public enum Operations {
             }
         }
     }
+    /// Import a chat app's history
+    ///
+    /// Loads chats, messages with their readers and deliverers, and read positions, so that
+    /// every answer (labels, `recipients`, unread counts, mentions, threads) is as if the
+    /// messages had been sent, delivered and read through this API in the order of their
+    /// `createdAt`, at the times given. The body is NDJSON, one JSON object a line, a chat's
+    /// line before its messages, a message before the reads of it (see `ImportLine`):
+    /// `{"type":"chat","id","kind","members":[{"userId","joinedAt"?}],"createdAt"?}`,
+    /// `{"type":"message","id","chatId","senderId","text","createdAt","threadId"?,"mentions"?,
+    /// "mentionsAll"?,"readBy"?:[{"userId","at"?}],"deliveredTo"?:[{"userId","at"?}]}`,
+    /// `{"type":"read"|"delivered","chatId","userId","upTo","at"?}` (a member's position:
+    /// everything up to `upTo`). A receipt without `at` is at the time of its message.
+    ///
+    /// Answers 202 once the whole body is stored; the import then loads in the background
+    /// (`GET /v1/imports/{importId}`), on any instance, and goes on after a restart or a
+    /// failover from the chats it had reached. Each line obeys the API's rules (members,
+    /// senders, never a receipt before its message, read implies delivered, ids); a line that
+    /// breaks one is rejected with its number and a code, and the other lines go in. Ids are
+    /// idempotency keys: importing the same file again changes nothing and rejects nothing.
+    /// New messages go after a chat's history (a message older than the chat's newest is
+    /// `out_of_order`). No per-message event is written: one `chat.imported` per chat that
+    /// changed, to its members and the tenant key. At most `RECEIPTS_IMPORT_MAX_BYTES`
+    /// (default 1 GiB) a body, beyond it 413; a body whose first line is no JSON object (or
+    /// that has none) is 400, and one of another `Content-Type` 415; none of them changes
+    /// anything. Needs the tenant key.
+    ///
+    ///
+    /// - Remark: HTTP `POST /v1/imports`.
+    /// - Remark: Generated from `#/paths//v1/imports/post(createImport)`.
+    public enum CreateImport {
+        public static let id: Swift.String = "createImport"
+        public struct Input: Sendable, Hashable {
+            /// - Remark: Generated from `#/paths/v1/imports/POST/header`.
+            public struct Headers: Sendable, Hashable {
+                public var accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.CreateImport.AcceptableContentType>]
+                /// Creates a new `Headers`.
+                ///
+                /// - Parameters:
+                ///   - accept:
+                public init(accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.CreateImport.AcceptableContentType>] = .defaultValues()) {
+                    self.accept = accept
+                }
+            }
+            public var headers: Operations.CreateImport.Input.Headers
+            /// - Remark: Generated from `#/paths/v1/imports/POST/requestBody`.
+            @frozen public enum Body: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/imports/POST/requestBody/content/application\/x-ndjson`.
+                case applicationXNdjson(OpenAPIRuntime.HTTPBody)
+            }
+            public var body: Operations.CreateImport.Input.Body
+            /// Creates a new `Input`.
+            ///
+            /// - Parameters:
+            ///   - headers:
+            ///   - body:
+            public init(
+                headers: Operations.CreateImport.Input.Headers = .init(),
+                body: Operations.CreateImport.Input.Body
+            ) {
+                self.headers = headers
+                self.body = body
+            }
+        }
+        @frozen public enum Output: Sendable, Hashable {
+            public struct Accepted: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/imports/POST/responses/202/headers`.
+                public struct Headers: Sendable, Hashable {
+                    /// The position of the write's commit, opaque: send it as the request header
+                    /// `Receipts-Consistency-Token` with later reads, which are then never answered from
+                    /// data older than this write. On every 2xx answer to a write (`POST`, `PUT`, `PATCH`,
+                    /// `DELETE`), but for the rare one whose commit position could not be read (the primary
+                    /// lost right after it): keep the token held then. Keep the one received last and pass
+                    /// it on as it is; never parse or compare tokens.
+                    ///
+                    ///
+                    /// - Remark: Generated from `#/paths/v1/imports/POST/responses/202/headers/Receipts-Consistency-Token`.
+                    public var receiptsConsistencyToken: Components.Headers.ConsistencyToken?
+                    /// Creates a new `Headers`.
+                    ///
+                    /// - Parameters:
+                    ///   - receiptsConsistencyToken: The position of the write's commit, opaque: send it as the request header
+                    public init(receiptsConsistencyToken: Components.Headers.ConsistencyToken? = nil) {
+                        self.receiptsConsistencyToken = receiptsConsistencyToken
+                    }
+                }
+                /// Received HTTP response headers
+                public var headers: Operations.CreateImport.Output.Accepted.Headers
+                /// - Remark: Generated from `#/paths/v1/imports/POST/responses/202/content`.
+                @frozen public enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/v1/imports/POST/responses/202/content/application\/json`.
+                    case json(Components.Schemas.ImportAccepted)
+                    /// The associated value of the enum case if `self` is `.json`.
+                    ///
+                    /// - Throws: An error if `self` is not `.json`.
+                    /// - SeeAlso: `.json`.
+                    public var json: Components.Schemas.ImportAccepted {
+                        get throws {
+                            switch self {
+                            case let .json(body):
+                                return body
+                            }
+                        }
+                    }
+                }
+                /// Received HTTP response body
+                public var body: Operations.CreateImport.Output.Accepted.Body
+                /// Creates a new `Accepted`.
+                ///
+                /// - Parameters:
+                ///   - headers: Received HTTP response headers
+                ///   - body: Received HTTP response body
+                public init(
+                    headers: Operations.CreateImport.Output.Accepted.Headers = .init(),
+                    body: Operations.CreateImport.Output.Accepted.Body
+                ) {
+                    self.headers = headers
+                    self.body = body
+                }
+            }
+            /// The body is stored; the import is loading (or, when no line was for loading, done).
+            ///
+            /// - Remark: Generated from `#/paths//v1/imports/post(createImport)/responses/202`.
+            ///
+            /// HTTP response code: `202 accepted`.
+            case accepted(Operations.CreateImport.Output.Accepted)
+            /// The associated value of the enum case if `self` is `.accepted`.
+            ///
+            /// - Throws: An error if `self` is not `.accepted`.
+            /// - SeeAlso: `.accepted`.
+            public var accepted: Operations.CreateImport.Output.Accepted {
+                get throws {
+                    switch self {
+                    case let .accepted(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "accepted",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Invalid request (`invalid_request`): bad JSON, a bad id, too many ids, wrong
+            /// types, a value out of range, or a malformed `Receipts-Consistency-Token`. Nothing
+            /// was changed.
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/imports/post(createImport)/responses/400`.
+            ///
+            /// HTTP response code: `400 badRequest`.
+            case badRequest(Components.Responses.BadRequest)
+            /// The associated value of the enum case if `self` is `.badRequest`.
+            ///
+            /// - Throws: An error if `self` is not `.badRequest`.
+            /// - SeeAlso: `.badRequest`.
+            public var badRequest: Components.Responses.BadRequest {
+                get throws {
+                    switch self {
+                    case let .badRequest(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "badRequest",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// A wrong or missing credential (`unauthorized`). To a browser it carries
+            /// `Access-Control-Allow-Origin` whatever its origin, so that a web client can tell
+            /// an expired token from a network failure.
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/imports/post(createImport)/responses/401`.
+            ///
+            /// HTTP response code: `401 unauthorized`.
+            case unauthorized(Components.Responses.Unauthorized)
+            /// The associated value of the enum case if `self` is `.unauthorized`.
+            ///
+            /// - Throws: An error if `self` is not `.unauthorized`.
+            /// - SeeAlso: `.unauthorized`.
+            public var unauthorized: Components.Responses.Unauthorized {
+                get throws {
+                    switch self {
+                    case let .unauthorized(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "unauthorized",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The credential may not do this (`forbidden`): a user token naming another user
+            /// or a chat it is not a member of, a user token where the tenant key is needed,
+            /// a named user who is not a member of the chat, or a browser's request from an
+            /// origin the credential's tenant does not allow.
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/imports/post(createImport)/responses/403`.
+            ///
+            /// HTTP response code: `403 forbidden`.
+            case forbidden(Components.Responses.Forbidden)
+            /// The associated value of the enum case if `self` is `.forbidden`.
+            ///
+            /// - Throws: An error if `self` is not `.forbidden`.
+            /// - SeeAlso: `.forbidden`.
+            public var forbidden: Components.Responses.Forbidden {
+                get throws {
+                    switch self {
+                    case let .forbidden(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "forbidden",
+                            response: self
+                        )
+                    }
+                }
+            }
+            public struct ContentTooLarge: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/imports/POST/responses/413/content`.
+                @frozen public enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/v1/imports/POST/responses/413/content/application\/json`.
+                    case json(Components.Schemas._Error)
+                    /// The associated value of the enum case if `self` is `.json`.
+                    ///
+                    /// - Throws: An error if `self` is not `.json`.
+                    /// - SeeAlso: `.json`.
+                    public var json: Components.Schemas._Error {
+                        get throws {
+                            switch self {
+                            case let .json(body):
+                                return body
+                            }
+                        }
+                    }
+                }
+                /// Received HTTP response body
+                public var body: Operations.CreateImport.Output.ContentTooLarge.Body
+                /// Creates a new `ContentTooLarge`.
+                ///
+                /// - Parameters:
+                ///   - body: Received HTTP response body
+                public init(body: Operations.CreateImport.Output.ContentTooLarge.Body) {
+                    self.body = body
+                }
+            }
+            /// The body is over `RECEIPTS_IMPORT_MAX_BYTES` (`payload_too_large`).
+            ///
+            /// - Remark: Generated from `#/paths//v1/imports/post(createImport)/responses/413`.
+            ///
+            /// HTTP response code: `413 contentTooLarge`.
+            case contentTooLarge(Operations.CreateImport.Output.ContentTooLarge)
+            /// The associated value of the enum case if `self` is `.contentTooLarge`.
+            ///
+            /// - Throws: An error if `self` is not `.contentTooLarge`.
+            /// - SeeAlso: `.contentTooLarge`.
+            public var contentTooLarge: Operations.CreateImport.Output.ContentTooLarge {
+                get throws {
+                    switch self {
+                    case let .contentTooLarge(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "contentTooLarge",
+                            response: self
+                        )
+                    }
+                }
+            }
+            public struct UnsupportedMediaType: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/imports/POST/responses/415/content`.
+                @frozen public enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/v1/imports/POST/responses/415/content/application\/json`.
+                    case json(Components.Schemas._Error)
+                    /// The associated value of the enum case if `self` is `.json`.
+                    ///
+                    /// - Throws: An error if `self` is not `.json`.
+                    /// - SeeAlso: `.json`.
+                    public var json: Components.Schemas._Error {
+                        get throws {
+                            switch self {
+                            case let .json(body):
+                                return body
+                            }
+                        }
+                    }
+                }
+                /// Received HTTP response body
+                public var body: Operations.CreateImport.Output.UnsupportedMediaType.Body
+                /// Creates a new `UnsupportedMediaType`.
+                ///
+                /// - Parameters:
+                ///   - body: Received HTTP response body
+                public init(body: Operations.CreateImport.Output.UnsupportedMediaType.Body) {
+                    self.body = body
+                }
+            }
+            /// The body declares a `Content-Type` other than NDJSON (`unsupported_media_type`).
+            /// `application/x-ndjson` (or `application/jsonl`) is read as NDJSON, and so is a body
+            /// that declares no type.
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/imports/post(createImport)/responses/415`.
+            ///
+            /// HTTP response code: `415 unsupportedMediaType`.
+            case unsupportedMediaType(Operations.CreateImport.Output.UnsupportedMediaType)
+            /// The associated value of the enum case if `self` is `.unsupportedMediaType`.
+            ///
+            /// - Throws: An error if `self` is not `.unsupportedMediaType`.
+            /// - SeeAlso: `.unsupportedMediaType`.
+            public var unsupportedMediaType: Operations.CreateImport.Output.UnsupportedMediaType {
+                get throws {
+                    switch self {
+                    case let .unsupportedMediaType(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "unsupportedMediaType",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The tenant may not start this request now (`rate_limited`), and nothing of it was
+            /// done: the tenant already has `RECEIPTS_TENANT_MAX_REQUESTS_IN_FLIGHT` (default 128)
+            /// requests in progress on this instance; or the instance is saturated
+            /// (`RECEIPTS_MAX_REQUESTS_IN_FLIGHT`, default 256, requests in progress) and the tenant
+            /// has its share of them; or the tenant's rate limit is spent. Retry after
+            /// `Retry-After` seconds (any request may be repeated: none of it happened). To a
+            /// tenant with a rate limit it carries `RateLimit-Policy` and `RateLimit` (then `r=0`
+            /// when the limit is what was spent). See "Fairness between tenants" in this document's
+            /// description.
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/imports/post(createImport)/responses/429`.
+            ///
+            /// HTTP response code: `429 tooManyRequests`.
+            case tooManyRequests(Components.Responses.TooManyRequests)
+            /// The associated value of the enum case if `self` is `.tooManyRequests`.
+            ///
+            /// - Throws: An error if `self` is not `.tooManyRequests`.
+            /// - SeeAlso: `.tooManyRequests`.
+            public var tooManyRequests: Components.Responses.TooManyRequests {
+                get throws {
+                    switch self {
+                    case let .tooManyRequests(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "tooManyRequests",
+                            response: self
+                        )
+                    }
+                }
+            }
+            public struct ServiceUnavailable: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/imports/POST/responses/503/headers`.
+                public struct Headers: Sendable, Hashable {
+                    /// Whole seconds to wait before trying again (at least 1).
+                    ///
+                    /// - Remark: Generated from `#/paths/v1/imports/POST/responses/503/headers/Retry-After`.
+                    public var retryAfter: Components.Headers.RetryAfter
+                    /// Creates a new `Headers`.
+                    ///
+                    /// - Parameters:
+                    ///   - retryAfter: Whole seconds to wait before trying again (at least 1).
+                    public init(retryAfter: Components.Headers.RetryAfter) {
+                        self.retryAfter = retryAfter
+                    }
+                }
+                /// Received HTTP response headers
+                public var headers: Operations.CreateImport.Output.ServiceUnavailable.Headers
+                /// - Remark: Generated from `#/paths/v1/imports/POST/responses/503/content`.
+                @frozen public enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/v1/imports/POST/responses/503/content/application\/json`.
+                    case json(Components.Schemas._Error)
+                    /// The associated value of the enum case if `self` is `.json`.
+                    ///
+                    /// - Throws: An error if `self` is not `.json`.
+                    /// - SeeAlso: `.json`.
+                    public var json: Components.Schemas._Error {
+                        get throws {
+                            switch self {
+                            case let .json(body):
+                                return body
+                            }
+                        }
+                    }
+                }
+                /// Received HTTP response body
+                public var body: Operations.CreateImport.Output.ServiceUnavailable.Body
+                /// Creates a new `ServiceUnavailable`.
+                ///
+                /// - Parameters:
+                ///   - headers: Received HTTP response headers
+                ///   - body: Received HTTP response body
+                public init(
+                    headers: Operations.CreateImport.Output.ServiceUnavailable.Headers,
+                    body: Operations.CreateImport.Output.ServiceUnavailable.Body
+                ) {
+                    self.headers = headers
+                    self.body = body
+                }
+            }
+            /// PostgreSQL is unreachable or too slow (`unavailable`), or this instance is taking
+            /// as many import bodies as it takes at once (2; `Retry-After`). Nothing was imported.
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/imports/post(createImport)/responses/503`.
+            ///
+            /// HTTP response code: `503 serviceUnavailable`.
+            case serviceUnavailable(Operations.CreateImport.Output.ServiceUnavailable)
+            /// The associated value of the enum case if `self` is `.serviceUnavailable`.
+            ///
+            /// - Throws: An error if `self` is not `.serviceUnavailable`.
+            /// - SeeAlso: `.serviceUnavailable`.
+            public var serviceUnavailable: Operations.CreateImport.Output.ServiceUnavailable {
+                get throws {
+                    switch self {
+                    case let .serviceUnavailable(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "serviceUnavailable",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Undocumented response.
+            ///
+            /// A response with a code that is not documented in the OpenAPI document.
+            case undocumented(statusCode: Swift.Int, OpenAPIRuntime.UndocumentedPayload)
+        }
+        @frozen public enum AcceptableContentType: AcceptableProtocol {
+            case json
+            case other(Swift.String)
+            public init?(rawValue: Swift.String) {
+                switch rawValue.lowercased() {
+                case "application/json":
+                    self = .json
+                default:
+                    self = .other(rawValue)
+                }
+            }
+            public var rawValue: Swift.String {
+                switch self {
+                case let .other(string):
+                    return string
+                case .json:
+                    return "application/json"
+                }
+            }
+            public static var allCases: [Self] {
+                [
+                    .json
+                ]
+            }
+        }
+    }
+    /// Where an import stands
+    ///
+    /// Its state (`running`, `done`, or `failed` when it could not go on: an error of the
+    /// service, not of a line), the lines read, what was imported, the lines rejected and
+    /// the first 100 errors, by line. Another tenant's import is 404. Needs the tenant key.
+    ///
+    ///
+    /// - Remark: HTTP `GET /v1/imports/{importId}`.
+    /// - Remark: Generated from `#/paths//v1/imports/{importId}/get(getImport)`.
+    public enum GetImport {
+        public static let id: Swift.String = "getImport"
+        public struct Input: Sendable, Hashable {
+            /// - Remark: Generated from `#/paths/v1/imports/{importId}/GET/path`.
+            public struct Path: Sendable, Hashable {
+                /// The import's id (from `POST /v1/imports`).
+                ///
+                /// - Remark: Generated from `#/paths/v1/imports/{importId}/GET/path/importId`.
+                public var importId: Components.Parameters.ImportId
+                /// Creates a new `Path`.
+                ///
+                /// - Parameters:
+                ///   - importId: The import's id (from `POST /v1/imports`).
+                public init(importId: Components.Parameters.ImportId) {
+                    self.importId = importId
+                }
+            }
+            public var path: Operations.GetImport.Input.Path
+            /// - Remark: Generated from `#/paths/v1/imports/{importId}/GET/header`.
+            public struct Headers: Sendable, Hashable {
+                public var accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.GetImport.AcceptableContentType>]
+                /// Creates a new `Headers`.
+                ///
+                /// - Parameters:
+                ///   - accept:
+                public init(accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.GetImport.AcceptableContentType>] = .defaultValues()) {
+                    self.accept = accept
+                }
+            }
+            public var headers: Operations.GetImport.Input.Headers
+            /// Creates a new `Input`.
+            ///
+            /// - Parameters:
+            ///   - path:
+            ///   - headers:
+            public init(
+                path: Operations.GetImport.Input.Path,
+                headers: Operations.GetImport.Input.Headers = .init()
+            ) {
+                self.path = path
+                self.headers = headers
+            }
+        }
+        @frozen public enum Output: Sendable, Hashable {
+            public struct Ok: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/imports/{importId}/GET/responses/200/content`.
+                @frozen public enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/v1/imports/{importId}/GET/responses/200/content/application\/json`.
+                    case json(Components.Schemas.Import)
+                    /// The associated value of the enum case if `self` is `.json`.
+                    ///
+                    /// - Throws: An error if `self` is not `.json`.
+                    /// - SeeAlso: `.json`.
+                    public var json: Components.Schemas.Import {
+                        get throws {
+                            switch self {
+                            case let .json(body):
+                                return body
+                            }
+                        }
+                    }
+                }
+                /// Received HTTP response body
+                public var body: Operations.GetImport.Output.Ok.Body
+                /// Creates a new `Ok`.
+                ///
+                /// - Parameters:
+                ///   - body: Received HTTP response body
+                public init(body: Operations.GetImport.Output.Ok.Body) {
+                    self.body = body
+                }
+            }
+            /// The import.
+            ///
+            /// - Remark: Generated from `#/paths//v1/imports/{importId}/get(getImport)/responses/200`.
+            ///
+            /// HTTP response code: `200 ok`.
+            case ok(Operations.GetImport.Output.Ok)
+            /// The associated value of the enum case if `self` is `.ok`.
+            ///
+            /// - Throws: An error if `self` is not `.ok`.
+            /// - SeeAlso: `.ok`.
+            public var ok: Operations.GetImport.Output.Ok {
+                get throws {
+                    switch self {
+                    case let .ok(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "ok",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Invalid request (`invalid_request`): bad JSON, a bad id, too many ids, wrong
+            /// types, a value out of range, or a malformed `Receipts-Consistency-Token`. Nothing
+            /// was changed.
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/imports/{importId}/get(getImport)/responses/400`.
+            ///
+            /// HTTP response code: `400 badRequest`.
+            case badRequest(Components.Responses.BadRequest)
+            /// The associated value of the enum case if `self` is `.badRequest`.
+            ///
+            /// - Throws: An error if `self` is not `.badRequest`.
+            /// - SeeAlso: `.badRequest`.
+            public var badRequest: Components.Responses.BadRequest {
+                get throws {
+                    switch self {
+                    case let .badRequest(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "badRequest",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// A wrong or missing credential (`unauthorized`). To a browser it carries
+            /// `Access-Control-Allow-Origin` whatever its origin, so that a web client can tell
+            /// an expired token from a network failure.
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/imports/{importId}/get(getImport)/responses/401`.
+            ///
+            /// HTTP response code: `401 unauthorized`.
+            case unauthorized(Components.Responses.Unauthorized)
+            /// The associated value of the enum case if `self` is `.unauthorized`.
+            ///
+            /// - Throws: An error if `self` is not `.unauthorized`.
+            /// - SeeAlso: `.unauthorized`.
+            public var unauthorized: Components.Responses.Unauthorized {
+                get throws {
+                    switch self {
+                    case let .unauthorized(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "unauthorized",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The credential may not do this (`forbidden`): a user token naming another user
+            /// or a chat it is not a member of, a user token where the tenant key is needed,
+            /// a named user who is not a member of the chat, or a browser's request from an
+            /// origin the credential's tenant does not allow.
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/imports/{importId}/get(getImport)/responses/403`.
+            ///
+            /// HTTP response code: `403 forbidden`.
+            case forbidden(Components.Responses.Forbidden)
+            /// The associated value of the enum case if `self` is `.forbidden`.
+            ///
+            /// - Throws: An error if `self` is not `.forbidden`.
+            /// - SeeAlso: `.forbidden`.
+            public var forbidden: Components.Responses.Forbidden {
+                get throws {
+                    switch self {
+                    case let .forbidden(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "forbidden",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Not found (`not_found`). Another tenant's chat looks exactly like a chat that
+            /// does not exist.
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/imports/{importId}/get(getImport)/responses/404`.
+            ///
+            /// HTTP response code: `404 notFound`.
+            case notFound(Components.Responses.NotFound)
+            /// The associated value of the enum case if `self` is `.notFound`.
+            ///
+            /// - Throws: An error if `self` is not `.notFound`.
+            /// - SeeAlso: `.notFound`.
+            public var notFound: Components.Responses.NotFound {
+                get throws {
+                    switch self {
+                    case let .notFound(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "notFound",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The tenant may not start this request now (`rate_limited`), and nothing of it was
+            /// done: the tenant already has `RECEIPTS_TENANT_MAX_REQUESTS_IN_FLIGHT` (default 128)
+            /// requests in progress on this instance; or the instance is saturated
+            /// (`RECEIPTS_MAX_REQUESTS_IN_FLIGHT`, default 256, requests in progress) and the tenant
+            /// has its share of them; or the tenant's rate limit is spent. Retry after
+            /// `Retry-After` seconds (any request may be repeated: none of it happened). To a
+            /// tenant with a rate limit it carries `RateLimit-Policy` and `RateLimit` (then `r=0`
+            /// when the limit is what was spent). See "Fairness between tenants" in this document's
+            /// description.
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/imports/{importId}/get(getImport)/responses/429`.
+            ///
+            /// HTTP response code: `429 tooManyRequests`.
+            case tooManyRequests(Components.Responses.TooManyRequests)
+            /// The associated value of the enum case if `self` is `.tooManyRequests`.
+            ///
+            /// - Throws: An error if `self` is not `.tooManyRequests`.
+            /// - SeeAlso: `.tooManyRequests`.
+            public var tooManyRequests: Components.Responses.TooManyRequests {
+                get throws {
+                    switch self {
+                    case let .tooManyRequests(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "tooManyRequests",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// PostgreSQL is unreachable or did not answer within `RECEIPTS_DATABASE_TIMEOUT_SECONDS`
+            /// (`unavailable`). Nothing is known to have changed; retry (idempotent requests are
+            /// safe to repeat).
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/imports/{importId}/get(getImport)/responses/503`.
+            ///
+            /// HTTP response code: `503 serviceUnavailable`.
+            case serviceUnavailable(Components.Responses.Unavailable)
+            /// The associated value of the enum case if `self` is `.serviceUnavailable`.
+            ///
+            /// - Throws: An error if `self` is not `.serviceUnavailable`.
+            /// - SeeAlso: `.serviceUnavailable`.
+            public var serviceUnavailable: Components.Responses.Unavailable {
+                get throws {
+                    switch self {
+                    case let .serviceUnavailable(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "serviceUnavailable",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Undocumented response.
+            ///
+            /// A response with a code that is not documented in the OpenAPI document.
+            case undocumented(statusCode: Swift.Int, OpenAPIRuntime.UndocumentedPayload)
+        }
+        @frozen public enum AcceptableContentType: AcceptableProtocol {
+            case json
+            case other(Swift.String)
+            public init?(rawValue: Swift.String) {
+                switch rawValue.lowercased() {
+                case "application/json":
+                    self = .json
+                default:
+                    self = .other(rawValue)
+                }
+            }
+            public var rawValue: Swift.String {
+                switch self {
+                case let .other(string):
+                    return string
+                case .json:
+                    return "application/json"
+                }
+            }
+            public static var allCases: [Self] {
+                [
+                    .json
+                ]
+            }
+        }
+    }
     /// List the tenant's webhooks
     ///
     /// Every webhook of the tenant, by id, with where its delivery stands (never the secret).

@@ -396,6 +396,46 @@ public protocol APIProtocol: Sendable {
     /// - Remark: HTTP `PUT /v1/settings`.
     /// - Remark: Generated from `#/paths//v1/settings/put(putTenantSettings)`.
     func putTenantSettings(_ input: Operations.PutTenantSettings.Input) async throws -> Operations.PutTenantSettings.Output
+    /// Import a chat app's history
+    ///
+    /// Loads chats, messages with their readers and deliverers, and read positions, so that
+    /// every answer (labels, `recipients`, unread counts, mentions, threads) is as if the
+    /// messages had been sent, delivered and read through this API in the order of their
+    /// `createdAt`, at the times given. The body is NDJSON, one JSON object a line, a chat's
+    /// line before its messages, a message before the reads of it (see `ImportLine`):
+    /// `{"type":"chat","id","kind","members":[{"userId","joinedAt"?}],"createdAt"?}`,
+    /// `{"type":"message","id","chatId","senderId","text","createdAt","threadId"?,"mentions"?,
+    /// "mentionsAll"?,"readBy"?:[{"userId","at"?}],"deliveredTo"?:[{"userId","at"?}]}`,
+    /// `{"type":"read"|"delivered","chatId","userId","upTo","at"?}` (a member's position:
+    /// everything up to `upTo`). A receipt without `at` is at the time of its message.
+    ///
+    /// Answers 202 once the whole body is stored; the import then loads in the background
+    /// (`GET /v1/imports/{importId}`), on any instance, and goes on after a restart or a
+    /// failover from the chats it had reached. Each line obeys the API's rules (members,
+    /// senders, never a receipt before its message, read implies delivered, ids); a line that
+    /// breaks one is rejected with its number and a code, and the other lines go in. Ids are
+    /// idempotency keys: importing the same file again changes nothing and rejects nothing.
+    /// New messages go after a chat's history (a message older than the chat's newest is
+    /// `out_of_order`). No per-message event is written: one `chat.imported` per chat that
+    /// changed, to its members and the tenant key. At most `RECEIPTS_IMPORT_MAX_BYTES`
+    /// (default 1 GiB) a body, beyond it 413; a body whose first line is no JSON object (or
+    /// that has none) is 400, and one of another `Content-Type` 415; none of them changes
+    /// anything. Needs the tenant key.
+    ///
+    ///
+    /// - Remark: HTTP `POST /v1/imports`.
+    /// - Remark: Generated from `#/paths//v1/imports/post(createImport)`.
+    func createImport(_ input: Operations.CreateImport.Input) async throws -> Operations.CreateImport.Output
+    /// Where an import stands
+    ///
+    /// Its state (`running`, `done`, or `failed` when it could not go on: an error of the
+    /// service, not of a line), the lines read, what was imported, the lines rejected and
+    /// the first 100 errors, by line. Another tenant's import is 404. Needs the tenant key.
+    ///
+    ///
+    /// - Remark: HTTP `GET /v1/imports/{importId}`.
+    /// - Remark: Generated from `#/paths//v1/imports/{importId}/get(getImport)`.
+    func getImport(_ input: Operations.GetImport.Input) async throws -> Operations.GetImport.Output
     /// List the tenant's webhooks
     ///
     /// Every webhook of the tenant, by id, with where its delivery stands (never the secret).
@@ -1172,6 +1212,62 @@ extension APIProtocol {
         try await putTenantSettings(Operations.PutTenantSettings.Input(
             headers: headers,
             body: body
+        ))
+    }
+    /// Import a chat app's history
+    ///
+    /// Loads chats, messages with their readers and deliverers, and read positions, so that
+    /// every answer (labels, `recipients`, unread counts, mentions, threads) is as if the
+    /// messages had been sent, delivered and read through this API in the order of their
+    /// `createdAt`, at the times given. The body is NDJSON, one JSON object a line, a chat's
+    /// line before its messages, a message before the reads of it (see `ImportLine`):
+    /// `{"type":"chat","id","kind","members":[{"userId","joinedAt"?}],"createdAt"?}`,
+    /// `{"type":"message","id","chatId","senderId","text","createdAt","threadId"?,"mentions"?,
+    /// "mentionsAll"?,"readBy"?:[{"userId","at"?}],"deliveredTo"?:[{"userId","at"?}]}`,
+    /// `{"type":"read"|"delivered","chatId","userId","upTo","at"?}` (a member's position:
+    /// everything up to `upTo`). A receipt without `at` is at the time of its message.
+    ///
+    /// Answers 202 once the whole body is stored; the import then loads in the background
+    /// (`GET /v1/imports/{importId}`), on any instance, and goes on after a restart or a
+    /// failover from the chats it had reached. Each line obeys the API's rules (members,
+    /// senders, never a receipt before its message, read implies delivered, ids); a line that
+    /// breaks one is rejected with its number and a code, and the other lines go in. Ids are
+    /// idempotency keys: importing the same file again changes nothing and rejects nothing.
+    /// New messages go after a chat's history (a message older than the chat's newest is
+    /// `out_of_order`). No per-message event is written: one `chat.imported` per chat that
+    /// changed, to its members and the tenant key. At most `RECEIPTS_IMPORT_MAX_BYTES`
+    /// (default 1 GiB) a body, beyond it 413; a body whose first line is no JSON object (or
+    /// that has none) is 400, and one of another `Content-Type` 415; none of them changes
+    /// anything. Needs the tenant key.
+    ///
+    ///
+    /// - Remark: HTTP `POST /v1/imports`.
+    /// - Remark: Generated from `#/paths//v1/imports/post(createImport)`.
+    public func createImport(
+        headers: Operations.CreateImport.Input.Headers = .init(),
+        body: Operations.CreateImport.Input.Body
+    ) async throws -> Operations.CreateImport.Output {
+        try await createImport(Operations.CreateImport.Input(
+            headers: headers,
+            body: body
+        ))
+    }
+    /// Where an import stands
+    ///
+    /// Its state (`running`, `done`, or `failed` when it could not go on: an error of the
+    /// service, not of a line), the lines read, what was imported, the lines rejected and
+    /// the first 100 errors, by line. Another tenant's import is 404. Needs the tenant key.
+    ///
+    ///
+    /// - Remark: HTTP `GET /v1/imports/{importId}`.
+    /// - Remark: Generated from `#/paths//v1/imports/{importId}/get(getImport)`.
+    public func getImport(
+        path: Operations.GetImport.Input.Path,
+        headers: Operations.GetImport.Input.Headers = .init()
+    ) async throws -> Operations.GetImport.Output {
+        try await getImport(Operations.GetImport.Input(
+            path: path,
+            headers: headers
         ))
     }
     /// List the tenant's webhooks

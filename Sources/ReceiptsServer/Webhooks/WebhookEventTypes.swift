@@ -10,13 +10,14 @@ enum WebhookEventTypes {
         "unread.changed",
     ]
 
-    /// Every type a filter may name: the default ones, and the deletes, erasures and edits,
+    /// Every type a filter may name: the default ones, and the deletes, erasures, edits and imports,
     /// which a webhook receives when it names them.
     static let known: [String] = byDefault + [
         "message.deleted",
         "chat.deleted",
         "user.erased",
         "message.edited",
+        "chat.imported",
     ]
 
     /// The type of the entry a batch starts with when the next event is no longer retained;
