@@ -1,5 +1,6 @@
 import Foundation
 import HTTPTypes
+import Postgres
 import ReceiptsServer
 import TestSupport
 import Testing
@@ -197,6 +198,46 @@ struct ImportTests {
                 TestDatabase.receiptsdExecutable, arguments: ["import", file.path, "--tenant", "no-such-tenant"], environment: environment,
                 allowFailure: true)
             #expect(unknown.status != 0 && unknown.errorOutput.contains("there is no tenant no-such-tenant"))
+        }
+    }
+
+    @Test("docs/export/postgresql.sql, run with psql against a chat app's tables, writes a file the import takes whole")
+    func exportFromPostgreSQL() async throws {
+        try await TestService.run { client in
+            let tenant = try await client.createTenant()
+            let schema = TestDatabase.uniqueName("chatapp").replacingOccurrences(of: "-", with: "_")
+            try await TestDatabase.pool.withConnection { connection in
+                _ = try await connection.executeScript(
+                    """
+                    CREATE SCHEMA \(schema);
+                    SET search_path = \(schema);
+                    CREATE TABLE conversations (id int, kind text, created_at timestamptz);
+                    CREATE TABLE participants (conversation_id int, user_id text, joined_at timestamptz);
+                    CREATE TABLE messages (id int, conversation_id int, author_id text, body text, sent_at timestamptz, parent_id int);
+                    CREATE TABLE message_reads (message_id int, user_id text, read_at timestamptz);
+                    CREATE TABLE last_read (conversation_id int, user_id text, message_id int, read_at timestamptz);
+                    INSERT INTO conversations VALUES (1, 'group', '2024-01-01 08:00+00'), (2, 'direct', '2024-01-01 08:00+00');
+                    INSERT INTO participants VALUES (1, 'ann', '2024-01-01 08:00+00'), (1, 'ben', '2024-01-01 08:00+00'),
+                        (1, 'cat', '2024-01-01 12:00+00'), (2, 'ann', '2024-01-01 08:00+00'), (2, 'ben', '2024-01-01 08:00+00');
+                    INSERT INTO messages VALUES (10, 1, 'ann', E'hi "all"\\n\\tand \\\\ back', '2024-01-01 09:00:00.123456+00', NULL),
+                        (11, 1, 'ben', 're', '2024-01-01 13:00+00', 10), (12, 2, 'ann', 'dm', '2024-01-01 10:00+00', NULL);
+                    INSERT INTO message_reads VALUES (10, 'ben', '2024-01-01 09:01+00'), (11, 'cat', '2024-01-01 13:05+00');
+                    INSERT INTO last_read VALUES (2, 'ben', 12, '2024-01-01 11:00+00');
+                    RESET search_path;
+                    """)
+            }
+            let export = try await TestDatabase.run(
+                "/usr/bin/psql", arguments: ["-XAt", "-v", "ON_ERROR_STOP=1", "-f", "docs/export/postgresql.sql", TestDatabase.url],
+                environment: ["PGOPTIONS": "-c search_path=\(schema)"])
+            #expect(export.output.split(separator: "\n").count == 6, "\(export.output)")
+            let state = try await Self.importAndWait(export.output, into: tenant, client: client)
+            #expect(state.rejected == 0, "\(state.errors)")
+            #expect(state.imported.chats == 2 && state.imported.messages == 3 && state.imported.receipts == 6)
+            let first = try await tenant.message("10", in: "1", viewer: "ann")
+            #expect(first.text == "hi \"all\"\n\tand \\ back" && first.receipt?.label == "Read by all" && first.receipt?.recipients == 1)
+            #expect(try await tenant.message("11", in: "1", viewer: "ben").threadId == "10")
+            #expect(try await tenant.unread(for: "ben").total == 0)
+            _ = try await TestDatabase.pool.query("DROP SCHEMA \(schema) CASCADE", [])
         }
     }
 
