@@ -151,6 +151,12 @@ extension ReceiptsStore {
         }
     }
 
+    /// Gives back the import lease `owner` holds (a graceful stop), so that another instance
+    /// goes on with it at once.
+    public func releaseImports(owner: String) async throws {
+        _ = try await self.query("SELECT receipts.release_imports(\(owner))")
+    }
+
     /// Ends a running import as failed, with why (an error of ours), and drops its staged rows.
     public func failImport(tenant: String, id: String, failure: String) async throws {
         _ = try await self.query("SELECT receipts.fail_import(\(tenant), \(id), \(failure))")

@@ -114,6 +114,23 @@ COMMENT ON FUNCTION receipts.claim_import(text, interval, text, text) IS
 REVOKE ALL ON FUNCTION receipts.claim_import(text, interval, text, text) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION receipts.claim_import(text, interval, text, text) TO receipts_service;
 
+-- On a graceful stop: the import an instance holds goes back at once, so that another
+-- instance goes on with it at its next look instead of after the lease has run out.
+CREATE OR REPLACE FUNCTION receipts.release_imports(p_owner text)
+RETURNS integer
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    v_released integer;
+BEGIN
+    UPDATE receipts.imports AS import SET lease_owner = NULL, lease_expires_at = NULL WHERE import.lease_owner = p_owner;
+    GET DIAGNOSTICS v_released = ROW_COUNT;
+    RETURN v_released;
+END;
+$$;
+COMMENT ON FUNCTION receipts.release_imports(text) IS 'Gives back the import leases an instance holds (graceful shutdown).';
+REVOKE ALL ON FUNCTION receipts.release_imports(text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION receipts.release_imports(text) TO receipts_service;
+
 -- A failed import (an error of ours, not a rule of a line: those reject the line): failed,
 -- with why, and its staged rows gone.
 CREATE OR REPLACE FUNCTION receipts.fail_import(p_tenant text, p_import text, p_failure text)

@@ -1,4 +1,5 @@
 import Logging
+import NIOCore
 import Postgres
 import ReceiptsStore
 import ServiceLifecycle
@@ -22,7 +23,13 @@ struct ImportService: Service {
         await pacing.run(signal: self.signal, logger: self.logger, failure: "loading an import failed") {
             try await self.step()
         }
-        // On a graceful stop the lease runs out on its own; another instance goes on then.
+        // Stopping (a group under way was rolled back): the import goes back at once, for
+        // another instance to go on with. Should this fail, the lease runs out on its own.
+        do {
+            try await PostgresDeadline.within(.seconds(2)) { try await self.store.releaseImports(owner: self.holder) }
+        } catch {
+            self.logger.debug("giving back an import's lease failed", metadata: ["error": "\(error)"])
+        }
     }
 
     /// One group of the import this instance holds (or takes); false when there is none.
