@@ -60,13 +60,12 @@ COMMENT ON TABLE receipts.import_errors IS 'An import''s first 100 rejected line
 GRANT SELECT, INSERT, DELETE ON receipts.import_errors TO receipts_service;
 CALL receipts.protect_tenant_table('receipts.import_errors');
 
--- The staged lines, one row each (kind c: a chat, m: a message, p: a read or delivered
--- line's position) and one more for each reader or deliverer a message line lists (kind r,
--- with the message line's number), so that one COPY takes the whole body in the order it
--- comes. Ids are plain text here (the service checked each): the domain's check would run
--- again for every value staged, and runs when loading writes them where they belong. No
--- foreign key to the import either (a check per row); loading and a tenant's erasure delete
--- the rows.
+-- The staged lines, one row each (kind c: a chat, m: a message with its readers and
+-- deliverers, p: a read or delivered line's position), so that one COPY takes the whole body
+-- in the order it comes. Ids are plain text here (the service checked each): the domain's
+-- check would run again for every value staged, and runs when loading writes them where they
+-- belong. No foreign key to the import either (a check per row); loading and a tenant's
+-- erasure delete the rows.
 CREATE TABLE receipts.import_rows (
     tenant_id    text COLLATE "C" NOT NULL,
     import_id    text COLLATE "C" NOT NULL,
@@ -83,6 +82,10 @@ CREATE TABLE receipts.import_rows (
     joined_at    timestamptz[],
     mentions     text[] COLLATE "C",
     mentions_all boolean,
+    read_by      text[] COLLATE "C",
+    read_at      timestamptz[],
+    delivered_to text[] COLLATE "C",
+    delivered_at timestamptz[],
     read         boolean,
     at           timestamptz
 );
@@ -90,7 +93,7 @@ CREATE INDEX import_rows_by_chat ON receipts.import_rows (tenant_id, import_id, 
 GRANT SELECT, INSERT, DELETE ON receipts.import_rows TO receipts_service;
 CALL receipts.protect_tenant_table('receipts.import_rows');
 COMMENT ON TABLE receipts.import_rows IS
-    'Staged lines of running imports: c a chat (chat_kind, members beside joined_at, created_at), m a message (user_id its sender, body, created_at, thread_id, mentions, mentions_all), r a reader (read) or deliverer of the message line of the same number (user_id, at), p a read or delivered line (user_id up to message_id, at). at null: when the message was sent.';
+    'Staged lines of running imports: c a chat (chat_kind, members beside joined_at, created_at), m a message (user_id its sender, body, created_at, thread_id, mentions, mentions_all, its readers and deliverers beside their times), p a read (read) or delivered line (user_id up to message_id, at). A time null: when the message was sent.';
 
 -- The chats an import names, numbered in the order of their first line: what loading goes
 -- through, a group of units at a time.

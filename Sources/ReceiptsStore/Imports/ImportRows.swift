@@ -1,8 +1,8 @@
 import ReceiptsCore
 
 /// The staged rows of import lines, in the text format of `COPY … FROM STDIN` into a table
-/// like `receipts.import_rows` (`ImportRows.copy`): one row a line, and one more for each reader or deliverer a
-/// message line lists (sql/migrations/0028_imports.sql, `import_rows`).
+/// like `receipts.import_rows` (`ImportRows.copy`): one row a line, a message's readers and
+/// deliverers in arrays beside their times (sql/migrations/0028_imports.sql, `import_rows`).
 ///
 /// Every value is one the parser checked: ids of `[A-Za-z0-9._:@-]`, RFC 3339 times, a
 /// chat's kind; only a message's text needs COPY's escapes. Arrays are written as literals
@@ -17,7 +17,8 @@ struct ImportRows {
     static func copy() -> String {
         """
         COPY import_upload (tenant_id, import_id, line, kind, chat_id, message_id, user_id, body, created_at, \
-        thread_id, chat_kind, members, joined_at, mentions, mentions_all, read, at) FROM STDIN
+        thread_id, chat_kind, members, joined_at, mentions, mentions_all, read_by, read_at, delivered_to, delivered_at, \
+        read, at) FROM STDIN
         """
     }
 
@@ -39,13 +40,7 @@ struct ImportRows {
         case .message(let message):
             self.row(number, "m", chat: message.chatId, message: message.id, user: message.senderId, body: message.text,
                      createdAt: message.createdAt, thread: message.threadId, mentions: message.mentions,
-                     mentionsAll: message.mentionsAll)
-            for reader in message.readBy {
-                self.row(number, "r", chat: message.chatId, message: message.id, user: reader.userId, read: true, at: reader.at)
-            }
-            for receiver in message.deliveredTo {
-                self.row(number, "r", chat: message.chatId, message: message.id, user: receiver.userId, read: false, at: receiver.at)
-            }
+                     mentionsAll: message.mentionsAll, readers: message.readBy, receivers: message.deliveredTo)
         case .position(let position):
             self.row(number, "p", chat: position.chatId, message: position.upTo, user: position.userId,
                      read: position.isRead, at: position.at)
@@ -55,7 +50,8 @@ struct ImportRows {
     private mutating func row(
         _ number: Int64, _ kind: Character, chat: String, message: String? = nil, user: String? = nil, body: String? = nil,
         createdAt: ImportTime? = nil, thread: String? = nil, chatKind: String? = nil, members: [String]? = nil,
-        joinedAt: [String?]? = nil, mentions: [String]? = nil, mentionsAll: Bool? = nil, read: Bool? = nil, at: ImportTime? = nil
+        joinedAt: [String?]? = nil, mentions: [String]? = nil, mentionsAll: Bool? = nil,
+        readers: [ImportLine.Receipt]? = nil, receivers: [ImportLine.Receipt]? = nil, read: Bool? = nil, at: ImportTime? = nil
     ) {
         self.bytes.append(contentsOf: self.prefix)
         self.bytes.append(contentsOf: String(number).utf8)
@@ -71,6 +67,10 @@ struct ImportRows {
         self.array(joinedAt)
         self.array(mentions)
         self.field(mentionsAll.map { $0 ? "t" : "f" })
+        self.array(readers?.map(\.userId))
+        self.array(readers?.map { $0.at?.text })
+        self.array(receivers?.map(\.userId))
+        self.array(receivers?.map { $0.at?.text })
         self.field(read.map { $0 ? "t" : "f" })
         self.field(at?.text)
         self.bytes.append(newline)
