@@ -126,7 +126,7 @@ public struct ReceiptsConfiguration: Sendable {
         /// own while it arrives); one more is 503 (not read from the environment).
         public var concurrentUploads = 2
         /// Staged rows loaded in one transaction (not read from the environment).
-        public var groupRows = 100_000
+        public var groupRows = 250_000
         /// After each group, a pause of this many times as long as it took, so that the
         /// other tenants' requests keep most of the database (not read from the environment).
         public var pauseFactor = 1

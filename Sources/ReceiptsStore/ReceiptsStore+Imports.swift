@@ -57,17 +57,32 @@ extension ReceiptsStore {
     /// On a connection of its own (an upload holds it for as long as the body takes to come),
     /// whose statements may run for `importStatementTimeout`.
     ///
-    /// - Parameter progress: called with the bytes read so far, after each chunk.
+    /// - Parameters:
+    ///   - owner: who loads it, holding its lease from the start (`receiptsd import` loads its
+    ///     own); nil: any instance's import worker.
+    ///   - progress: called with the bytes read so far, after each chunk.
     /// - Throws: `ImportBodyError` when the body is refused as a whole (nothing is staged).
-    /// - Parameter owner: who loads it, holding its lease from the start (`receiptsd import`
-    ///   loads its own); nil: any instance's import worker.
     public func stageImport<Body: AsyncSequence>(
         tenant: String, id: String, body: Body, maximumBytes: Int, owner: (name: String, lease: Duration)? = nil,
         progress: ((Int) -> Void)? = nil
     ) async throws -> StagedImport where Body.Element == ByteBuffer {
         let connection = try await PostgresConnection.connect(to: self.pool.configuration, logger: self.logger)
-        defer { Task { await connection.close() } }
-        return try await connection.withTransaction { connection in
+        do {
+            let staged = try await self.stage(
+                tenant: tenant, id: id, body: body, maximumBytes: maximumBytes, owner: owner, progress: progress, on: connection)
+            await connection.close()
+            return staged
+        } catch {
+            await connection.close()
+            throw error
+        }
+    }
+
+    private func stage<Body: AsyncSequence>(
+        tenant: String, id: String, body: Body, maximumBytes: Int, owner: (name: String, lease: Duration)?,
+        progress: ((Int) -> Void)?, on connection: PostgresConnection
+    ) async throws -> StagedImport where Body.Element == ByteBuffer {
+        try await connection.withTransaction { connection in
             let timeout = "\(Self.importStatementTimeout.components.seconds)s"
             try await connection.execute("SELECT set_config('statement_timeout', \(timeout), true), receipts.enter_tenant(\(tenant))")
             try await connection.execute(

@@ -31,10 +31,12 @@ struct Import: AsyncParsableCommand {
     @Option(help: "Largest file taken, in bytes (default: RECEIPTS_IMPORT_MAX_BYTES).")
     var maxBytes: Int?
 
+    @Option(help: "After each group of chats, pause this many times as long as it took, so that other tenants keep the database (0: no pause, as fast as it goes).")
+    var pace: Int = ReceiptsConfiguration.Imports().pauseFactor
+
     func run() async throws {
         let environment = Environment()
         let logger = makeLogger(level: environment.logLevel())
-        let options = ReceiptsConfiguration.Imports()
         let maximumBytes = try self.maxBytes ?? environment.integer(.importMaximumBytes)
         let input = try ImportInput(path: self.file)
         let pool = PostgresConnectionPool(
@@ -42,8 +44,17 @@ struct Import: AsyncParsableCommand {
                 connectionString: try environment.databaseURL(logger: logger), applicationName: "receiptsd-import",
                 role: ReceiptsStore.serviceRole),
             options: .init(maximumConnections: 2), logger: logger)
-        defer { Task { await pool.close() } }
-        let store = ReceiptsStore(pool: pool, logger: logger)
+        do {
+            try await self.run(input: input, maximumBytes: maximumBytes, store: ReceiptsStore(pool: pool, logger: logger))
+            await pool.close()
+        } catch {
+            await pool.close()
+            throw error
+        }
+    }
+
+    private func run(input: ImportInput, maximumBytes: Int, store: ReceiptsStore) async throws {
+        let options = ReceiptsConfiguration.Imports()
         guard try await store.tokenSecrets(tenant: self.tenant) != nil else {
             throw ValidationError("there is no tenant \(self.tenant)")
         }
@@ -67,6 +78,7 @@ struct Import: AsyncParsableCommand {
             }
         }
         progress.finish()
+        let stagedAt = ContinuousClock.now
 
         var loaded = 0
         while loaded < staged.units {
@@ -79,20 +91,23 @@ struct Import: AsyncParsableCommand {
             case .notHolder: throw ValidationError("the import \(id) was taken over by another process")
             }
             progress.show("loading", done: Double(loaded), of: Double(staged.units), unit: "chats", scale: 1)
-            // Paced as the service paces it: other tenants keep most of the database.
-            if loaded < staged.units {
-                try await Task.sleep(for: (ContinuousClock.now - groupStarted) * options.pauseFactor)
+            // Paced as the service paces it (unless told otherwise): other tenants keep most of the database.
+            if loaded < staged.units && self.pace > 0 {
+                try await Task.sleep(for: (ContinuousClock.now - groupStarted) * self.pace)
             }
         }
         progress.finish()
 
         guard let state = try await store.importState(tenant: self.tenant, id: id) else { return }
-        print(Self.summary(of: state, took: ContinuousClock.now - started))
+        print(Self.summary(of: state, staging: stagedAt - started, loading: ContinuousClock.now - stagedAt))
     }
 
-    static func summary(of state: ImportState, took: Duration) -> String {
+    static func summary(of state: ImportState, staging: Duration, loading: Duration) -> String {
+        func seconds(_ duration: Duration) -> String {
+            String(format: "%.1f", Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18)
+        }
         var lines = [
-            "import \(state.id): \(state.phase.rawValue) in \(String(format: "%.1f", Double(took.components.seconds) + Double(took.components.attoseconds) / 1e18)) s",
+            "import \(state.id): \(state.phase.rawValue) in \(seconds(staging + loading)) s (reading \(seconds(staging)) s, loading \(seconds(loading)) s)",
             "  lines:    \(state.lines)",
             "  imported: \(state.chats) chats, \(state.messages) messages, \(state.receipts) receipts",
             "  rejected: \(state.rejected) lines",
