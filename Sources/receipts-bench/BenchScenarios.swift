@@ -47,6 +47,7 @@ struct BenchScenarios {
         case streamFairness = "fairness-streams"
         case tenants
         case replicas
+        case importHistory = "import"
     }
 
     /// Names of the rows that rows of later scenarios divide by (`BenchResults.value(of:)`):
@@ -90,6 +91,7 @@ struct BenchScenarios {
         if scenarios.contains(.replicas) { try await self.replicas(into: &results) }
         // Last: its thousand tenants would change the database every later scenario measures.
         if scenarios.contains(.tenants) { try await self.historyCost(into: &results) }
+        if scenarios.contains(.importHistory) { try await self.importHistory(into: &results) }
     }
 
     /// Gives the new database a history and the planner its statistics, as in any database
