@@ -89,7 +89,8 @@ struct BenchScenarios {
         if scenarios.contains(.fairness) { try await self.fairness(into: &results) }
         if scenarios.contains(.streamFairness) { try await self.streamFairness(into: &results) }
         if scenarios.contains(.replicas) { try await self.replicas(into: &results) }
-        // Last: its thousand tenants would change the database every later scenario measures.
+        // Last: the thousand tenants of the one and the imported history of the other would
+        // change the database every later scenario measures.
         if scenarios.contains(.tenants) { try await self.historyCost(into: &results) }
         if scenarios.contains(.importHistory) { try await self.importHistory(into: &results) }
     }

@@ -396,15 +396,20 @@ BEGIN
 
     -- The readers and deliverers of message lines (a sender listing themself is passed over,
     -- as a read of one's own message marks nothing).
+    -- (unnest in the select list: expanded in place, not a function scan per row).
     CREATE TEMP TABLE import_group_entries ON COMMIT DROP AS
-    SELECT staged.line, entry.user_id, entry.read, entry.at
-    FROM receipts.import_rows AS staged
-    CROSS JOIN LATERAL (SELECT reader.user_id, true AS read, reader.at FROM unnest(staged.read_by, staged.read_at) AS reader(user_id, at)
-                        UNION ALL
-                        SELECT receiver.user_id, false, receiver.at FROM unnest(staged.delivered_to, staged.delivered_at)
-                            AS receiver(user_id, at)) AS entry
-    WHERE staged.tenant_id = p_tenant AND staged.import_id = p_import AND staged.chat_id = ANY (v_chats)
-      AND staged.kind = 'm' AND entry.user_id <> staged.user_id;
+    SELECT entry.line, entry.user_id, entry.read, entry.at
+    FROM (SELECT staged.line, staged.user_id AS sender_id, unnest(staged.read_by) AS user_id, true AS read,
+                 unnest(staged.read_at) AS at
+          FROM receipts.import_rows AS staged
+          WHERE staged.tenant_id = p_tenant AND staged.import_id = p_import AND staged.chat_id = ANY (v_chats)
+            AND staged.kind = 'm'
+          UNION ALL
+          SELECT staged.line, staged.user_id, unnest(staged.delivered_to), false, unnest(staged.delivered_at)
+          FROM receipts.import_rows AS staged
+          WHERE staged.tenant_id = p_tenant AND staged.import_id = p_import AND staged.chat_id = ANY (v_chats)
+            AND staged.kind = 'm') AS entry
+    WHERE entry.user_id <> entry.sender_id;
     ANALYZE import_group_entries;
 
     -- A first line's entries: each a member who was to receive the message, never before it
