@@ -49,6 +49,8 @@ status=0
 # ast.parse ("AST constructor recursion depth mismatch", a CPython bug).
 # The repository's file, which the service serves byte for byte (OperationsTests): loaded
 # from the service's URL, schemathesis would leave out the operation that serves it.
+# scripts/schemathesis_hooks.py: a serializer for the NDJSON body of POST /v1/imports.
+SCHEMATHESIS_HOOKS=scripts/schemathesis_hooks.py \
 "$OPENAPI_TOOLS/bin/schemathesis" --config-file scripts/schemathesis.toml run openapi.yaml --url "$url" \
     --checks all --max-examples "${MAX_EXAMPLES:-50}" --seed "${SEED:-17}" --workers 1 \
     --request-timeout 10 --generation-database none --no-color "$@" || status=$?
