@@ -47,11 +47,21 @@ public enum PostgresCopyText {
     /// literal, `{"a","b"}`, each element quoted (so that none reads as NULL, and commas and
     /// braces need no escape) with its `"` and `\` escaped, then escaped again as a field.
     public static func appendArrayField(_ elements: some Sequence<String>, to buffer: inout [UInt8]) {
+        self.appendArrayField(elements.lazy.map(Optional.some), to: &buffer)
+    }
+
+    /// Appends `elements` as a one-dimensional array field whose nil elements are NULL
+    /// (`{NULL,"2024-05-01T09:30:00Z"}`), the others as `appendArrayField(_:to:)` writes them.
+    public static func appendArrayField(_ elements: some Sequence<String?>, to buffer: inout [UInt8]) {
         buffer.append(UInt8(ascii: "{"))
         var isFirst = true
         for element in elements {
             if !isFirst { buffer.append(UInt8(ascii: ",")) }
             isFirst = false
+            guard let element else {
+                buffer.append(contentsOf: "NULL".utf8)
+                continue
+            }
             buffer.append(UInt8(ascii: "\""))
             for byte in element.utf8 {
                 // The array literal's escape, a backslash, is itself escaped in the field.

@@ -1,12 +1,14 @@
+import Postgres
 import ReceiptsCore
 
 /// The staged rows of import lines, in the text format of `COPY … FROM STDIN` into a table
 /// like `receipts.import_rows` (`ImportRows.copy`): one row a line, a message's readers and
 /// deliverers in arrays beside their times (sql/migrations/0028_imports.sql, `import_rows`).
 ///
-/// Every value is one the parser checked: ids of `[A-Za-z0-9._:@-]`, RFC 3339 times, a
-/// chat's kind; only a message's text needs COPY's escapes. Arrays are written as literals
-/// with every element quoted (an id may be `NULL`, which unquoted would be a null element).
+/// Every value is one the parser checked (ids of `[A-Za-z0-9._:@-]`, RFC 3339 times, a chat's
+/// kind, a text without NUL), written by `PostgresCopyText`: escaped as COPY's text format
+/// wants, arrays as literals with every element quoted (an id may be `NULL`, which unquoted
+/// would be a null element).
 struct ImportRows {
     /// The session's table a body is COPY'd into (COPY FROM refuses a table with row-level
     /// security, as `receipts.import_rows` has): created for the transaction, then moved.
@@ -28,7 +30,12 @@ struct ImportRows {
     private let prefix: [UInt8]
 
     init(tenant: String, importId: String) {
-        self.prefix = Array(tenant.utf8) + [tab] + Array(importId.utf8) + [tab]
+        var prefix: [UInt8] = []
+        PostgresCopyText.appendField(tenant, to: &prefix)
+        prefix.append(PostgresCopyText.fieldSeparator)
+        PostgresCopyText.appendField(importId, to: &prefix)
+        prefix.append(PostgresCopyText.fieldSeparator)
+        self.prefix = prefix
     }
 
     /// Appends the rows of `line`, which is line number `number` of the body.
@@ -59,7 +66,7 @@ struct ImportRows {
         self.field(chat)
         self.field(message)
         self.field(user)
-        if let body { self.escaped(body) } else { self.null() }
+        self.field(body)
         self.field(createdAt?.text)
         self.field(thread)
         self.field(chatKind)
@@ -73,59 +80,23 @@ struct ImportRows {
         self.array(receivers?.map { $0.at?.text })
         self.field(read.map { $0 ? "t" : "f" })
         self.field(at?.text)
-        self.bytes.append(newline)
+        self.bytes.append(PostgresCopyText.rowEnd)
     }
 
-    /// A value that needs no escape (checked ids, times, letters), or null.
+    /// A field of the row (`PostgresCopyText` escapes it), or null.
     private mutating func field(_ value: String?) {
-        guard let value else { return self.null() }
-        self.bytes.append(tab)
-        self.bytes.append(contentsOf: value.utf8)
+        self.bytes.append(PostgresCopyText.fieldSeparator)
+        PostgresCopyText.appendField(value, to: &self.bytes)
     }
 
-    private mutating func null() {
-        self.bytes.append(contentsOf: [tab, backslash, UInt8(ascii: "N")])
-    }
-
-    /// Free text: COPY's text format takes a backslash, a tab, a newline and a carriage
-    /// return escaped; everything else as it is.
-    private mutating func escaped(_ text: String) {
-        self.bytes.append(tab)
-        for byte in text.utf8 {
-            switch byte {
-            case backslash: self.bytes.append(contentsOf: [backslash, backslash])
-            case tab: self.bytes.append(contentsOf: [backslash, UInt8(ascii: "t")])
-            case newline: self.bytes.append(contentsOf: [backslash, UInt8(ascii: "n")])
-            case carriageReturn: self.bytes.append(contentsOf: [backslash, UInt8(ascii: "r")])
-            default: self.bytes.append(byte)
-            }
-        }
-    }
-
-    /// An array literal of checked values (nil elements: NULL), or null.
+    /// An array field (nil elements: NULL), or null.
     private mutating func array(_ values: [String?]?) {
-        guard let values else { return self.null() }
-        self.bytes.append(tab)
-        self.bytes.append(UInt8(ascii: "{"))
-        for (index, value) in values.enumerated() {
-            if index > 0 { self.bytes.append(UInt8(ascii: ",")) }
-            if let value {
-                self.bytes.append(UInt8(ascii: "\""))
-                self.bytes.append(contentsOf: value.utf8)
-                self.bytes.append(UInt8(ascii: "\""))
-            } else {
-                self.bytes.append(contentsOf: "NULL".utf8)
-            }
-        }
-        self.bytes.append(UInt8(ascii: "}"))
+        self.bytes.append(PostgresCopyText.fieldSeparator)
+        guard let values else { return PostgresCopyText.appendField(nil, to: &self.bytes) }
+        PostgresCopyText.appendArrayField(values, to: &self.bytes)
     }
 
     private mutating func array(_ values: [String]?) {
         self.array(values.map { $0.map(Optional.some) })
     }
 }
-
-private let tab = UInt8(ascii: "\t")
-private let newline = UInt8(ascii: "\n")
-private let carriageReturn = UInt8(ascii: "\r")
-private let backslash = UInt8(ascii: "\\")
