@@ -57,6 +57,7 @@ do {
         case .unreadChanged(let count, _): print("\(event.userID ?? "")'s unread count: \(count)")
         case .messageDeleted, .chatDeleted, .userErased: print("\(event.kind): drop it from what you show")
         case .messageEdited: print("\(event.messageIDs) edited: fetch it again to show the new text")
+        case .chatImported: print("\(event.chatID ?? "") has imported history: reload it")
         case .resyncRequired: print("missed events: reload")
         case .other: break
         }
