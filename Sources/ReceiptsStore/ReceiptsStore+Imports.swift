@@ -24,9 +24,6 @@ public struct ImportState: Sendable, Equatable {
     public let messages: Int64
     public let receipts: Int64
     public let rejected: Int64
-    /// The chats loaded so far, of `units`.
-    public let unitsLoaded: Int
-    public let units: Int
     /// The first 100 errors, by line.
     public let errors: [ImportLineError]
     /// Why it failed (an error of ours, not of a line).
@@ -118,22 +115,20 @@ extension ReceiptsStore {
     public func importState(tenant: String, id: String) async throws -> ImportState? {
         let rows = try await self.query(
             """
-            SELECT state, lines, chats, messages, receipts, rejected, units, next_unit, failure,
-                   error_lines, error_codes, error_messages
+            SELECT state, lines, chats, messages, receipts, rejected, failure, error_lines, error_codes, error_messages
             FROM receipts.import_state(\(tenant), \(id))
             """)
         guard let row = rows.first else { return nil }
-        let lines = try row.decode([Int64].self, column: 9)
-        let codes = try row.decode([String].self, column: 10)
-        let messages = try row.decode([String].self, column: 11)
+        let lines = try row.decode([Int64].self, column: 7)
+        let codes = try row.decode([String].self, column: 8)
+        let messages = try row.decode([String].self, column: 9)
         return ImportState(
             id: id, phase: ImportState.Phase(rawValue: try row.decode(String.self, column: 0)) ?? .failed,
             lines: try row.decode(Int64.self, column: 1), chats: try row.decode(Int64.self, column: 2),
             messages: try row.decode(Int64.self, column: 3), receipts: try row.decode(Int64.self, column: 4),
             rejected: try row.decode(Int64.self, column: 5),
-            unitsLoaded: try row.decode(Int.self, column: 7) - 1, units: try row.decode(Int.self, column: 6),
             errors: zip(lines, zip(codes, messages)).map { ImportLineError(line: $0, code: $1.0, message: $1.1) },
-            failure: try row.decode(String?.self, column: 8))
+            failure: try row.decode(String?.self, column: 6))
     }
 
     /// Renews the lease of the import this instance (`owner`) loads, or takes the oldest

@@ -52,15 +52,6 @@ public enum ImportLine: Sendable, Equatable {
         public var at: ImportTime?
         public var isRead: Bool
     }
-
-    /// The chat the line belongs to.
-    public var chatId: String {
-        switch self {
-        case .chat(let chat): chat.id
-        case .message(let message): message.chatId
-        case .position(let position): position.chatId
-        }
-    }
 }
 
 /// A time of an import line: RFC 3339 with a zone (`2024-05-01T09:30:00Z`,
