@@ -50,22 +50,28 @@ struct ImportTests {
         }
     }
 
-    @Test("a message's readers keep the times given: readAt and deliveredAt, and a read without a time is one at the message's")
+    @Test("a message's readers keep the times given: readAt and deliveredAt, each in its own order, and a read without a time is one at the message's")
     func receiptTimes() async throws {
         try await TestService.run { client in
             let tenant = try await client.createTenant()
             let body = """
-                {"type":"chat","id":"c","kind":"group","members":[{"userId":"a"},{"userId":"b"},{"userId":"c"}]}
-                {"type":"message","id":"m1","chatId":"c","senderId":"a","text":"hi","createdAt":"2024-03-01T10:00:00Z","readBy":[{"userId":"b","at":"2024-03-01T10:05:00Z"},{"userId":"c"}],"deliveredTo":[{"userId":"b","at":"2024-03-01T10:01:00Z"}]}
+                {"type":"chat","id":"c","kind":"group","members":[{"userId":"a"},{"userId":"b"},{"userId":"c"},{"userId":"d"},{"userId":"e"}]}
+                {"type":"message","id":"m1","chatId":"c","senderId":"a","text":"hi","createdAt":"2024-03-01T10:00:00Z","readBy":[{"userId":"b","at":"2024-03-01T10:05:00Z"},{"userId":"c"},{"userId":"e","at":"2024-03-01T10:04:00Z"}],"deliveredTo":[{"userId":"b","at":"2024-03-01T10:01:00Z"},{"userId":"d","at":"2024-03-01T10:03:00Z"}]}
                 """
             let state = try await Self.importAndWait(body, into: tenant, client: client)
-            #expect(state.rejected == 0 && state.imported.messages == 1 && state.imported.receipts == 4)
+            #expect(state.rejected == 0 && state.imported.messages == 1 && state.imported.receipts == 7)
             let message = try await tenant.message("m1", in: "c", viewer: "a")
             let recipients = Dictionary(uniqueKeysWithValues: (message.recipients ?? []).map { ($0.userId, $0) })
+            // Read in the order c, e, b; delivered in the order c, b, d, e: each keeps its own times.
             #expect(try Self.sameInstant(recipients["b"]?.readAt, "2024-03-01T10:05:00Z"))
             #expect(try Self.sameInstant(recipients["b"]?.deliveredAt, "2024-03-01T10:01:00Z"))
             #expect(try Self.sameInstant(recipients["c"]?.readAt, "2024-03-01T10:00:00Z"))
-            #expect(message.receipt?.state == "read" && message.receipt?.read == 2)
+            #expect(try Self.sameInstant(recipients["c"]?.deliveredAt, "2024-03-01T10:00:00Z"))
+            #expect(recipients["d"]?.readAt == nil)
+            #expect(try Self.sameInstant(recipients["d"]?.deliveredAt, "2024-03-01T10:03:00Z"))
+            #expect(try Self.sameInstant(recipients["e"]?.readAt, "2024-03-01T10:04:00Z"))
+            #expect(try Self.sameInstant(recipients["e"]?.deliveredAt, "2024-03-01T10:04:00Z"))
+            #expect(message.receipt?.state == "delivered" && message.receipt?.read == 3 && message.receipt?.delivered == 4)
         }
     }
 

@@ -622,75 +622,81 @@ BEGIN
     WHERE staged.tenant_id = p_tenant AND staged.import_id = p_import AND staged.chat_id = ANY (v_chats)
       AND staged.kind = 'p';
 
-    -- Every (message, user, read or delivered) the lines give, at its earliest time (a
-    -- message line's entry at null: when the message was sent; a position's: when the
-    -- message it names was); a read is a delivery too. A position covers every message up to
-    -- its own that was the user's to read (receipts.was_recipient) above their watermark.
+    -- Every (message, user) the lines give, with when it was first read (null: not read)
+    -- and first delivered (null: not delivered); a read is a delivery too, at its time. A
+    -- message line's entry at null is when the message was sent; a position's, when the
+    -- message it names was. A position covers every message up to its own that was the
+    -- user's to read (receipts.was_recipient) above their watermark.
     CREATE TEMP TABLE import_group_reads ON COMMIT DROP AS
-    SELECT given.chat_id, given.seq, given.user_id, given.read, min(given.at) AS at
+    SELECT given.chat_id, given.seq, given.user_id,
+           min(given.at) FILTER (WHERE given.read) AS read_at, min(given.at) AS delivered_at
     FROM (
-        SELECT message.chat_id, coalesce(fresh.seq, message.seq) AS seq, entry.user_id, kind.read,
+        SELECT message.chat_id, coalesce(fresh.seq, message.seq) AS seq, entry.user_id, entry.read,
                coalesce(entry.at, fresh.created_at, message.sent_at) AS at
         FROM import_group_entries AS entry
         JOIN import_group_messages AS message ON message.line = entry.line
         LEFT JOIN import_group_new AS fresh ON fresh.line = entry.line
-        CROSS JOIN LATERAL (VALUES (entry.read), (false)) AS kind(read)
-        WHERE message.code IS NULL AND entry.user_id <> message.sender_id AND (entry.read OR NOT kind.read)
+        WHERE message.code IS NULL AND entry.user_id <> message.sender_id
         UNION ALL
-        SELECT position.chat_id, message.seq, position.user_id, kind.read, coalesce(position.at, position.created_at)
+        SELECT position.chat_id, message.seq, position.user_id, position.read, coalesce(position.at, position.created_at)
         FROM import_group_positions AS position
         JOIN receipts.chat_members AS member
             ON member.tenant_id = p_tenant AND member.chat_id = position.chat_id AND member.user_id = position.user_id
         JOIN receipts.messages AS message
             ON message.tenant_id = p_tenant AND message.chat_id = position.chat_id
            AND message.seq > member.read_seq AND message.seq <= position.seq
-        CROSS JOIN LATERAL (VALUES (position.read), (false)) AS kind(read)
-        WHERE position.code IS NULL AND (position.read OR NOT kind.read)
+        WHERE position.code IS NULL
           AND receipts.was_recipient(p_tenant, position.chat_id, position.user_id, message.sender_id, message.seq,
                                      member.period_after_seq)
     ) AS given
-    GROUP BY given.chat_id, given.seq, given.user_id, given.read;
+    GROUP BY given.chat_id, given.seq, given.user_id;
     ANALYZE import_group_reads;
 
     -- What the chunk rows of messages that were there already record stays as it is.
     IF EXISTS (SELECT FROM import_group_chats AS chat WHERE chat.last_seq > 0) THEN
-        DELETE FROM import_group_reads AS given
-        USING import_group_chats AS chat, receipts.chat_members AS member, receipts.receipt_chunks AS receipt
+        UPDATE import_group_reads AS given SET
+            read_at = CASE WHEN receipts.has_read(given.user_id, receipt.read_by, receipt.hidden_read_by)
+                           THEN NULL ELSE given.read_at END,
+            delivered_at = CASE WHEN given.user_id = ANY (receipt.delivered_to) THEN NULL ELSE given.delivered_at END
+        FROM import_group_chats AS chat, receipts.chat_members AS member, receipts.receipt_chunks AS receipt
         WHERE chat.chat_id = given.chat_id AND given.seq <= chat.last_seq
           AND member.tenant_id = p_tenant AND member.chat_id = given.chat_id AND member.user_id = given.user_id
           AND receipt.tenant_id = p_tenant AND receipt.chat_id = given.chat_id AND receipt.seq = given.seq
-          AND receipt.chunk = member.receipt_chunk
-          AND CASE WHEN given.read THEN receipts.has_read(given.user_id, receipt.read_by, receipt.hidden_read_by)
-                   ELSE given.user_id = ANY (receipt.delivered_to) END;
+          AND receipt.chunk = member.receipt_chunk;
+        DELETE FROM import_group_reads AS given WHERE given.read_at IS NULL AND given.delivered_at IS NULL;
     END IF;
-    SELECT count(*) INTO v_receipts FROM import_group_reads;
+    SELECT count(given.read_at) + count(given.delivered_at) INTO v_receipts FROM import_group_reads AS given;
 
     -- The chunk rows: a new message's, whole (every chunk up to the chat's last numbered
     -- member, as a send makes them), with its readers and deliverers in the order of their
     -- times; a message that was there gets its new ones appended. A reader whose receipts
     -- are off is recorded hidden (receipts.users.read_receipts), as a read of theirs is. The
-    -- rows are sorted once, and each array of a chunk row takes them in that order (so the
-    -- users and times of read_by and read_at stay side by side), rather than each aggregate
-    -- sorting its own.
+    -- rows are sorted once by when they were read, and the read arrays of a chunk row take
+    -- them in that order (so the users and times of read_by and read_at stay side by side);
+    -- the delivered arrays sort theirs by when they were delivered (the same order, but for
+    -- a delivery before its read).
     v_nested_loops := current_setting('enable_nestloop');
     PERFORM set_config('enable_nestloop', 'off', true);
     WITH ordered AS (
-        SELECT given.chat_id, given.seq, member.receipt_chunk AS chunk, given.user_id, given.at, given.read,
+        SELECT given.chat_id, given.seq, member.receipt_chunk AS chunk, given.user_id, given.read_at, given.delivered_at,
                coalesce(setting.read_receipts, true) AS visible
         FROM import_group_reads AS given
         JOIN receipts.chat_members AS member
             ON member.tenant_id = p_tenant AND member.chat_id = ANY (v_chats)
            AND member.chat_id = given.chat_id AND member.user_id = given.user_id
         LEFT JOIN receipts.users AS setting ON setting.tenant_id = p_tenant AND setting.user_id = given.user_id
-        ORDER BY given.chat_id, given.seq, member.receipt_chunk, given.at, given.user_id
+        ORDER BY given.chat_id, given.seq, member.receipt_chunk, given.read_at, given.user_id
     ),
     per_chunk AS (
         SELECT ordered.chat_id, ordered.seq, ordered.chunk,
-               coalesce(array_agg(ordered.user_id) FILTER (WHERE ordered.read AND ordered.visible), '{}') AS read_by,
-               coalesce(array_agg(ordered.at) FILTER (WHERE ordered.read AND ordered.visible), '{}') AS read_at,
-               coalesce(array_agg(ordered.user_id) FILTER (WHERE ordered.read AND NOT ordered.visible), '{}') AS hidden_read_by,
-               coalesce(array_agg(ordered.user_id) FILTER (WHERE NOT ordered.read), '{}') AS delivered_to,
-               coalesce(array_agg(ordered.at) FILTER (WHERE NOT ordered.read), '{}') AS delivered_at
+               coalesce(array_agg(ordered.user_id) FILTER (WHERE ordered.read_at IS NOT NULL AND ordered.visible), '{}') AS read_by,
+               coalesce(array_agg(ordered.read_at) FILTER (WHERE ordered.read_at IS NOT NULL AND ordered.visible), '{}') AS read_at,
+               coalesce(array_agg(ordered.user_id) FILTER (WHERE ordered.read_at IS NOT NULL AND NOT ordered.visible), '{}')
+                   AS hidden_read_by,
+               coalesce(array_agg(ordered.user_id ORDER BY ordered.delivered_at, ordered.user_id)
+                            FILTER (WHERE ordered.delivered_at IS NOT NULL), '{}') AS delivered_to,
+               coalesce(array_agg(ordered.delivered_at ORDER BY ordered.delivered_at, ordered.user_id)
+                            FILTER (WHERE ordered.delivered_at IS NOT NULL), '{}') AS delivered_at
         FROM ordered
         GROUP BY ordered.chat_id, ordered.seq, ordered.chunk
     ),
@@ -727,7 +733,7 @@ BEGIN
     -- tenant's rows and took them for a few, looping over a chat's chunk rows for each
     -- message (8 s of a group of 10,000 messages, instead of a tenth of one).
     CREATE TEMP TABLE import_group_touched ON COMMIT DROP AS
-    SELECT given.chat_id, given.user_id, bool_or(given.read) AS read_any, max(given.at) FILTER (WHERE given.read) AS read_at
+    SELECT given.chat_id, given.user_id, bool_or(given.read_at IS NOT NULL) AS read_any, max(given.read_at) AS read_at
     FROM import_group_reads AS given
     GROUP BY given.chat_id, given.user_id;
     ANALYZE import_group_touched;
