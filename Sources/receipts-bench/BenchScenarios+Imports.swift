@@ -155,7 +155,8 @@ extension BenchScenarios {
     }
 
     /// `POST /v1/imports` with `body` as NDJSON, on a connection of its own (the bench's
-    /// client sends JSON objects only); returns the import's id from the 202.
+    /// client sends JSON objects only); returns the import's id from the 202. Waits a minute
+    /// longer than the service gives a body to arrive (30 minutes: then 503).
     private func postImport(_ body: ByteBuffer, apiKey: String) async throws -> String {
         guard let url = URL(string: self.client.baseURL), let host = url.host, let port = url.port else {
             throw BenchFailure("the service URL \(self.client.baseURL) has no host and port")
@@ -168,10 +169,10 @@ extension BenchScenarios {
         let connection = try await LoopbackConnection.connect(host: host, port: port)
         let answer: LoopbackConnection.Answer
         do {
-            answer = try await connection.exchange(head, body: body)
+            answer = try await connection.exchange(head, body: body, timeout: .minutes(31))
         } catch {
             await connection.close()
-            throw error
+            throw BenchFailure("POST /v1/imports: no answer within 31 minutes, or the connection failed: \(error)")
         }
         await connection.close()
         let object = (try? JSONSerialization.jsonObject(with: Data(answer.body.readableBytesView))) as? [String: Any] ?? [:]

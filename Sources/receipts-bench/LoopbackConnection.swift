@@ -54,6 +54,15 @@ final class LoopbackConnection: Sendable {
         return try await answer.futureResult.get()
     }
 
+    /// Sends one request and waits for its whole answer for at most `timeout`: past it the
+    /// connection is closed, and the wait fails.
+    func exchange(_ head: HTTPRequestHead, body: ByteBuffer?, timeout: TimeAmount) async throws -> Answer {
+        let channel = self.channel
+        let closing = channel.eventLoop.scheduleTask(in: timeout) { channel.close(promise: nil) }
+        defer { closing.cancel() }
+        return try await self.exchange(head, body: body)
+    }
+
     func close() async {
         try? await self.channel.close()
     }
